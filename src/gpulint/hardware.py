@@ -1,0 +1,127 @@
+"""The hardware table: architectures (``sm_XX``) and named GPUs, read from ``data/hardware.toml``.
+
+Targets in the configuration, hardware-aware rules and the runtime roofline all resolve through
+here, so a figure lives in exactly one place. Unknown names are errors that list the known ones;
+unknown or estimated peaks are never returned as if they were datasheet figures.
+"""
+
+from __future__ import annotations
+
+import functools
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+
+DTYPES = ("bf16", "fp16", "tf32", "fp8", "fp32")
+SPARSE_TO_DENSE = 2.0  # NVIDIA's 2:4-sparse figures are exactly twice the dense ones
+
+
+class UnknownTargetError(ValueError):
+    """A target name that is neither an ``sm_XX`` architecture nor a known GPU."""
+
+
+@dataclass(frozen=True)
+class Arch:
+    name: str  # "sm_90"
+    compute_capability: str
+    smem_per_block: int
+    bf16: bool
+    fp8: bool
+
+    @property
+    def major(self) -> int:
+        return int(self.compute_capability.split(".")[0])
+
+
+@dataclass(frozen=True)
+class GPU:
+    name: str
+    arch: Arch
+    aliases: tuple[str, ...] = ()
+    peak_tflops: dict[str, float] = field(default_factory=dict)
+    memory_tbps: float | None = None
+    estimated: tuple[str, ...] = ()
+    source: str = ""
+    note: str = ""
+
+    def is_estimated(self, what: str) -> bool:
+        return what in self.estimated
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a configured target means to a rule: an architecture, and the GPU if one was named."""
+
+    spelling: str
+    arch: Arch
+    gpu: GPU | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.gpu.name} ({self.arch.name})" if self.gpu else self.arch.name
+
+
+@dataclass(frozen=True)
+class Table:
+    archs: dict[str, Arch]
+    gpus: dict[str, GPU]
+    _lookup: dict[str, GPU]
+
+    def known_names(self) -> list[str]:
+        return sorted(self.archs) + sorted(self.gpus)
+
+    def gpu(self, name: str) -> GPU:
+        found = self._lookup.get(_norm(name))
+        if found is None:
+            raise UnknownTargetError(
+                f"unknown GPU {name!r}; known: {', '.join(sorted(self.gpus))}"
+            )
+        return found
+
+    def target(self, spelling: str) -> Target:
+        key = spelling.strip()
+        arch_key = key.lower().replace("sm", "sm_").replace("sm__", "sm_")
+        if arch_key in self.archs:
+            return Target(spelling, self.archs[arch_key])
+        gpu = self._lookup.get(_norm(key))
+        if gpu is not None:
+            return Target(spelling, gpu.arch, gpu)
+        raise UnknownTargetError(
+            f"unknown target {spelling!r}; known: {', '.join(self.known_names())}"
+        )
+
+
+def _norm(name: str) -> str:
+    return "".join(ch for ch in name.lower() if ch.isalnum())
+
+
+@functools.cache
+def table() -> Table:
+    raw = tomllib.loads(resources.files("gpulint").joinpath("data/hardware.toml").read_text())
+    archs = {
+        name: Arch(name, v["compute_capability"], v["smem_per_block"], v["bf16"], v["fp8"])
+        for name, v in raw.items()
+        if name.startswith("sm_")
+    }
+    gpus: dict[str, GPU] = {}
+    lookup: dict[str, GPU] = {}
+    for name, v in raw.get("gpu", {}).items():
+        gpu = GPU(
+            name=name,
+            arch=archs[v["arch"]],
+            aliases=tuple(v.get("aliases", ())),
+            peak_tflops={k: float(x) for k, x in v.get("peak_tflops", {}).items()},
+            memory_tbps=v.get("memory_tbps"),
+            estimated=tuple(v.get("estimated", ())),
+            source=v.get("source", ""),
+            note=v.get("note", ""),
+        )
+        gpus[name] = gpu
+        for spelling in (name, *gpu.aliases):
+            lookup[_norm(spelling)] = gpu
+    return Table(archs, gpus, lookup)
+
+
+def resolve_targets(spellings: list[str]) -> list[Target]:
+    """Resolve configured target spellings; raises UnknownTargetError naming the bad one."""
+    return [table().target(s) for s in spellings]
