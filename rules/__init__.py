@@ -1,0 +1,1 @@
+"""gpulint rules: one module per rule, discovered by gpulint.rule.all_rules()."""

@@ -1,0 +1,164 @@
+import ast
+
+from gpulint.frontends.python.tensors import looks_like_tensor
+from gpulint.rule import Rule
+
+SYNC_METHODS = {"item", "cpu", "numpy", "tolist"}
+_CONVERTERS = {"float", "int", "bool"}
+
+
+class HostSyncInStepLoop(Rule):
+    """
+    ## What it does
+    Finds a host-device synchronisation that runs on every iteration of a training or evaluation
+    step loop: `.item()`, `.cpu()`, `.numpy()`, `.tolist()`, `float()`/`int()`/`bool()` of a
+    tensor, `print()` of a tensor, or `torch.cuda.synchronize()`.
+
+    A step loop is a loop whose own body calls `.backward()`, `optimizer.step()` or
+    `scaler.step()`, or iterates a data loader and calls a model. Calls under a periodic guard
+    (`if step % log_every == 0:`, `if should_log:`), before or after the loop, and in tests are
+    left alone, and so are conversions of values that are plainly Python numbers.
+
+    ## Why is this bad?
+    CUDA runs asynchronously: the CPU queues kernels and races ahead. Reading a value back makes
+    the CPU wait until every queued kernel has finished, so the GPU drains and idles while Python
+    catches up. Once per step, that bubble is paid on every step. On an NVIDIA H200 a small MLP
+    step with `.item()` every step took 1,535 µs against 1,334 µs with `.item()` every 50 steps
+    (+15%); the smaller the step, the larger the share.
+
+    ## Example
+    ```python
+    for step, (x, y) in enumerate(loader):
+        loss = criterion(model(x.cuda()), y.cuda())
+        loss.backward()
+        optimizer.step()
+        running_loss += loss.item()
+    ```
+
+    ## Use instead
+    ```python
+    running_loss = torch.zeros((), device="cuda")
+    for step, (x, y) in enumerate(loader):
+        loss = criterion(model(x.cuda()), y.cuda())
+        loss.backward()
+        optimizer.step()
+        running_loss += loss.detach()
+        if step % log_every == 0:
+            print(f"loss {running_loss.item() / (step + 1):.4f}")
+    ```
+
+    ## References
+    - [CUDA semantics: asynchronous execution](https://docs.pytorch.org/docs/stable/notes/cuda.html#asynchronous-execution)
+    - [PyTorch performance tuning guide: avoid unnecessary CPU-GPU synchronization](https://docs.pytorch.org/tutorials/recipes/recipes/tuning_guide.html)
+    """
+
+    code = "GPU101"
+    name = "host-sync-in-step-loop"
+    bench = "sync"
+    # A step loop cannot exist without one of these.
+    triggers = ("backward", "step(", "loader", "Loader")
+    message = (
+        "{what} forces a host-device sync on every iteration of the step loop at line {loop}; "
+        "keep the value on the device and read it every N steps (`if step % log_every == 0:`)"
+    )
+    tags = ("sync",)
+
+    VALID = [
+        # Periodic guard.
+        """
+import torch
+for step, (x, y) in enumerate(train_loader):
+    loss = model(x.cuda(), y.cuda())
+    loss.backward()
+    optimizer.step()
+    if step % 100 == 0:
+        print(loss.item())
+""",
+        # After the loop.
+        """
+import torch
+for x, y in train_loader:
+    loss = model(x.to("cuda"))
+    loss.backward()
+    optimizer.step()
+print(loss.item())
+""",
+        # A Python number.
+        """
+import torch
+for x in train_loader:
+    loss = model(x.cuda())
+    loss.backward()
+    optimizer.step()
+    lr = float(args.lr)
+""",
+    ]
+    INVALID = [
+        """
+import torch
+for step, (x, y) in enumerate(train_loader):
+    loss = model(x.cuda(), y.cuda())
+    loss.backward()
+    optimizer.step()
+    total += loss.item()
+""",
+        """
+import torch
+for x, y in loader:
+    logits = model(x.to("cuda"))
+    correct += (logits.argmax(-1) == y).sum().cpu()
+""",
+    ]
+
+    def visit_Call(self, node: ast.Call, file):
+        if file.is_test or not file.uses_cuda:
+            return
+        what = self._sync(node, file)
+        if what is None:
+            return
+        loop = file.loops.runs_every_step(node)
+        if loop is None:
+            return
+        yield self.report(file, node, what=what, loop=loop.lineno)
+
+    def _sync(self, node: ast.Call, file) -> str | None:
+        func = node.func
+        if isinstance(func, ast.Attribute):
+            if func.attr in SYNC_METHODS and not node.args:
+                inner = func.value
+                # `x.cpu().numpy()` is one sync: report the first call in the chain only.
+                if (
+                    isinstance(inner, ast.Call)
+                    and isinstance(inner.func, ast.Attribute)
+                    and inner.func.attr in SYNC_METHODS
+                ):
+                    return None
+                if _is_python_side(file, inner):
+                    return None
+                return f"`.{func.attr}()`"
+            if file.qualname(func) == "torch.cuda.synchronize":
+                return "`torch.cuda.synchronize()`"
+            return None
+        if isinstance(func, ast.Name) and func.id not in file.bindings:
+            scope = file.enclosing_function(node)
+            if func.id in _CONVERTERS and len(node.args) == 1:
+                if looks_like_tensor(file, node.args[0], scope):
+                    return f"`{func.id}()` of a tensor"
+            if func.id == "print":
+                for arg in node.args:
+                    parts = arg.values if isinstance(arg, ast.JoinedStr) else [arg]
+                    for part in parts:
+                        value = part.value if isinstance(part, ast.FormattedValue) else part
+                        if looks_like_tensor(file, value, scope):
+                            return "`print()` of a tensor"
+        return None
+
+
+def _is_python_side(file, receiver: ast.AST) -> bool:
+    """numpy arrays and scalars have `.item()`/`.tolist()` too; they cost no sync."""
+    node = receiver
+    while isinstance(node, (ast.Attribute, ast.Call, ast.Subscript)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    if isinstance(node, ast.Name):
+        return file.bindings.get(node.id, "").split(".")[0] in {"numpy", "math"}
+    return False

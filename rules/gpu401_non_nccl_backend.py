@@ -1,0 +1,83 @@
+import ast
+import re
+
+from gpulint.diagnostics import Severity
+from gpulint.frontends.python.names import has_star_kwargs, keyword
+from gpulint.rule import Rule
+
+_TRAINS = re.compile(r"\.backward\(|DistributedDataParallel|FullyShardedDataParallel|fully_shard\(")
+_INIT = {"torch.distributed.init_process_group", "torch.distributed.distributed_c10d.init_process_group"}
+
+
+class NonNcclBackend(Rule):
+    """
+    ## What it does
+    Finds `torch.distributed.init_process_group` with the `gloo` or `mpi` backend, or with no
+    backend, in a module that trains on CUDA. Explicit CPU fallbacks
+    (`"nccl" if torch.cuda.is_available() else "gloo"`), backends from variables, device-mapped
+    backends (`"cpu:gloo,cuda:nccl"`) and extra gloo groups made with `new_group` for object
+    collectives are left alone.
+
+    ## Why is this bad?
+    NCCL is the collective library built for NVIDIA GPUs: it moves gradients GPU-to-GPU over
+    NVLink and InfiniBand. Gloo all-reduces CUDA tensors through host memory and is many times
+    slower; PyTorch's documentation says to use NCCL for distributed GPU training. With no
+    backend at all, the choice is left to PyTorch's defaults; name it so a CUDA job never
+    silently runs its collectives on the wrong library.
+
+    ## Example
+    ```python
+    dist.init_process_group(backend="gloo")
+    model = DDP(model.cuda(local_rank), device_ids=[local_rank])
+    ```
+
+    ## Use instead
+    ```python
+    dist.init_process_group(backend="nccl")
+    model = DDP(model.cuda(local_rank), device_ids=[local_rank])
+    ```
+
+    ## References
+    - [Distributed communication package: which backend to use?](https://docs.pytorch.org/docs/stable/distributed.html#which-backend-to-use)
+    - [PyTorch distributed overview](https://docs.pytorch.org/tutorials/beginner/dist_overview.html)
+    """
+
+    code = "GPU401"
+    name = "non-nccl-backend"
+    bench = "nccl"
+    triggers = ("init_process_group",)
+    message = "`{backend}` backend in CUDA training: collectives go through host memory; use `backend=\"nccl\"`"
+    tags = ("distributed",)
+
+    VALID = [
+        'import torch\nimport torch.distributed as dist\ndist.init_process_group("nccl")\nloss.backward()\nx.cuda()\n',
+        'import torch\nimport torch.distributed as dist\ndist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")\nloss.backward()\n',
+        'import torch.distributed as dist\ndist.init_process_group("gloo")  # CPU-only trainer\nloss.backward()\n',
+        'import torch\nimport torch.distributed as dist\ndist.init_process_group(backend=args.backend)\nloss.backward()\nx.cuda()\n',
+    ]
+    INVALID = [
+        'import torch\nimport torch.distributed as dist\ndist.init_process_group(backend="gloo")\nloss.backward()\nx.cuda()\n',
+        'import torch\nfrom torch.distributed import init_process_group\ninit_process_group("mpi")\nmodel = DistributedDataParallel(model.cuda())\n',
+    ]
+
+    def visit_Call(self, node: ast.Call, file):
+        if file.qualname(node) not in _INIT:
+            return
+        if not file.uses_cuda or not _TRAINS.search(file.text):
+            return
+        backend = keyword(node, "backend")
+        value = backend.value if backend else (node.args[0] if node.args else None)
+        if value is None:
+            if has_star_kwargs(node):
+                return
+            yield self.report(
+                file, node,
+                "`init_process_group` with no backend in CUDA training: name `backend=\"nccl\"` "
+                "so collectives on CUDA tensors never fall back to gloo",
+                severity=Severity.INFO,
+            )
+            return
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            name = value.value.lower()
+            if "nccl" not in name and name in {"gloo", "mpi", "ucc"}:
+                yield self.report(file, value, backend=value.value)

@@ -1,0 +1,3 @@
+from gpulint.cli import main
+import sys
+sys.exit(main())

@@ -1,0 +1,252 @@
+"""`[tool.gpulint]` configuration: found, validated, merged with command-line flags.
+
+Every key is checked here, once, with a message that names the key; a bad configuration is a
+`ConfigError` (exit code 2), never a traceback.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from gpulint.hardware import Target, UnknownTargetError, resolve_targets
+
+
+class ConfigError(Exception):
+    """A configuration problem; the message names the offending key."""
+
+
+_CODE_OR_PREFIX = re.compile(r"^GPU\d{0,3}$")
+
+
+def _str_list(key: str, value: Any) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"[tool.gpulint] {key}: expected a list of strings, got {value!r}")
+    return list(value)
+
+
+def _codes(key: str, value: Any) -> list[str]:
+    codes = [c.strip().upper() for c in _str_list(key, value)]
+    from gpulint.rule import all_rules
+
+    known = {r.code for r in all_rules()} | {"GPU000"}
+    for c in codes:
+        if c == "ALL":
+            continue
+        if not _CODE_OR_PREFIX.match(c) or not any(k.startswith(c) for k in known):
+            raise ConfigError(
+                f"[tool.gpulint] {key}: unknown rule code or prefix {c!r} "
+                f"(codes look like GPU101; prefixes like GPU1)"
+            )
+    return codes
+
+
+def _per_file_ignores(key: str, value: Any) -> dict[str, list[str]]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"[tool.gpulint] {key}: expected a table of glob = [codes]")
+    return {str(glob): _codes(f"{key}.{glob!r}", codes) for glob, codes in value.items()}
+
+
+def _targets(key: str, value: Any) -> list[str]:
+    names = _str_list(key, value)
+    try:
+        resolve_targets(names)
+    except UnknownTargetError as e:
+        raise ConfigError(f"[tool.gpulint] {key}: {e}") from None
+    return names
+
+
+def _positive_int(key: str, value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ConfigError(f"[tool.gpulint] {key}: expected a non-negative integer, got {value!r}")
+    return value
+
+
+def _string(key: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"[tool.gpulint] {key}: expected a string, got {value!r}")
+    return value
+
+
+def _cuda(key: str, value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"[tool.gpulint] {key}: expected a table")
+    out: dict[str, Any] = {}
+    for k, v in value.items():
+        if k == "check-macros":
+            out[k] = _str_list(f"{key}.{k}", v)
+        else:
+            raise ConfigError(f"[tool.gpulint.cuda] unknown key {k!r}; known: check-macros")
+    return out
+
+
+def _levers(key: str, value: Any) -> list[dict]:
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise ConfigError(f"[[tool.gpulint.{key}]]: expected an array of tables")
+    return list(value)
+
+
+# key -> validator; the one list of what [tool.gpulint] accepts.
+_KEYS = {
+    "select": _codes,
+    "ignore": _codes,
+    "extend-select": _codes,
+    "extend-ignore": _codes,
+    "per-file-ignores": _per_file_ignores,
+    "exclude": _str_list,
+    "extend-exclude": _str_list,
+    "targets": _targets,
+    "cache-dir": _string,
+    "jobs": _positive_int,
+    "evidence": _str_list,
+    "cuda": _cuda,
+    "levers": _levers,
+}
+
+DEFAULT_EXCLUDE = [
+    ".git",
+    ".hg",
+    ".svn",
+    ".venv",
+    "venv",
+    ".tox",
+    ".nox",
+    "__pycache__",
+    "build",
+    "dist",
+    "node_modules",
+    ".gpulint_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".pytest_cache",
+    "*.egg-info",
+]
+
+
+@dataclass
+class Config:
+    root: Path
+    source: Path | None = None  # the pyproject.toml it came from
+    select: list[str] = field(default_factory=lambda: ["ALL"])
+    ignore: list[str] = field(default_factory=list)
+    extend_select: list[str] = field(default_factory=list)
+    per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
+    exclude: list[str] = field(default_factory=lambda: list(DEFAULT_EXCLUDE))
+    targets: list[str] = field(default_factory=list)
+    cache_dir: str = ".gpulint_cache"
+    jobs: int = 0  # 0: one per core
+    evidence: list[str] = field(default_factory=list)
+    options: dict[str, Any] = field(default_factory=dict)  # per-language tables (cuda, levers)
+
+    # -- selection ---------------------------------------------------------------------------
+    def is_enabled(self, code: str, default_enabled: bool = True) -> bool:
+        """The most specific matching pattern wins; on a tie, ignore wins (as in ruff)."""
+
+        def specificity(patterns: list[str]) -> int:
+            return max(
+                (0 if p == "ALL" else len(p) for p in patterns if p == "ALL" or code.startswith(p)),
+                default=-1,
+            )
+
+        selected = max(specificity(self.select), specificity(self.extend_select))
+        if selected < 0 or specificity(self.ignore) >= selected:
+            return False
+        # Opt-in rules are only on when named by code or by a family prefix, not by ALL/GPU.
+        return default_enabled or selected > 3
+
+    def ignored_for(self, relpath: str) -> list[str]:
+        out: list[str] = []
+        posix = PurePosixPath(relpath)
+        for glob, codes in self.per_file_ignores.items():
+            if fnmatch.fnmatch(relpath, glob) or posix.match(glob):
+                out.extend(codes)
+        return out
+
+    def resolved_targets(self) -> list[Target]:
+        return resolve_targets(self.targets)
+
+    def fingerprint(self) -> str:
+        """A hash of everything that can change findings: the cache key's config part."""
+        state = {
+            "select": self.select,
+            "ignore": self.ignore,
+            "extend_select": self.extend_select,
+            "per_file_ignores": self.per_file_ignores,
+            "targets": self.targets,
+            "evidence": self.evidence,
+            "options": self.options,
+        }
+        return hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def find_pyproject(start: Path) -> Path | None:
+    start = start.resolve()
+    for directory in [start, *start.parents] if start.is_dir() else start.parents:
+        candidate = directory / "pyproject.toml"
+        if candidate.is_file():
+            try:
+                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+            except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as e:
+                raise ConfigError(f"{candidate}: not valid TOML: {e}") from None
+            if "gpulint" in data.get("tool", {}):
+                return candidate
+    return None
+
+
+def load_config(start: Path, explicit: Path | None = None) -> Config:
+    """The configuration for a run started at `start` (a path being checked, or the cwd)."""
+    path = explicit or find_pyproject(start)
+    if path is None:
+        return Config(root=Path.cwd().resolve())
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e}") from None
+    table = data.get("tool", {}).get("gpulint", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [tool.gpulint] must be a table")
+    config = Config(root=path.parent.resolve(), source=path)
+    apply_table(config, table)
+    return config
+
+
+def apply_table(config: Config, table: dict[str, Any]) -> None:
+    for key, value in table.items():
+        validator = _KEYS.get(key)
+        if validator is None:
+            raise ConfigError(
+                f"[tool.gpulint] unknown key {key!r}; known keys: {', '.join(sorted(_KEYS))}"
+            )
+        checked = validator(key, value)
+        if key == "select":
+            config.select = checked
+        elif key == "ignore":
+            config.ignore = checked
+        elif key == "extend-select":
+            config.extend_select = checked
+        elif key == "extend-ignore":
+            config.ignore = config.ignore + checked
+        elif key == "per-file-ignores":
+            config.per_file_ignores = checked
+        elif key == "exclude":
+            config.exclude = checked
+        elif key == "extend-exclude":
+            config.exclude = config.exclude + checked
+        elif key == "targets":
+            config.targets = checked
+        elif key == "cache-dir":
+            config.cache_dir = checked
+        elif key == "jobs":
+            config.jobs = checked
+        elif key == "evidence":
+            config.evidence = checked
+        else:
+            config.options[key] = checked

@@ -1,0 +1,97 @@
+"""What a rule reports: findings, their positions and their fixes."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class Severity(enum.Enum):
+    ERROR = "error"  # wrong or broken code
+    WARNING = "warning"  # costs real speed
+    INFO = "info"  # worth a look
+
+    @property
+    def sarif_level(self) -> str:
+        return {"error": "error", "warning": "warning", "info": "note"}[self.value]
+
+
+@dataclass(frozen=True, order=True)
+class Edit:
+    """Replace text[start:end] (character offsets into the decoded file) with `text`."""
+
+    start: int
+    end: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Fix:
+    description: str
+    edits: tuple[Edit, ...]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One finding. Lines and columns are 1-based; columns count code points; end is exclusive."""
+
+    path: str
+    line: int
+    col: int
+    code: str
+    message: str
+    severity: Severity
+    end_line: int | None = None
+    end_col: int | None = None
+    fix: Fix | None = field(default=None, compare=False)
+
+    def sort_key(self) -> tuple:
+        return (self.path, self.line, self.col, self.code, self.message)
+
+    def to_dict(self) -> dict:
+        out = {
+            "path": self.path,
+            "line": self.line,
+            "col": self.col,
+            "end_line": self.end_line,
+            "end_col": self.end_col,
+            "code": self.code,
+            "severity": self.severity.value,
+            "message": self.message,
+            "fix": None,
+        }
+        if self.fix is not None:
+            out["fix"] = {
+                "description": self.fix.description,
+                "edits": [{"start": e.start, "end": e.end, "text": e.text} for e in self.fix.edits],
+            }
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Finding:
+        fix = None
+        if d.get("fix"):
+            fix = Fix(
+                d["fix"]["description"],
+                tuple(Edit(e["start"], e["end"], e["text"]) for e in d["fix"]["edits"]),
+            )
+        return cls(
+            path=d["path"],
+            line=d["line"],
+            col=d["col"],
+            code=d["code"],
+            message=d["message"],
+            severity=Severity(d["severity"]),
+            end_line=d.get("end_line"),
+            end_col=d.get("end_col"),
+            fix=fix,
+        )
+
+
+# GPU000 is the engine's own code: a file that could not be analysed (unreadable, not text,
+# does not parse, a rule failed on it). It is never suppressed, so nothing is silently skipped.
+UNANALYSABLE = "GPU000"
+
+
+def unanalysable(path: str, reason: str, line: int = 1, col: int = 1) -> Finding:
+    return Finding(path, line, col, UNANALYSABLE, reason, Severity.ERROR)

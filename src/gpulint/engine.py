@@ -1,0 +1,198 @@
+"""The engine, one straight line: find files -> read bytes -> prefilter by the enabled rules'
+triggers -> parse once (front-end by extension) -> run the rules in one pass -> drop what `noqa`
+and per-file-ignores suppress -> hand the findings to a reporter. The result cache and the process
+pool (see `run`) wrap this line; they do not bend it.
+"""
+
+from __future__ import annotations
+
+import codecs
+import hashlib
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpulint import __version__
+from gpulint.config import Config
+from gpulint.diagnostics import UNANALYSABLE, Finding, unanalysable
+from gpulint.files import FileFinder
+from gpulint.frontends import ParseError, by_extension, frontend_for
+from gpulint.rule import Rule, all_rules
+from gpulint.settings import Settings
+from gpulint.suppression import is_suppressed
+
+MAX_FILE_BYTES = 20 * 1024 * 1024  # larger files are reported, not parsed
+
+
+@dataclass
+class FileResult:
+    path: str  # as displayed
+    findings: list[Finding]
+    digest: str = ""  # sha256 of the bytes that were linted
+    parsed: bool = False
+    cached: bool = False
+
+
+@dataclass
+class Report:
+    results: list[FileResult] = field(default_factory=list)
+
+    @property
+    def findings(self) -> list[Finding]:
+        out = [f for r in self.results for f in r.findings]
+        return sorted(out, key=Finding.sort_key)
+
+    @property
+    def files_checked(self) -> int:
+        return len(self.results)
+
+
+def display_path(path: Path) -> str:
+    """Relative to the working directory when below it, as flake8 and ruff print paths."""
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except (ValueError, OSError):
+        return path.as_posix()
+
+
+class Linter:
+    def __init__(self, config: Config, evidence: dict[str, str] | None = None):
+        self.config = config
+        self.prefilter = True  # off only to prove the prefilter loses nothing
+        self.respect_gitignore = True
+        self.settings = Settings(
+            targets=tuple(config.resolved_targets()),
+            options=dict(config.options),
+            evidence=dict(evidence or {}),
+        )
+        self.rules: dict[str, list[type[Rule]]] = {}
+        for rule in all_rules():
+            if config.is_enabled(rule.code, rule.default_enabled):
+                self.rules.setdefault(rule.language, []).append(rule)
+        self.triggers: dict[str, tuple[bytes, ...] | None] = {}
+        for language, rules in self.rules.items():
+            # None: some rule has no triggers, so every file of the language must be parsed.
+            if any(not r.triggers for r in rules):
+                self.triggers[language] = None
+            else:
+                self.triggers[language] = tuple({t for r in rules for t in r.trigger_bytes()})
+
+    @property
+    def extensions(self) -> set[str]:
+        return set(by_extension())
+
+    def fingerprint(self) -> str:
+        """What the cache key needs beyond the file's bytes: version, config, rule set."""
+        codes = ",".join(sorted(r.code for rs in self.rules.values() for r in rs))
+        state = f"{__version__}|{self.config.fingerprint()}|{codes}|{sorted(self.settings.evidence.items())}"
+        return hashlib.sha256(state.encode()).hexdigest()
+
+    # -- one file ----------------------------------------------------------------------------
+    def lint_path(self, path: Path) -> FileResult:
+        shown = display_path(path)
+        try:
+            size = path.stat().st_size
+            if size > MAX_FILE_BYTES:
+                return FileResult(shown, [unanalysable(shown, f"file too large ({size:,} bytes); skipped")])
+            data = path.read_bytes()
+        except OSError as e:
+            why = e.strerror or str(e)
+            return FileResult(shown, [unanalysable(shown, f"cannot read file: {why}")])
+        findings, parsed = self.lint_bytes(shown, data, self.relpath(path), prefilter=self.prefilter)
+        return FileResult(shown, findings, hashlib.sha256(data).hexdigest(), parsed)
+
+    def relpath(self, path: Path) -> str:
+        try:
+            return path.resolve().relative_to(self.config.root).as_posix()
+        except (ValueError, OSError):
+            return path.as_posix()
+
+    def lint_bytes(
+        self, shown: str, data: bytes, relpath: str | None = None, prefilter: bool = True
+    ) -> tuple[list[Finding], bool]:
+        """Findings for one file's bytes, and whether it had to be parsed."""
+        frontend = frontend_for(shown)
+        if frontend is None:
+            return [], False
+        rule_classes = self.rules.get(frontend.language, [])
+        if not rule_classes:
+            return [], False
+        if prefilter and not self._triggered(frontend.language, data):
+            return [], False
+        try:
+            parsed = frontend.parse(shown, data, self.settings)
+        except ParseError as e:
+            return [unanalysable(shown, str(e), e.line, e.col)], True
+        except (RecursionError, MemoryError):
+            return [unanalysable(shown, "file too deeply nested to parse")], True
+        rules = [cls(self.settings) for cls in rule_classes]
+        findings = list(frontend.run(parsed, rules))
+        return self._suppress(frontend, parsed, findings, relpath or shown), True
+
+    def _triggered(self, language: str, data: bytes) -> bool:
+        triggers = self.triggers.get(language)
+        if triggers is None or data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+            return True
+        return any(t in data for t in triggers)
+
+    def _suppress(self, frontend, parsed, findings: list[Finding], relpath: str) -> list[Finding]:
+        if not findings:
+            return findings
+        ignored = self.config.ignored_for(relpath)
+        noqa = frontend.noqa_lines(parsed)
+        kept = []
+        for f in findings:
+            if f.code != UNANALYSABLE:
+                if any(f.code.startswith(c) for c in ignored):
+                    continue
+                if is_suppressed(f.code, noqa.get(f.line)):
+                    continue
+            kept.append(self._with_evidence(f))
+        # One finding per place and code: two paths to the same conclusion are one finding.
+        unique = {(f.line, f.col, f.code): f for f in kept}
+        return sorted(unique.values(), key=Finding.sort_key)
+
+    def _with_evidence(self, finding: Finding) -> Finding:
+        rule = next((r for rs in self.rules.values() for r in rs if r.code == finding.code), None)
+        note = self.settings.evidence.get(rule.bench) if rule and rule.bench else None
+        if not note:
+            return finding
+        from dataclasses import replace
+
+        return replace(finding, message=f"{finding.message} [measured: {note}]")
+
+    # -- a whole run -------------------------------------------------------------------------
+    def find_files(self, paths: Sequence[Path]) -> tuple[list[Path], list[FileResult]]:
+        finder = FileFinder(self.config, self.extensions, self.respect_gitignore)
+        files = list(finder.find(list(paths)))
+        problems = [FileResult(p, [unanalysable(p, why)]) for p, why in finder.problems]
+        return files, problems
+
+    def run(self, paths: Sequence[Path], jobs: int = 1, cache=None) -> Report:
+        files, problems = self.find_files(paths)
+        from gpulint.parallel import lint_many
+
+        results = lint_many(self, files, jobs=jobs, cache=cache)
+        return Report(problems + results)
+
+
+def lint_source(
+    source: str | bytes, filename: str = "example.py", config: Config | None = None
+) -> list[Finding]:
+    """Lint one in-memory file (tests, the flake8 plugin, the language server)."""
+    linter = Linter(config or Config(root=Path.cwd()))
+    data = source.encode("utf-8") if isinstance(source, str) else source
+    findings, _ = linter.lint_bytes(filename, data)
+    return findings
+
+
+def iter_enabled(config: Config) -> Iterable[type[Rule]]:
+    return (r for r in all_rules() if config.is_enabled(r.code, r.default_enabled))
+
+
+def cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1

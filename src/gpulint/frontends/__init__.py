@@ -1,0 +1,91 @@
+"""Language front-ends. Each module here defines ``FRONTEND``: the extensions it claims, how it
+turns bytes into a parsed file, and how it walks that file through the rules of its language.
+The engine picks the front-end by extension; adding a language is adding a module here."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import pkgutil
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
+
+from gpulint.diagnostics import Finding
+from gpulint.settings import Settings
+
+
+class ParseError(Exception):
+    """The file cannot be analysed; becomes a GPU000 finding at (line, col)."""
+
+    def __init__(self, message: str, line: int = 1, col: int = 1):
+        super().__init__(message)
+        self.line = line
+        self.col = col
+
+
+class Frontend(Protocol):
+    language: str
+    extensions: tuple[str, ...]
+
+    def parse(self, display_path: str, data: bytes, settings: Settings) -> Any: ...
+
+    def run(self, parsed: Any, rules: Sequence[Any]) -> Iterable[Finding]: ...
+
+    def noqa_lines(self, parsed: Any) -> dict[int, frozenset[str]]:
+        """1-based line -> noqa codes (empty set: blanket), for lines that carry a noqa."""
+        ...
+
+
+@functools.cache
+def frontends() -> tuple[Frontend, ...]:
+    found = []
+    for info in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        frontend = getattr(module, "FRONTEND", None)
+        if frontend is not None:
+            found.append(frontend)
+    return tuple(found)
+
+
+@functools.cache
+def by_extension() -> dict[str, Frontend]:
+    table: dict[str, Frontend] = {}
+    for frontend in frontends():
+        for ext in frontend.extensions:
+            table[ext] = frontend
+    return table
+
+
+def frontend_for(filename: str) -> Frontend | None:
+    name = filename.lower()
+    table = by_extension()
+    # Longest extension first, so ".env.local"-style names can be claimed precisely.
+    for ext in sorted(table, key=len, reverse=True):
+        if name.endswith(ext):
+            return table[ext]
+    return None
+
+
+def decode(data: bytes) -> str:
+    """Bytes to text: a BOM or PEP 263 cookie decides, else UTF-8. Raises ParseError."""
+    import codecs
+    import io
+    import tokenize
+
+    if b"\x00" in data[:8192] and not data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        raise ParseError("binary file (NUL bytes), not source text; skipped")
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        encoding = "utf-16"
+    else:
+        try:
+            encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        except SyntaxError as e:
+            raise ParseError(f"cannot decode: {e}") from None
+    try:
+        text = data.decode(encoding)
+    except (UnicodeDecodeError, LookupError) as e:
+        line = data[: getattr(e, "start", 0)].count(b"\n") + 1
+        raise ParseError(f"cannot decode as {encoding}: {e.reason if hasattr(e, 'reason') else e}", line) from None
+    if "\x00" in text:
+        raise ParseError("binary file (NUL characters), not source text; skipped")
+    return text.removeprefix("\ufeff")

@@ -1,0 +1,71 @@
+"""The Python front-end (PyTorch training code and Triton kernels).
+
+Analysis runs on the standard library's `ast`: it parses about ten times faster than libcst (see
+README, "Architecture"), and rules need positions, names and structure, not formatting. libcst
+checks every autofix: a fixed file must round-trip through libcst's parser before it is written.
+"""
+
+from __future__ import annotations
+
+import ast
+import warnings
+from collections.abc import Iterable, Sequence
+
+from gpulint.diagnostics import Finding, unanalysable
+from gpulint.frontends import ParseError, decode
+from gpulint.frontends.python.file import PythonFile
+from gpulint.settings import Settings
+from gpulint.suppression import noqa_codes
+
+
+class PythonFrontend:
+    language = "python"
+    extensions = (".py", ".pyi")
+
+    def parse(self, display_path: str, data: bytes, settings: Settings) -> PythonFile:
+        text = decode(data)
+        return PythonFile(display_path, text, parse_python(text, display_path))
+
+    def run(self, parsed: PythonFile, rules: Sequence) -> Iterable[Finding]:
+        for rule in rules:
+            try:
+                for name in dir(type(rule)):
+                    if name.startswith("visit_"):
+                        node_type = getattr(ast, name[6:], None)
+                        visit = getattr(rule, name)
+                        for node in parsed.nodes_by_type.get(node_type, ()):
+                            yield from visit(node, parsed)
+                yield from rule.finish(parsed)
+            except RecursionError:
+                yield unanalysable(parsed.display_path, f"{rule.code}: file too deeply nested")
+            except Exception as e:  # a rule bug must not lose the rest of the run
+                yield unanalysable(
+                    parsed.display_path, f"internal error in {rule.code}: {type(e).__name__}: {e}"
+                )
+
+    def noqa_lines(self, parsed: PythonFile) -> dict[int, frozenset[str]]:
+        out = {}
+        if "noqa" not in parsed.text.lower():
+            return out
+        for number in range(1, parsed.source.line_count + 1):
+            line = parsed.source.line_text(number)
+            codes = noqa_codes(line)
+            if codes is not None:
+                out[number] = codes
+        return out
+
+
+def parse_python(text: str, display_path: str = "<string>") -> ast.Module:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # SyntaxWarnings about the user's escapes are noise
+            return ast.parse(text, filename=display_path)
+    except SyntaxError as e:
+        raise ParseError(f"syntax error: {e.msg}", e.lineno or 1, max(e.offset or 1, 1)) from None
+    except (RecursionError, MemoryError):
+        raise ParseError("file too deeply nested to parse") from None
+    except ValueError as e:
+        raise ParseError(f"cannot parse: {e}") from None
+
+
+FRONTEND = PythonFrontend()

@@ -1,0 +1,127 @@
+"""A parsed Python file and what rules ask of it, each part computed only when first asked."""
+
+from __future__ import annotations
+
+import ast
+import functools
+import re
+from collections.abc import Iterator
+from pathlib import PurePath
+
+from gpulint.frontends.python.loops import LoopModel
+from gpulint.frontends.python.names import collect_bindings, dotted
+from gpulint.source import SourceText
+
+_PARENT = "_gpulint_parent"
+_CUDA = re.compile(r"\bcuda\b|device\s*=|\.to\(\s*(device|dev|self\.device|rank|local_rank)\b")
+_TEST_DIRS = {"test", "tests", "testing", "unittests", "unit_tests"}
+
+
+class PythonFile:
+    language = "python"
+
+    def __init__(self, display_path: str, text: str, tree: ast.Module):
+        self.display_path = display_path
+        self.text = text
+        self.source = SourceText(text)
+        self.tree = tree
+        self.nodes_by_type: dict[type, list[ast.AST]] = {}
+        self._index()
+
+    def _index(self) -> None:
+        """One pre-order pass: parent links, and nodes grouped by type for rule dispatch."""
+        setattr(self.tree, _PARENT, None)
+        by_type = self.nodes_by_type
+        stack: list[ast.AST] = [self.tree]
+        while stack:
+            node = stack.pop()
+            by_type.setdefault(type(node), []).append(node)
+            children = list(ast.iter_child_nodes(node))
+            for child in children:
+                setattr(child, _PARENT, node)
+            stack.extend(reversed(children))
+
+    # -- structure ---------------------------------------------------------------------------
+    def nodes(self, *types: type) -> Iterator[ast.AST]:
+        for t in types:
+            yield from self.nodes_by_type.get(t, ())
+
+    @staticmethod
+    def parent(node: ast.AST) -> ast.AST | None:
+        return getattr(node, _PARENT, None)
+
+    def ancestors(self, node: ast.AST) -> Iterator[ast.AST]:
+        parent = self.parent(node)
+        while parent is not None:
+            yield parent
+            parent = self.parent(parent)
+
+    def enclosing_function(self, node: ast.AST) -> ast.AST | None:
+        return next(
+            (a for a in self.ancestors(node) if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef))),
+            None,
+        )
+
+    # -- names -------------------------------------------------------------------------------
+    @functools.cached_property
+    def bindings(self) -> dict[str, str]:
+        return collect_bindings(self.tree)
+
+    def qualname(self, node: ast.AST) -> str | None:
+        """Fully qualified name of a Name/Attribute/Call target, through imports and aliases."""
+        if isinstance(node, ast.Call):
+            node = node.func
+        return dotted(node, self.bindings)
+
+    @functools.cached_property
+    def dataloader_names(self) -> set[str]:
+        """Local names bound to a DataLoader(...) call anywhere in the file."""
+        names = set()
+        for node in self.nodes(ast.Assign):
+            if isinstance(node.value, ast.Call) and (q := self.qualname(node.value)):
+                if q.endswith("DataLoader"):
+                    for target in node.targets:
+                        if isinstance(target, ast.Name):
+                            names.add(target.id)
+                        elif isinstance(target, ast.Attribute):
+                            names.add(target.attr)
+        return names
+
+    # -- context -----------------------------------------------------------------------------
+    @functools.cached_property
+    def loops(self) -> LoopModel:
+        return LoopModel(self)
+
+    @functools.cached_property
+    def is_test(self) -> bool:
+        path = PurePath(self.display_path)
+        name = path.name
+        return (
+            name.startswith("test_")
+            or name.endswith("_test.py")
+            or name == "conftest.py"
+            or any(part.lower() in _TEST_DIRS for part in path.parts[:-1])
+        )
+
+    @functools.cached_property
+    def uses_cuda(self) -> bool:
+        return bool(_CUDA.search(self.text))
+
+    # -- positions ---------------------------------------------------------------------------
+    def span(self, node: ast.AST) -> tuple[int, int, int | None, int | None]:
+        line = node.lineno
+        col = self.source.col_from_utf8(line, node.col_offset)
+        end_line = getattr(node, "end_lineno", None)
+        end_col = None
+        if end_line is not None and node.end_col_offset is not None:
+            end_col = self.source.col_from_utf8(end_line, node.end_col_offset)
+        return line, col, end_line, end_col
+
+    def offsets(self, node: ast.AST) -> tuple[int, int]:
+        """Character offsets [start, end) of a node in the text."""
+        line, col, end_line, end_col = self.span(node)
+        return self.source.offset(line, col), self.source.offset(end_line, end_col)
+
+    def segment(self, node: ast.AST) -> str:
+        start, end = self.offsets(node)
+        return self.text[start:end]

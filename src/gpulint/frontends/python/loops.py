@@ -1,0 +1,164 @@
+"""The loop-context model that GPU rules share.
+
+A *step loop* runs once per training (or evaluation) step: its own body, not counting nested
+loops or functions, calls `.backward()`, `optimizer.step()`/`scaler.step()`, or it iterates a data
+loader and calls a model. A statement inside a step loop runs every step unless a *periodic guard*
+stands between them: `if step % N == 0`, `if i % k == 0 and rank == 0`, `if should_log:`,
+`if step == last:`. Code in a nested loop of a step loop still runs every step.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+
+from gpulint.frontends.python.names import terminal_name
+
+LOOPS = (ast.For, ast.AsyncFor, ast.While)
+SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+_STEPPER = re.compile(r"optim|^opt(_|\d|$)|scaler", re.IGNORECASE)
+_LOADER = re.compile(r"loader|batches$", re.IGNORECASE)
+_MODEL = re.compile(
+    r"model|^net$|net$|^module$|encoder|decoder|classifier|policy|backbone|transformer|^gpt|^llm",
+    re.IGNORECASE,
+)
+_ITER_WRAPPERS = {"enumerate", "tqdm", "iter", "zip", "islice", "track", "progress", "cycle"}
+# Names that say "only sometimes": logging, evaluation, saving, intervals.
+_PERIODIC_NAME = re.compile(
+    r"log|every|interval|eval|save|print|report|display|verbose|debug|visual|ckpt|checkpoint"
+    r"|profil|sample|valid|should|^do_|periodic|freq|tensorboard|wandb",
+    re.IGNORECASE,
+)
+
+
+def own_nodes(loop: ast.AST) -> Iterator[ast.AST]:
+    """Nodes of a loop's body and else, not descending into nested loops or scopes."""
+    stack = list(reversed([*loop.body, *loop.orelse]))
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, LOOPS):
+            stack.append(node.iter if isinstance(node, (ast.For, ast.AsyncFor)) else node.test)
+            continue
+        if isinstance(node, SCOPES):
+            continue
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
+def is_step_marker(node: ast.AST) -> bool:
+    """`x.backward()`, `optimizer.step()`, `scaler.step(opt)`, `accelerator.backward(loss)`."""
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+        return False
+    if node.func.attr == "backward":
+        return True
+    if node.func.attr == "step":
+        receiver = terminal_name(node.func.value)
+        return bool(receiver and _STEPPER.search(receiver))
+    return False
+
+
+def _unwrap_iterable(node: ast.AST) -> ast.AST:
+    while isinstance(node, ast.Call) and terminal_name(node.func) in _ITER_WRAPPERS and node.args:
+        node = node.args[0]
+    return node
+
+
+class LoopModel:
+    def __init__(self, file):
+        self.file = file
+        self._step: dict[int, bool] = {}
+
+    @property
+    def loader_names(self) -> set[str]:
+        return self.file.dataloader_names
+
+    def iterates_loader(self, loop: ast.AST) -> bool:
+        if not isinstance(loop, (ast.For, ast.AsyncFor)):
+            return False
+        it = _unwrap_iterable(loop.iter)
+        name = terminal_name(it)
+        return bool(name and (_LOADER.search(name) or name in self.loader_names))
+
+    def is_step_loop(self, loop: ast.AST) -> bool:
+        key = id(loop)
+        if key not in self._step:
+            nodes = list(own_nodes(loop))
+            marker = any(is_step_marker(n) for n in nodes)
+            if not marker and self.iterates_loader(loop):
+                marker = any(
+                    isinstance(n, ast.Call)
+                    and (name := terminal_name(n.func)) is not None
+                    and bool(_MODEL.search(name))
+                    for n in nodes
+                )
+            self._step[key] = marker
+        return self._step[key]
+
+    def enclosing_step_loop(self, node: ast.AST) -> ast.AST | None:
+        """The nearest enclosing step loop in the same function, or None."""
+        child = node
+        for parent in self.file.ancestors(node):
+            if isinstance(parent, SCOPES):
+                return None
+            if isinstance(parent, LOOPS) and self._in_body(parent, child):
+                if self.is_step_loop(parent):
+                    return parent
+            child = parent
+        return None
+
+    @staticmethod
+    def _in_body(loop: ast.AST, child: ast.AST) -> bool:
+        # The loop's iterable/condition is evaluated per iteration for `while`, once for `for`.
+        if isinstance(loop, (ast.For, ast.AsyncFor)) and child is loop.iter:
+            return False
+        return True
+
+    def periodic_guard(self, node: ast.AST, loop: ast.AST) -> ast.AST | None:
+        """The `if` between `node` and `loop` that makes `node` run only some steps, if any."""
+        child = node
+        for parent in self.file.ancestors(node):
+            if parent is loop:
+                return None
+            if isinstance(parent, (ast.If, ast.IfExp)) and child is not parent.test:
+                in_body = child in parent.body if isinstance(parent, ast.If) else child is parent.body
+                if in_body and is_periodic_test(parent.test) and not self._is_step_block(parent):
+                    return parent
+            child = parent
+        return None
+
+    @staticmethod
+    def _is_step_block(guard: ast.AST) -> bool:
+        # `if (i + 1) % accum == 0: optimizer.step()` is the step itself, not a logging guard.
+        if not isinstance(guard, ast.If):
+            return False
+        return any(is_step_marker(n) for stmt in guard.body for n in ast.walk(stmt))
+
+    def runs_every_step(self, node: ast.AST) -> ast.AST | None:
+        """The step loop in which `node` runs on every iteration, or None."""
+        loop = self.enclosing_step_loop(node)
+        if loop is None or self.periodic_guard(node, loop) is not None:
+            return None
+        return loop
+
+
+_PER_PROCESS = re.compile(r"rank|world|device|gpu|process|node|local", re.IGNORECASE)
+
+
+def is_periodic_test(test: ast.AST) -> bool:
+    """`step % N == 0`, `should_log`, `i == 0`, `args.log and step % k == 0`..."""
+    for node in ast.walk(test):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
+            return True
+        if isinstance(node, ast.Compare) and any(isinstance(op, ast.Eq) for op in node.ops):
+            # `if step == 0:` / `if i == len(loader) - 1:` runs once; `if rank == 0:` every step.
+            names = {terminal_name(n) for n in ast.walk(node)} - {None}
+            if not any(_PER_PROCESS.search(n) for n in names):
+                return True
+        name = terminal_name(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+        if name is None and isinstance(node, ast.Call):
+            name = terminal_name(node.func)
+        if name and _PERIODIC_NAME.search(name):
+            return True
+    return False

@@ -1,0 +1,154 @@
+"""The rule base class and rule discovery.
+
+A rule is one module in ``rules/`` (installed as ``gpulint.rules``) holding one ``Rule`` subclass.
+Everything about the rule lives on that class: code, name, severity, language, the textual
+triggers without which it cannot fire, the bench that backs it, its message, its documentation
+(the class docstring, with ruff's headings) and its VALID/INVALID examples, which the test suite
+runs. The CLI, the docs, SARIF, flake8 and the language server all read the same object; nothing
+is registered by hand.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import pkgutil
+import re
+import textwrap
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from gpulint.diagnostics import Finding, Fix, Severity
+
+if TYPE_CHECKING:
+    from gpulint.settings import Settings
+
+DOC_SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead", "References")
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """An example that must fire. `fixed` is the code after autofix, when the rule has one."""
+
+    code: str
+    fixed: str | None = None
+    expect: tuple[str, ...] = ()  # optional: the rule codes expected, when not just this rule
+    targets: tuple[str, ...] = ()  # hardware targets to lint the example with
+
+
+@dataclass(frozen=True)
+class Valid:
+    """An example that must stay silent (plain strings in VALID mean the same, with no targets)."""
+
+    code: str
+    targets: tuple[str, ...] = ()
+
+
+class Rule:
+    code: ClassVar[str]
+    name: ClassVar[str]  # kebab-case, e.g. "host-sync-in-step-loop"
+    severity: ClassVar[Severity] = Severity.WARNING
+    language: ClassVar[str] = "python"
+    triggers: ClassVar[tuple[str, ...]] = ()  # substrings; none of them in the file -> cannot fire
+    bench: ClassVar[str | None] = None  # the `gpulint bench` that measures the cost
+    message: ClassVar[str] = ""
+    fixable: ClassVar[bool] = False
+    precision: ClassVar[str] = "high"  # SARIF: very-high / high / medium / low
+    tags: ClassVar[tuple[str, ...]] = ()
+    default_enabled: ClassVar[bool] = True
+    example_filename: ClassVar[str | None] = None  # file name the examples are linted as
+    VALID: ClassVar[list[str | Valid]] = []
+    INVALID: ClassVar[list[str | Invalid]] = []
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+
+    # -- reporting ---------------------------------------------------------------------------
+    def report(
+        self,
+        file: Any,
+        node: Any,
+        message: str | None = None,
+        *,
+        fix: Fix | None = None,
+        severity: Severity | None = None,
+        **fmt: Any,
+    ) -> Finding:
+        """A finding at `node`, located by the front-end that parsed `file`."""
+        text = (message or self.message).format(**fmt) if fmt else (message or self.message)
+        line, col, end_line, end_col = file.span(node)
+        return Finding(
+            file.display_path,
+            line,
+            col,
+            self.code,
+            text,
+            severity or self.severity,
+            end_line,
+            end_col,
+            fix if self.fixable else None,
+        )
+
+    def finish(self, file: Any) -> Iterable[Finding]:
+        """Called once after the walk, for rules that judge the whole file."""
+        return ()
+
+    # -- documentation -----------------------------------------------------------------------
+    @classmethod
+    def doc(cls) -> str:
+        return textwrap.dedent(cls.__doc__ or "").strip()
+
+    @classmethod
+    def doc_sections(cls) -> dict[str, str]:
+        """The docstring split on its ``## Heading`` lines."""
+        sections: dict[str, str] = {}
+        current = None
+        for line in cls.doc().splitlines():
+            m = re.match(r"^##\s+(.*?)\s*$", line)
+            if m:
+                current = m.group(1)
+                sections[current] = ""
+            elif current is not None:
+                sections[current] += line + "\n"
+        return {k: v.strip() for k, v in sections.items()}
+
+    @classmethod
+    def summary(cls) -> str:
+        """One sentence: the first sentence of 'What it does'."""
+        what = cls.doc_sections().get("What it does", "") or cls.name.replace("-", " ")
+        what = " ".join(what.split())
+        m = re.match(r"(.+?[.!?])(\s|$)", what)
+        return m.group(1) if m else what
+
+    @classmethod
+    def trigger_bytes(cls) -> tuple[bytes, ...]:
+        return tuple(t.encode() for t in cls.triggers)
+
+
+_CODE = re.compile(r"^GPU\d{3}$")
+
+
+@functools.cache
+def all_rules() -> tuple[type[Rule], ...]:
+    """Every rule class in gpulint.rules, sorted by code. Discovered, never registered."""
+    import gpulint.rules as package
+
+    found: dict[str, type[Rule]] = {}
+    for info in pkgutil.iter_modules(package.__path__):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        for _, obj in inspect.getmembers(module, inspect.isclass):
+            if issubclass(obj, Rule) and obj is not Rule and obj.__module__ == module.__name__:
+                if not _CODE.match(getattr(obj, "code", "")):
+                    raise ValueError(f"{obj.__name__}: rule code must look like GPU123")
+                if obj.code in found:
+                    raise ValueError(f"duplicate rule code {obj.code}")
+                found[obj.code] = obj
+    return tuple(found[c] for c in sorted(found))
+
+
+def rule_by_code(code: str) -> type[Rule] | None:
+    return next((r for r in all_rules() if r.code == code.upper()), None)

@@ -1,0 +1,23 @@
+"""One module per bench. ``NAMES`` is the order ``bench all`` runs them in: the two ceilings
+(matmul, copy) first, so later benches can report % of the measured ceiling; the torchrun
+benches (nccl, ddp, fsdp) last, launched together in one torchrun job."""
+
+from __future__ import annotations
+
+import importlib
+
+MODULES = {
+    "matmul": "matmul",
+    "copy": "copy",
+    "h2d": "h2d",
+    "sync": "sync",
+    "attention": "attention",
+    "train-step": "train_step",
+    "dataloader": "dataloader",
+}
+DISTRIBUTED = ("nccl", "ddp", "fsdp")
+NAMES = (*MODULES, *DISTRIBUTED)
+
+
+def load(name: str):
+    return importlib.import_module(f"{__name__}.{MODULES[name]}")

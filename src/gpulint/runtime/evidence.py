@@ -1,0 +1,277 @@
+"""Evidence records: what a bench measured, written so that a lint message can quote it.
+
+Each bench run writes one JSON file to ``.gpulint/evidence/`` (one record per bench per run, never
+rewritten). ``gpulint check`` reads them back with ``load_records`` and appends
+``evidence_note(records, bench)`` to the messages of the rules that cite that bench, e.g.
+GPU101: "on NVIDIA H200 an .item() every step cost +15% per step (1,535 → 1,334 µs, 5 runs)".
+
+This module imports no torch: the linter reads evidence on machines that have no GPU.
+
+Schema ``gpulint.evidence/1`` (``validate_record`` checks it)::
+
+    schema      "gpulint.evidence/1"
+    bench       one of BENCHES
+    timestamp   ISO 8601, UTC
+    command     the exact command line; argv: the list
+    config      the bench's full configuration (shapes, dtypes, iterations, runs)
+    device      {name, index, compute_capability, sm_count, memory_bytes, table_name}
+    versions    {gpulint, python, torch, cuda, cudnn, nccl, driver}
+    variants    [{name, label, unit, better: lower|higher, status: ok|failed|unavailable,
+                  median, min, max, mean, stdev, spread, runs, samples: [...], extra: {...}}]
+    headline    {baseline, improved, what, per, versus} or null: the comparison a rule quotes
+    checks      {name: {ok: bool, ...}}: correctness gates (a faster wrong answer is a regression)
+    ok          false when a check failed or a variant that must run did not
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import pathlib
+
+from .stats import MIN_RUNS, fmt, overlap
+
+SCHEMA = "gpulint.evidence/1"
+EVIDENCE_DIR = pathlib.Path(".gpulint") / "evidence"
+
+# The bench names rules may cite, each with what it measures.
+BENCHES = {
+    "sync": "host sync: .item() every step vs every N steps (small MLP train step)",
+    "h2d": "host-to-device copy: pageable vs pinned memory",
+    "dataloader": "DataLoader: workers, pinned memory, persistent workers, prefetch",
+    "attention": "SDPA backends (math, efficient, flash, cuDNN) and registered flash impls",
+    "train-step": "transformer train step: strict FP32, TF32, BF16 autocast, torch.compile",
+    "matmul": "matmul 8192^3: bf16, fp32 with TF32 off and on",
+    "copy": "device-to-device copy bandwidth (bytes read + written)",
+    "nccl": "NCCL all-reduce: correctness and bus bandwidth (under torchrun)",
+    "ddp": "DDP: one training step checked against a single-process reference",
+    "fsdp": "FSDP2 (fully_shard): one training step checked against a reference",
+}
+
+UNITS = {"us", "ms", "s", "GB/s", "TB/s", "TFLOP/s", "samples/s"}
+UNIT_TEXT = {"us": "µs"}
+STATUSES = {"ok", "failed", "unavailable"}
+
+
+class EvidenceError(ValueError):
+    """A record that does not follow the schema."""
+
+
+def now_utc() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def validate_record(record: object) -> list[str]:
+    """Every way ``record`` departs from the schema; an empty list means it is valid."""
+    errors: list[str] = []
+    if not isinstance(record, dict):
+        return ["a record is a JSON object"]
+
+    def need(key: str, kind: type | tuple[type, ...], where: dict = record, at: str = "") -> bool:
+        if key not in where:
+            errors.append(f"{at}{key}: missing")
+            return False
+        if not isinstance(where[key], kind):
+            errors.append(f"{at}{key}: expected {_kind_name(kind)}")
+            return False
+        return True
+
+    if need("schema", str) and record["schema"] != SCHEMA:
+        errors.append(f"schema: {record['schema']!r} is not {SCHEMA!r}")
+    if need("bench", str) and record["bench"] not in BENCHES:
+        errors.append(f"bench: unknown {record['bench']!r}")
+    if need("timestamp", str):
+        try:
+            _dt.datetime.fromisoformat(record["timestamp"].replace("Z", "+00:00"))
+        except ValueError:
+            errors.append("timestamp: not ISO 8601")
+    need("command", str)
+    need("argv", list)
+    need("config", dict)
+    if need("device", dict):
+        need("name", str, record["device"], "device.")
+    if need("versions", dict):
+        need("gpulint", str, record["versions"], "versions.")
+    need("ok", bool)
+    names: set[str] = set()
+    if need("variants", list):
+        for i, v in enumerate(record["variants"]):
+            at = f"variants[{i}]."
+            if not isinstance(v, dict):
+                errors.append(f"variants[{i}]: expected an object")
+                continue
+            if need("name", str, v, at):
+                names.add(v["name"])
+            need("label", str, v, at)
+            if need("unit", str, v, at) and v["unit"] not in UNITS:
+                errors.append(f"{at}unit: unknown {v['unit']!r}")
+            if need("better", str, v, at) and v["better"] not in ("lower", "higher"):
+                errors.append(f"{at}better: 'lower' or 'higher'")
+            if need("status", str, v, at) and v["status"] not in STATUSES:
+                errors.append(f"{at}status: one of {sorted(STATUSES)}")
+            if v.get("status") == "ok":
+                for key in ("median", "min", "max"):
+                    need(key, (int, float), v, at)
+                if need("runs", int, v, at) and v["runs"] < MIN_RUNS:
+                    errors.append(f"{at}runs: {v['runs']} < {MIN_RUNS}")
+                if need("samples", list, v, at) and len(v["samples"]) != v.get("runs"):
+                    errors.append(
+                        f"{at}samples: {len(v['samples'])} samples for {v.get('runs')} runs"
+                    )
+                if all(isinstance(v.get(k), (int, float)) for k in ("median", "min", "max")):
+                    if not v["min"] <= v["median"] <= v["max"]:
+                        errors.append(f"{at}: min <= median <= max does not hold")
+            elif v.get("status") in ("failed", "unavailable"):
+                need("reason", str, v, at)
+    headline = record.get("headline")
+    if headline is not None:
+        if not isinstance(headline, dict):
+            errors.append("headline: expected an object or null")
+        else:
+            for key in ("baseline", "improved", "what"):
+                if need(key, str, headline, "headline.") and key != "what":
+                    if headline[key] not in names:
+                        errors.append(f"headline.{key}: no variant named {headline[key]!r}")
+    if "checks" in record and not isinstance(record["checks"], dict):
+        errors.append("checks: expected an object")
+    return errors
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join(k.__name__ for k in kinds)
+
+
+def check_record(record: dict) -> dict:
+    errors = validate_record(record)
+    if errors:
+        raise EvidenceError("; ".join(errors))
+    return record
+
+
+def write_record(record: dict, directory: pathlib.Path | str = EVIDENCE_DIR) -> pathlib.Path:
+    """Validate and write one record as a new file; never overwrites an earlier one."""
+    check_record(record)
+    directory = pathlib.Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    stamp = record["timestamp"].replace(":", "").replace("-", "")
+    base = f"{stamp}-{record['bench']}-{os.getpid()}"
+    path = directory / f"{base}.json"
+    n = 1
+    while path.exists():
+        n += 1
+        path = directory / f"{base}-{n}.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(record, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def _candidate_files(path: pathlib.Path) -> list[pathlib.Path]:
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        return []
+    nested = path / EVIDENCE_DIR
+    if nested.is_dir():
+        return sorted(nested.glob("*.json"))
+    return sorted(path.glob("*.json"))
+
+
+def load_records(paths: list[pathlib.Path], errors: list[str] | None = None) -> list[dict]:
+    """Valid records from ``.gpulint/evidence/*.json`` under each directory, or from each file.
+
+    A directory is searched for ``.gpulint/evidence/`` first and read directly otherwise (so both
+    a project root and the evidence directory itself work). A file may hold one record or a list.
+    Malformed files and invalid records are skipped; a description of each lands in ``errors``.
+    """
+    sink = errors if errors is not None else []
+    found: list[dict] = []
+    seen: set[pathlib.Path] = set()
+    for raw in paths:
+        root = pathlib.Path(raw)
+        if not root.exists():
+            sink.append(f"{root}: no such file or directory")
+            continue
+        for file in _candidate_files(root):
+            resolved = file.resolve()
+            if resolved in seen:
+                continue
+            seen.add(resolved)
+            try:
+                data = json.loads(file.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+                sink.append(f"{file}: unreadable ({exc})")
+                continue
+            for i, rec in enumerate(data if isinstance(data, list) else [data]):
+                problems = validate_record(rec)
+                if problems:
+                    where = f"{file}[{i}]" if isinstance(data, list) else str(file)
+                    sink.append(f"{where}: {'; '.join(problems[:3])}")
+                    continue
+                rec = dict(rec)
+                rec["_source"] = str(file)
+                found.append(rec)
+    return found
+
+
+def newest(records: list[dict], bench: str, device: str | None = None) -> dict | None:
+    """The newest valid record of ``bench`` (on ``device`` if given)."""
+    mine = [
+        r
+        for r in records
+        if r.get("bench") == bench and (device is None or r.get("device", {}).get("name") == device)
+    ]
+    return max(mine, key=lambda r: r["timestamp"], default=None)
+
+
+def variant(record: dict, name: str) -> dict | None:
+    for v in record.get("variants", []):
+        if v.get("name") == name:
+            return v
+    return None
+
+
+def evidence_note(records: list[dict], bench: str) -> str | None:
+    """One sentence on the newest record of ``bench`` with a usable headline, or None.
+
+    "on NVIDIA H200 an .item() every step cost +15% per step (1,535 → 1,334 µs, 5 runs)"
+    The pair is always baseline → improved, in the bench's own unit. Where the two ranges
+    overlap the sentence says the difference is inside run-to-run noise; where the baseline was
+    not slower it says so: evidence is quoted as measured, never rounded towards the rule.
+    """
+    usable = []
+    for r in records:
+        if r.get("bench") != bench or not r.get("headline") or not r.get("ok", False):
+            continue
+        base = variant(r, r["headline"].get("baseline", ""))
+        better = variant(r, r["headline"].get("improved", ""))
+        if base and better and base.get("status") == "ok" and better.get("status") == "ok":
+            usable.append((r, base, better))
+    if not usable:
+        return None
+    record, base, better = max(usable, key=lambda t: t[0]["timestamp"])
+    head = record["headline"]
+    device = record["device"]["name"]
+    unit = UNIT_TEXT.get(base["unit"], base["unit"])
+    runs = min(base["runs"], better["runs"])
+    pair = f"{fmt(base['median'])} → {fmt(better['median'])} {unit}, {runs} runs"
+    # Time ratio baseline/improved, whichever way the unit points.
+    if base["better"] == "lower":
+        ratio = base["median"] / better["median"]
+    else:
+        ratio = better["median"] / base["median"]
+    per = f" {head['per']}" if head.get("per") else ""
+    versus = f" than {head['versus']}" if head.get("versus") else ""
+    if overlap(base, better):
+        verdict = "made no difference beyond run-to-run spread"
+    elif ratio <= 1.0:
+        verdict = "was not slower here"
+    elif ratio < 2.0:
+        verdict = f"cost +{(ratio - 1) * 100:.0f}%{per}"
+        if versus:
+            verdict = f"was {(ratio - 1) * 100:.0f}% slower{per}{versus}"
+    else:
+        verdict = f"was {ratio:.1f}× slower{per}{versus}"
+    return f"on {device} {head['what']} {verdict} ({pair})"

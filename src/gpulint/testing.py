@@ -1,0 +1,49 @@
+"""Helpers the test suite uses to run rule examples and fixtures (kept importable for plugins)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from gpulint.config import Config
+from gpulint.diagnostics import Finding
+from gpulint.engine import Linter
+
+# `# expect: GPU101`, `// expect: GPU802, GPU803`, `<!-- expect: GPU910 -->`
+EXPECT = re.compile(r"(?:#|//|<!--)\s*expect:\s*(GPU\d{3}(?:\s*,\s*GPU\d{3})*)")
+# First lines of a fixture may set options: `# fixture: targets=sm_121,sm_90`
+FIXTURE_OPTIONS = re.compile(r"fixture:\s*(.*?)\s*(?:-->)?$")
+
+
+def example_config(targets: tuple[str, ...] | list[str] = (), root: Path | None = None) -> Config:
+    config = Config(root=root or Path.cwd())
+    config.select = ["GPU"]  # every rule, opt-in ones too
+    config.targets = list(targets)
+    return config
+
+
+def lint_text(text: str, filename: str, targets=(), options: dict | None = None) -> list[Finding]:
+    config = example_config(targets)
+    config.options.update(options or {})
+    findings, _ = Linter(config).lint_bytes(filename, text.encode("utf-8"))
+    return findings
+
+
+def expected_findings(text: str) -> set[tuple[int, str]]:
+    out = set()
+    for number, line in enumerate(text.splitlines(), start=1):
+        m = EXPECT.search(line)
+        if m:
+            out.update((number, c.strip()) for c in m.group(1).split(","))
+    return out
+
+
+def fixture_targets(text: str) -> list[str]:
+    for line in text.splitlines()[:5]:
+        m = FIXTURE_OPTIONS.search(line)
+        if m:
+            for part in m.group(1).split():
+                key, _, value = part.partition("=")
+                if key == "targets":
+                    return [t for t in value.split(",") if t]
+    return []
