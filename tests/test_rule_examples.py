@@ -13,7 +13,7 @@ def _filename(rule) -> str:
     if rule.example_filename:
         return rule.example_filename
     return {"python": "example.py", "cuda": "example.cu", "markdown": "README.md"}.get(
-        rule.language, "example.txt"
+        rule.languages()[0], "example.txt"
     )
 
 

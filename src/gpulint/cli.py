@@ -177,7 +177,7 @@ def cmd_rules(args) -> int:
         import json
 
         print(json.dumps([
-            {"code": r.code, "name": r.name, "severity": r.severity.value, "language": r.language,
+            {"code": r.code, "name": r.name, "severity": r.severity.value, "language": ",".join(r.languages()),
              "fixable": r.fixable, "bench": r.bench, "summary": r.summary()}
             for r in rules
         ], indent=2))
@@ -185,7 +185,7 @@ def cmd_rules(args) -> int:
     width = max((len(r.name) for r in rules), default=10)
     for r in rules:
         flags = ("fix" if r.fixable else "   ") + (" opt-in" if not r.default_enabled else "")
-        print(f"{r.code}  {r.name:<{width}}  {r.severity.value:<7}  {r.language:<8} {flags}  {r.summary()}")
+        print(f"{r.code}  {r.name:<{width}}  {r.severity.value:<7}  {','.join(r.languages()):<8} {flags}  {r.summary()}")
     return EXIT_OK
 
 

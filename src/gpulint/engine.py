@@ -61,15 +61,21 @@ class Linter:
         self.config = config
         self.prefilter = True  # off only to prove the prefilter loses nothing
         self.respect_gitignore = True
+        options = dict(config.options)
+        # Where the configuration lives: rules that resolve paths (lever registry, evidence
+        # records cited in docs) read it as settings.option("config", "root").
+        options["config"] = {"root": str(config.root), "source": str(config.source or "")}
         self.settings = Settings(
             targets=tuple(config.resolved_targets()),
-            options=dict(config.options),
+            options=options,
             evidence=dict(evidence or {}),
         )
         self.rules: dict[str, list[type[Rule]]] = {}
         for rule in all_rules():
             if config.is_enabled(rule.code, rule.default_enabled):
-                self.rules.setdefault(rule.language, []).append(rule)
+                # A rule's `language` is one name or a tuple of names (one check, several formats).
+                for language in rule.languages():
+                    self.rules.setdefault(language, []).append(rule)
         self.triggers: dict[str, tuple[bytes, ...] | None] = {}
         for language, rules in self.rules.items():
             # None: some rule has no triggers, so every file of the language must be parsed.

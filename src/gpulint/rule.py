@@ -50,7 +50,7 @@ class Rule:
     code: ClassVar[str]
     name: ClassVar[str]  # kebab-case, e.g. "host-sync-in-step-loop"
     severity: ClassVar[Severity] = Severity.WARNING
-    language: ClassVar[str] = "python"
+    language: ClassVar[str | tuple[str, ...]] = "python"  # or a tuple of front-end languages
     triggers: ClassVar[tuple[str, ...]] = ()  # substrings; none of them in the file -> cannot fire
     bench: ClassVar[str | None] = None  # the `gpulint bench` that measures the cost
     message: ClassVar[str] = ""
@@ -121,6 +121,11 @@ class Rule:
         what = " ".join(what.split())
         m = re.match(r"(.+?[.!?])(\s|$)", what)
         return m.group(1) if m else what
+
+    @classmethod
+    def languages(cls) -> tuple[str, ...]:
+        """`language` as a tuple: a rule may cover several front-ends (e.g. python and shell)."""
+        return cls.language if isinstance(cls.language, tuple) else (cls.language,)
 
     @classmethod
     def trigger_bytes(cls) -> tuple[bytes, ...]:

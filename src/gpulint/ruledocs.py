@@ -12,7 +12,7 @@ def _facts(rule: type[Rule]) -> list[tuple[str, str]]:
         ("Code", rule.code),
         ("Name", rule.name),
         ("Severity", rule.severity.value),
-        ("Language", rule.language),
+        ("Language", ", ".join(rule.languages())),
         ("Autofix", "yes (`gpulint check --fix`)" if rule.fixable else "no"),
         ("Enabled by default", "yes" if rule.default_enabled else "no (select it)"),
     ]
@@ -22,7 +22,7 @@ def _facts(rule: type[Rule]) -> list[tuple[str, str]]:
 
 
 def _suppression(rule: type[Rule]) -> str:
-    comment = {"cuda": "// noqa", "markdown": "<!-- noqa", "python": "# noqa"}.get(rule.language, "# noqa")
+    comment = {"cuda": "// noqa", "markdown": "<!-- noqa", "python": "# noqa"}.get(rule.languages()[0], "# noqa")
     end = " -->" if comment.startswith("<!--") else ""
     return (
         f"Add `{comment}: {rule.code}{end}` to the line, or `ignore = [\"{rule.code}\"]` / "
