@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 
 _NOQA = re.compile(
-    r"(?:#|//|<!--)\s*noqa(?::[\s]?(?P<codes>[A-Z][0-9]+(?:[,\s]+[A-Z][0-9]+)*))?",
+    r"(?:#|//|<!--)\s*noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?",
     re.IGNORECASE,
 )
-_CODE = re.compile(r"[A-Z][0-9]+", re.IGNORECASE)
+_CODE = re.compile(r"[A-Z]+[0-9]+", re.IGNORECASE)
 
 
 def noqa_codes(line: str) -> frozenset[str] | None:

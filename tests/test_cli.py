@@ -1,0 +1,226 @@
+"""The `gpulint` command as a user runs it: exit codes, formats, config, suppression, fixes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from gpulint.cli import main
+
+BAD = textwrap.dedent(
+    """\
+    import torch
+    from torch.utils.checkpoint import checkpoint
+
+    scaler = torch.cuda.amp.GradScaler()
+    y = checkpoint(block, x)
+    """
+)
+GOOD = "import torch\nscaler = torch.amp.GradScaler('cuda')\n"
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.py").write_text(BAD)
+    (tmp_path / "good.py").write_text(GOOD)
+    return tmp_path
+
+
+def run(*args: str) -> tuple[int, str]:
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(list(args))
+    return code, out.getvalue()
+
+
+def test_findings_exit_1_with_text_format(project):
+    code, out = run("check", "--no-cache", ".")
+    assert code == 1
+    assert "bad.py:4:10: GPU201 `torch.cuda.amp.GradScaler` is deprecated" in out
+    assert "bad.py:5:5: GPU501" in out
+    assert "Found 2 findings in 1 file (2 checked). 2 fixable" in out
+
+
+def test_no_findings_exit_0(project):
+    code, out = run("check", "--no-cache", "good.py")
+    assert code == 0
+    assert "All checks passed" in out
+
+
+def test_exit_zero(project):
+    assert run("check", "--no-cache", "--exit-zero", ".")[0] == 0
+
+
+def test_json_format(project):
+    code, out = run("check", "--no-cache", "--format", "json", "bad.py")
+    data = json.loads(out)
+    assert [(f["code"], f["line"], f["col"]) for f in data["findings"]] == [("GPU201", 4, 10), ("GPU501", 5, 5)]
+    assert data["findings"][0]["fix"]["edits"]
+
+
+def test_github_format(project):
+    _, out = run("check", "--no-cache", "--format", "github", "bad.py")
+    assert out.startswith("::warning file=bad.py,line=4,col=10,")
+    assert "title=GPU201::GPU201" in out
+
+
+def test_select_and_ignore_flags(project):
+    _, out = run("check", "--no-cache", "--select", "GPU5", ".")
+    assert "GPU501" in out and "GPU201" not in out
+    _, out = run("check", "--no-cache", "--ignore", "GPU2", ".")
+    assert "GPU201" not in out and "GPU501" in out
+
+
+def test_pyproject_config_and_per_file_ignores(project):
+    (project / "pyproject.toml").write_text(
+        '[tool.gpulint]\nignore = ["GPU501"]\n[tool.gpulint.per-file-ignores]\n"bad.py" = ["GPU201"]\n'
+    )
+    code, out = run("check", "--no-cache", ".")
+    assert code == 0, out
+
+
+def test_config_found_walking_up(project):
+    (project / "pyproject.toml").write_text('[tool.gpulint]\nselect = ["GPU5"]\n')
+    sub = project / "pkg" / "deep"
+    sub.mkdir(parents=True)
+    (sub / "m.py").write_text(BAD)
+    _, out = run("check", "--no-cache", str(sub))
+    assert "GPU501" in out and "GPU201" not in out
+
+
+@pytest.mark.parametrize(
+    ("toml", "needle"),
+    [
+        ('[tool.gpulint]\nselect = "GPU1"\n', "select: expected a list of strings"),
+        ('[tool.gpulint]\nselct = ["GPU1"]\n', "unknown key 'selct'"),
+        ('[tool.gpulint]\nignore = ["GPU999"]\n', "unknown rule code or prefix 'GPU999'"),
+        ('[tool.gpulint]\ntargets = ["sm_99"]\n', "unknown target 'sm_99'; known: sm_100"),
+        ('[tool.gpulint\nselect = 1\n', "not valid TOML"),
+        ('[tool.gpulint]\njobs = -1\n', "jobs: expected a non-negative integer"),
+    ],
+)
+def test_bad_config_is_exit_2_naming_the_key(project, capsys, toml, needle):
+    (project / "pyproject.toml").write_text(toml)
+    assert main(["check", "--no-cache", "."]) == 2
+    err = capsys.readouterr().err
+    assert "configuration error" in err and needle in err
+
+
+def test_unknown_target_flag_is_exit_2(project, capsys):
+    assert main(["check", "--targets", "H900", "."]) == 2
+    assert "unknown target 'H900'" in capsys.readouterr().err
+
+
+def test_noqa_forms(project):
+    (project / "bad.py").write_text(
+        "import torch\n"
+        "a = torch.cuda.amp.GradScaler()  # noqa: GPU201\n"
+        "b = torch.cuda.amp.GradScaler()  # noqa: GPU2\n"
+        "c = torch.cuda.amp.GradScaler()  # noqa\n"
+        "d = torch.cuda.amp.GradScaler()  # noqa: GPU501\n"
+        "e = torch.cuda.amp.GradScaler()  # NOQA:GPU201,GPU501\n"
+    )
+    _, out = run("check", "--no-cache", "--format", "json", "bad.py")
+    assert [f["line"] for f in json.loads(out)["findings"]] == [5]
+
+
+def test_fix_writes_parses_and_relints_clean(project):
+    os.chmod(project / "bad.py", 0o640)
+    code, out = run("check", "--no-cache", "--fix", "bad.py")
+    assert code == 0, out
+    text = (project / "bad.py").read_text()
+    assert 'torch.amp.GradScaler("cuda")' in text
+    assert "checkpoint(block, x, use_reentrant=False)" in text
+    assert oct((project / "bad.py").stat().st_mode & 0o777) == "0o640"
+    assert not [p for p in project.iterdir() if "gpulint-tmp" in p.name]
+    # Fixing again changes nothing.
+    before = (project / "bad.py").read_bytes()
+    run("check", "--no-cache", "--fix", "bad.py")
+    assert (project / "bad.py").read_bytes() == before
+
+
+def test_diff_writes_nothing(project):
+    code, out = run("check", "--no-cache", "--diff", "bad.py")
+    assert code == 1
+    assert '+scaler = torch.amp.GradScaler("cuda")' in out
+    assert (project / "bad.py").read_text() == BAD
+
+
+def test_bad_inputs_become_gpu000_and_the_run_goes_on(project):
+    (project / "broken.py").write_text("def f(:\n    torch.cuda.amp.autocast()\n")
+    (project / "latin1.py").write_bytes(b"x = '\xff\xfe'\namp = 1\n")
+    (project / "binary.py").write_bytes(b"\x00\x01\x02amp\x00" * 100)
+    code, out = run("check", "--no-cache", "--format", "json", ".")
+    data = json.loads(out)
+    by_path = {}
+    for f in data["findings"]:
+        by_path.setdefault(f["path"], []).append(f["code"])
+    assert by_path["broken.py"] == ["GPU000"]
+    assert by_path["latin1.py"] == ["GPU000"]
+    assert by_path["binary.py"] == ["GPU000"]
+    assert "GPU201" in by_path["bad.py"]
+    assert code == 1
+
+
+def test_gitignore_and_exclude_are_honoured(project):
+    (project / ".gitignore").write_text("generated/\n")
+    (project / "generated").mkdir()
+    (project / "generated" / "x.py").write_text(BAD)
+    (project / "third_party").mkdir()
+    (project / "third_party" / "y.py").write_text(BAD)
+    (project / "pyproject.toml").write_text('[tool.gpulint]\nextend-exclude = ["third_party"]\n')
+    _, out = run("check", "--no-cache", "--format", "json", ".")
+    paths = {f["path"] for f in json.loads(out)["findings"]}
+    assert paths == {"bad.py"}
+
+
+def test_missing_path_is_reported(project):
+    code, out = run("check", "--no-cache", "nope.py")
+    assert code == 1 and "GPU000" in out and "no such file" in out
+
+
+def test_rules_and_rule_commands(capsys):
+    assert main(["rules"]) == 0
+    listing = capsys.readouterr().out
+    assert "GPU101  host-sync-in-step-loop" in listing
+    assert main(["rule", "GPU101"]) == 0
+    doc = capsys.readouterr().out
+    for heading in ("## What it does", "## Why is this bad?", "## Example", "## Use instead", "## References"):
+        assert heading in doc
+    assert main(["rule", "GPU999"]) == 2
+
+
+def test_cache_serves_identical_findings_and_respects_config(project):
+    first = run("check", "--format", "json", ".")[1]
+    assert list((project / ".gpulint_cache").glob("results-*.json"))
+    second = run("check", "--format", "json", ".")[1]
+    assert json.loads(first)["findings"] == json.loads(second)["findings"]
+    third = json.loads(run("check", "--format", "json", "--select", "GPU5", ".")[1])
+    assert {f["code"] for f in third["findings"]} == {"GPU501"}
+
+
+def test_parallel_jobs_give_the_same_output(project):
+    for i in range(20):
+        (project / f"m{i}.py").write_text(BAD)
+    serial = run("check", "--no-cache", "--jobs", "1", "--format", "json", ".")[1]
+    parallel = run("check", "--no-cache", "--jobs", "2", "--format", "json", ".")[1]
+    assert serial == parallel
+
+
+def test_module_entry_point_does_not_import_torch(project):
+    code = (
+        "import sys, gpulint.cli, gpulint.engine, gpulint.rule;"
+        "gpulint.rule.all_rules();"
+        "assert 'torch' not in sys.modules, 'torch imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
