@@ -112,7 +112,11 @@ else:
         if self._behind_version_check(node, file):
             return
         device, attr, style = DEPRECATED[qualified]
-        new = f'torch.amp.{attr}("{device}")' if style == "first" else f'torch.amp.{attr}(device_type="{device}")'
+        new = (
+            f'torch.amp.{attr}("{device}")'
+            if style == "first"
+            else f'torch.amp.{attr}(device_type="{device}")'
+        )
         fix = self._fix(node, file, device, attr, style)
         yield self.report(file, node, old=qualified, new=new, fix=fix)
 

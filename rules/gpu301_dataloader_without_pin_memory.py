@@ -59,7 +59,11 @@ class DataLoaderWithoutPinMemory(Rule):
         if file.is_test or not file.uses_cuda:
             return
         qualified = file.qualname(node)
-        if not qualified or not qualified.startswith("torch.utils.data") or not qualified.endswith(".DataLoader"):
+        if (
+            not qualified
+            or not qualified.startswith("torch.utils.data")
+            or not qualified.endswith(".DataLoader")
+        ):
             return
         pin = keyword(node, "pin_memory")
         if pin is None:
@@ -67,5 +71,9 @@ class DataLoaderWithoutPinMemory(Rule):
                 return  # pin_memory may be passed positionally or through **kwargs
             yield self.report(file, node)
         elif isinstance(pin.value, ast.Constant) and pin.value.value is False:
-            yield self.report(file, pin, "`pin_memory=False` in CUDA code: batches are copied from "
-                              "pageable memory; use `pin_memory=True` with `non_blocking=True` copies")
+            yield self.report(
+                file,
+                pin,
+                "`pin_memory=False` in CUDA code: batches are copied from "
+                "pageable memory; use `pin_memory=True` with `non_blocking=True` copies",
+            )

@@ -6,7 +6,10 @@ from gpulint.frontends.python.names import has_star_kwargs, keyword
 from gpulint.rule import Rule
 
 _TRAINS = re.compile(r"\.backward\(|DistributedDataParallel|FullyShardedDataParallel|fully_shard\(")
-_INIT = {"torch.distributed.init_process_group", "torch.distributed.distributed_c10d.init_process_group"}
+_INIT = {
+    "torch.distributed.init_process_group",
+    "torch.distributed.distributed_c10d.init_process_group",
+}
 
 
 class NonNcclBackend(Rule):
@@ -46,14 +49,14 @@ class NonNcclBackend(Rule):
     name = "non-nccl-backend"
     bench = "nccl"
     triggers = ("init_process_group",)
-    message = "`{backend}` backend in CUDA training: collectives go through host memory; use `backend=\"nccl\"`"
+    message = '`{backend}` backend in CUDA training: collectives go through host memory; use `backend="nccl"`'
     tags = ("distributed",)
 
     VALID = [
         'import torch\nimport torch.distributed as dist\ndist.init_process_group("nccl")\nloss.backward()\nx.cuda()\n',
         'import torch\nimport torch.distributed as dist\ndist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")\nloss.backward()\n',
         'import torch.distributed as dist\ndist.init_process_group("gloo")  # CPU-only trainer\nloss.backward()\n',
-        'import torch\nimport torch.distributed as dist\ndist.init_process_group(backend=args.backend)\nloss.backward()\nx.cuda()\n',
+        "import torch\nimport torch.distributed as dist\ndist.init_process_group(backend=args.backend)\nloss.backward()\nx.cuda()\n",
     ]
     INVALID = [
         'import torch\nimport torch.distributed as dist\ndist.init_process_group(backend="gloo")\nloss.backward()\nx.cuda()\n',
@@ -71,8 +74,9 @@ class NonNcclBackend(Rule):
             if has_star_kwargs(node):
                 return
             yield self.report(
-                file, node,
-                "`init_process_group` with no backend in CUDA training: name `backend=\"nccl\"` "
+                file,
+                node,
+                '`init_process_group` with no backend in CUDA training: name `backend="nccl"` '
                 "so collectives on CUDA tensors never fall back to gloo",
                 severity=Severity.INFO,
             )

@@ -43,7 +43,9 @@ class CheckpointWithoutUseReentrant(Rule):
     name = "checkpoint-without-use-reentrant"
     triggers = ("checkpoint",)
     fixable = True
-    message = "`{func}` without `use_reentrant`: pass `use_reentrant=False` (PyTorch's recommendation)"
+    message = (
+        "`{func}` without `use_reentrant`: pass `use_reentrant=False` (PyTorch's recommendation)"
+    )
     tags = ("memory",)
 
     VALID = [

@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -64,7 +63,10 @@ def test_exit_zero(project):
 def test_json_format(project):
     code, out = run("check", "--no-cache", "--format", "json", "bad.py")
     data = json.loads(out)
-    assert [(f["code"], f["line"], f["col"]) for f in data["findings"]] == [("GPU201", 4, 10), ("GPU501", 5, 5)]
+    assert [(f["code"], f["line"], f["col"]) for f in data["findings"]] == [
+        ("GPU201", 4, 10),
+        ("GPU501", 5, 5),
+    ]
     assert data["findings"][0]["fix"]["edits"]
 
 
@@ -105,8 +107,8 @@ def test_config_found_walking_up(project):
         ('[tool.gpulint]\nselct = ["GPU1"]\n', "unknown key 'selct'"),
         ('[tool.gpulint]\nignore = ["GPU999"]\n', "unknown rule code or prefix 'GPU999'"),
         ('[tool.gpulint]\ntargets = ["sm_99"]\n', "unknown target 'sm_99'; known: sm_100"),
-        ('[tool.gpulint\nselect = 1\n', "not valid TOML"),
-        ('[tool.gpulint]\njobs = -1\n', "jobs: expected a non-negative integer"),
+        ("[tool.gpulint\nselect = 1\n", "not valid TOML"),
+        ("[tool.gpulint]\njobs = -1\n", "jobs: expected a non-negative integer"),
     ],
 )
 def test_bad_config_is_exit_2_naming_the_key(project, capsys, toml, needle):
@@ -195,7 +197,13 @@ def test_rules_and_rule_commands(capsys):
     assert "GPU101  host-sync-in-step-loop" in listing
     assert main(["rule", "GPU101"]) == 0
     doc = capsys.readouterr().out
-    for heading in ("## What it does", "## Why is this bad?", "## Example", "## Use instead", "## References"):
+    for heading in (
+        "## What it does",
+        "## Why is this bad?",
+        "## Example",
+        "## Use instead",
+        "## References",
+    ):
         assert heading in doc
     assert main(["rule", "GPU999"]) == 2
 

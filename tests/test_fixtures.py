@@ -47,8 +47,12 @@ def test_every_rule_has_fixtures_both_ways():
         fired |= {code for _, code in expected_findings(text)}
         # A "silent" fixture for a rule: it names the rule in its file name and expects none of it.
         for rule in all_rules():
-            if rule.code.lower() in path.name.lower() and rule.code not in {c for _, c in expected_findings(text)}:
+            if rule.code.lower() in path.name.lower() and rule.code not in {
+                c for _, c in expected_findings(text)
+            }:
                 silent_files[rule.code] = silent_files.get(rule.code, 0) + 1
     for rule in all_rules():
         assert rule.code in fired, f"no fixture fires {rule.code}"
-        assert silent_files.get(rule.code), f"no silent fixture for {rule.code} (name it *{rule.code.lower()}*silent*)"
+        assert silent_files.get(rule.code), (
+            f"no silent fixture for {rule.code} (name it *{rule.code.lower()}*silent*)"
+        )

@@ -58,7 +58,9 @@ def test_invalid_examples_fire(rule, example):
 def test_fixable_rules_declare_fix_examples():
     for rule in all_rules():
         has_fixed = any(isinstance(e, Invalid) and e.fixed is not None for e in rule.INVALID)
-        assert has_fixed == rule.fixable, f"{rule.code}: fixable={rule.fixable} but fix examples={has_fixed}"
+        assert has_fixed == rule.fixable, (
+            f"{rule.code}: fixable={rule.fixable} but fix examples={has_fixed}"
+        )
 
 
 def test_every_rule_is_documented_with_the_five_headings():

@@ -1,3 +1,5 @@
-from gpulint.cli import main
 import sys
+
+from gpulint.cli import main
+
 sys.exit(main())

@@ -36,17 +36,29 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--select", type=_codes_arg, help="comma-separated codes or prefixes")
     check.add_argument("--ignore", type=_codes_arg, help="comma-separated codes or prefixes")
     check.add_argument("--extend-select", type=_codes_arg)
-    check.add_argument("--targets", type=lambda s: [t.strip() for t in s.split(",") if t.strip()],
-                       help="hardware targets, e.g. sm_90,H100,GB10")
+    check.add_argument(
+        "--targets",
+        type=lambda s: [t.strip() for t in s.split(",") if t.strip()],
+        help="hardware targets, e.g. sm_90,H100,GB10",
+    )
     check.add_argument("--config", type=Path, help="pyproject.toml to read [tool.gpulint] from")
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
     check.add_argument("--fix", action="store_true", help="apply safe fixes")
-    check.add_argument("--diff", action="store_true", help="print the fixes as a diff; write nothing")
-    check.add_argument("--jobs", "-j", type=int, default=None, help="worker processes (default: cores)")
+    check.add_argument(
+        "--diff", action="store_true", help="print the fixes as a diff; write nothing"
+    )
+    check.add_argument(
+        "--jobs", "-j", type=int, default=None, help="worker processes (default: cores)"
+    )
     check.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     check.add_argument("--cache-dir", type=Path, help="where the cache lives (.gpulint_cache)")
-    check.add_argument("--evidence", type=Path, action="append", default=[],
-                       help="bench records (file or folder) to cite in messages")
+    check.add_argument(
+        "--evidence",
+        type=Path,
+        action="append",
+        default=[],
+        help="bench records (file or folder) to cite in messages",
+    )
     check.add_argument("--no-gitignore", action="store_true", help="do not honour .gitignore")
     check.add_argument("--no-prefilter", action="store_true", help=argparse.SUPPRESS)
     check.set_defaults(func=cmd_check)
@@ -78,8 +90,12 @@ def _config_for(args) -> Config:
     start = args.paths[0] if args.paths else Path.cwd()
     config = load_config(start if start.exists() else Path.cwd(), args.config)
     overrides = {}
-    for flag, key in (("select", "select"), ("ignore", "ignore"),
-                      ("extend_select", "extend-select"), ("targets", "targets")):
+    for flag, key in (
+        ("select", "select"),
+        ("ignore", "ignore"),
+        ("extend_select", "extend-select"),
+        ("targets", "targets"),
+    ):
         value = getattr(args, flag)
         if value is not None:
             overrides[key] = value
@@ -94,7 +110,11 @@ def _evidence(config: Config, extra: list[Path]) -> dict[str, str]:
         from gpulint.runtime.evidence import evidence_note, load_records
     except ImportError:
         return {}
-    places = [config.root / ".gpulint" / "evidence", *(config.root / p for p in config.evidence), *extra]
+    places = [
+        config.root / ".gpulint" / "evidence",
+        *(config.root / p for p in config.evidence),
+        *extra,
+    ]
     records = load_records([p for p in places if p.exists()])
     if not records:
         return {}
@@ -121,8 +141,9 @@ def cmd_check(args) -> int:
     cache = None
     if not args.no_cache and not args.no_prefilter:
         cache_dir = Path(config.cache_dir)
-        cache = ResultCache(cache_dir if cache_dir.is_absolute() else config.root / cache_dir,
-                            linter.fingerprint())
+        cache = ResultCache(
+            cache_dir if cache_dir.is_absolute() else config.root / cache_dir, linter.fingerprint()
+        )
     if args.no_prefilter:
         linter.prefilter = False
     report = linter.run(args.paths, jobs=jobs, cache=cache)
@@ -176,16 +197,30 @@ def cmd_rules(args) -> int:
     if args.format == "json":
         import json
 
-        print(json.dumps([
-            {"code": r.code, "name": r.name, "severity": r.severity.value, "language": ",".join(r.languages()),
-             "fixable": r.fixable, "bench": r.bench, "summary": r.summary()}
-            for r in rules
-        ], indent=2))
+        print(
+            json.dumps(
+                [
+                    {
+                        "code": r.code,
+                        "name": r.name,
+                        "severity": r.severity.value,
+                        "language": ",".join(r.languages()),
+                        "fixable": r.fixable,
+                        "bench": r.bench,
+                        "summary": r.summary(),
+                    }
+                    for r in rules
+                ],
+                indent=2,
+            )
+        )
         return EXIT_OK
     width = max((len(r.name) for r in rules), default=10)
     for r in rules:
         flags = ("fix" if r.fixable else "   ") + (" opt-in" if not r.default_enabled else "")
-        print(f"{r.code}  {r.name:<{width}}  {r.severity.value:<7}  {','.join(r.languages()):<8} {flags}  {r.summary()}")
+        print(
+            f"{r.code}  {r.name:<{width}}  {r.severity.value:<7}  {','.join(r.languages()):<8} {flags}  {r.summary()}"
+        )
     return EXIT_OK
 
 

@@ -79,10 +79,12 @@ class Linter:
         self.triggers: dict[str, tuple[bytes, ...] | None] = {}
         for language, rules in self.rules.items():
             # None: some rule has no triggers, so every file of the language must be parsed.
-            if any(not r.triggers for r in rules):
+            if any(not r.trigger_bytes(self.settings) for r in rules):
                 self.triggers[language] = None
             else:
-                self.triggers[language] = tuple({t for r in rules for t in r.trigger_bytes()})
+                self.triggers[language] = tuple(
+                    {t for r in rules for t in r.trigger_bytes(self.settings)}
+                )
 
     @property
     def extensions(self) -> set[str]:
@@ -100,12 +102,16 @@ class Linter:
         try:
             size = path.stat().st_size
             if size > MAX_FILE_BYTES:
-                return FileResult(shown, [unanalysable(shown, f"file too large ({size:,} bytes); skipped")])
+                return FileResult(
+                    shown, [unanalysable(shown, f"file too large ({size:,} bytes); skipped")]
+                )
             data = path.read_bytes()
         except OSError as e:
             why = e.strerror or str(e)
             return FileResult(shown, [unanalysable(shown, f"cannot read file: {why}")])
-        findings, parsed = self.lint_bytes(shown, data, self.relpath(path), prefilter=self.prefilter)
+        findings, parsed = self.lint_bytes(
+            shown, data, self.relpath(path), prefilter=self.prefilter
+        )
         return FileResult(shown, findings, hashlib.sha256(data).hexdigest(), parsed)
 
     def relpath(self, path: Path) -> str:

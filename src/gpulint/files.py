@@ -35,7 +35,9 @@ class FileFinder:
             rel = path.name
         if is_dir:
             rel += "/"
-        return self.exclude.match_file(rel) or self.exclude.match_file(path.name + ("/" if is_dir else ""))
+        return self.exclude.match_file(rel) or self.exclude.match_file(
+            path.name + ("/" if is_dir else "")
+        )
 
     def find(self, paths: list[Path]) -> Iterator[Path]:
         seen: set[Path] = set()

@@ -73,9 +73,7 @@ class Table:
     def gpu(self, name: str) -> GPU:
         found = self._lookup.get(_norm(name))
         if found is None:
-            raise UnknownTargetError(
-                f"unknown GPU {name!r}; known: {', '.join(sorted(self.gpus))}"
-            )
+            raise UnknownTargetError(f"unknown GPU {name!r}; known: {', '.join(sorted(self.gpus))}")
         return found
 
     def target(self, spelling: str) -> Target:

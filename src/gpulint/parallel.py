@@ -84,7 +84,9 @@ def lint_many(linter, files: list[Path], jobs: int = 1, cache=None) -> list:
             if result.digest and not any(f.code == "GPU000" for f in result.findings):
                 cache.put(linter.relpath(path), result.digest, result.findings)
         cache.save()
-    return [results[i] if i in results else FileResult(display_path(p), []) for i, p in enumerate(files)]
+    return [
+        results[i] if i in results else FileResult(display_path(p), []) for i, p in enumerate(files)
+    ]
 
 
 def _from_cache(linter, cache, path: Path):
@@ -108,7 +110,9 @@ def _pool(linter, todo, jobs, results) -> list:
     try:
         with ProcessPoolExecutor(jobs, initializer=_init_worker, initargs=(linter,)) as pool:
             paths = [p for _, p in todo]
-            for (index, _), result in zip(todo, pool.map(_work, paths, chunksize=chunk)):
+            for (index, _), result in zip(
+                todo, pool.map(_work, paths, chunksize=chunk), strict=True
+            ):
                 results[index] = result
     except BrokenProcessPool:
         lost = [(i, p) for i, p in todo if i not in results]
@@ -123,4 +127,6 @@ def _isolated(linter, path: Path):
             return pool.submit(_work, path).result()
     except BrokenProcessPool:
         shown = display_path(path)
-        return FileResult(shown, [unanalysable(shown, "the analyser crashed on this file; skipped")])
+        return FileResult(
+            shown, [unanalysable(shown, "the analyser crashed on this file; skipped")]
+        )

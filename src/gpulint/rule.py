@@ -128,7 +128,9 @@ class Rule:
         return cls.language if isinstance(cls.language, tuple) else (cls.language,)
 
     @classmethod
-    def trigger_bytes(cls) -> tuple[bytes, ...]:
+    def trigger_bytes(cls, settings: Settings | None = None) -> tuple[bytes, ...]:
+        """The triggers as bytes. A data-driven rule (the lever registry) may widen them from
+        `settings`; they stay a necessary condition for the rule to fire."""
         return tuple(t.encode() for t in cls.triggers)
 
 

@@ -85,7 +85,9 @@ def decode(data: bytes) -> str:
         text = data.decode(encoding)
     except (UnicodeDecodeError, LookupError) as e:
         line = data[: getattr(e, "start", 0)].count(b"\n") + 1
-        raise ParseError(f"cannot decode as {encoding}: {e.reason if hasattr(e, 'reason') else e}", line) from None
+        raise ParseError(
+            f"cannot decode as {encoding}: {e.reason if hasattr(e, 'reason') else e}", line
+        ) from None
     if "\x00" in text:
         raise ParseError("binary file (NUL characters), not source text; skipped")
     return text.removeprefix("\ufeff")

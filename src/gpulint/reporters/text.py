@@ -14,5 +14,7 @@ def render(findings: list[Finding], *, files_checked: int, **_: object) -> str:
         if fixable:
             summary += f" {fixable} fixable with `gpulint check --fix`."
     else:
-        summary = f"All checks passed ({files_checked} file{'s' if files_checked != 1 else ''} checked)."
+        summary = (
+            f"All checks passed ({files_checked} file{'s' if files_checked != 1 else ''} checked)."
+        )
     return "\n".join([*lines, summary]) + "\n"

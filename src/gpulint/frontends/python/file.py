@@ -58,7 +58,11 @@ class PythonFile:
 
     def enclosing_function(self, node: ast.AST) -> ast.AST | None:
         return next(
-            (a for a in self.ancestors(node) if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef))),
+            (
+                a
+                for a in self.ancestors(node)
+                if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef))
+            ),
             None,
         )
 

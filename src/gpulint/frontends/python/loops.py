@@ -78,6 +78,9 @@ class LoopModel:
         if not isinstance(loop, (ast.For, ast.AsyncFor)):
             return False
         it = _unwrap_iterable(loop.iter)
+        if isinstance(it, ast.Call) and it.args:
+            # `metric_logger.log_every(data_loader, 10)`, `prefetcher(loader)`: a loader wrapped.
+            it = it.args[0]
         name = terminal_name(it)
         return bool(name and (_LOADER.search(name) or name in self.loader_names))
 
@@ -122,7 +125,9 @@ class LoopModel:
             if parent is loop:
                 return None
             if isinstance(parent, (ast.If, ast.IfExp)) and child is not parent.test:
-                in_body = child in parent.body if isinstance(parent, ast.If) else child is parent.body
+                in_body = (
+                    child in parent.body if isinstance(parent, ast.If) else child is parent.body
+                )
                 if in_body and is_periodic_test(parent.test) and not self._is_step_block(parent):
                     return parent
             child = parent

@@ -19,8 +19,23 @@ TENSOR_METHODS = {
     "unsqueeze", "view", "reshape", "flatten", "mul", "add", "div", "sub", "matmul",
 }  # fmt: skip
 # torch.* names that return Python values, not tensors.
-_TORCH_NON_TENSOR = {"cuda", "distributed", "backends", "utils", "version", "numel", "jit",
-                     "compile", "device", "dtype", "nn", "optim", "autograd", "amp", "hub"}
+_TORCH_NON_TENSOR = {
+    "cuda",
+    "distributed",
+    "backends",
+    "utils",
+    "version",
+    "numel",
+    "jit",
+    "compile",
+    "device",
+    "dtype",
+    "nn",
+    "optim",
+    "autograd",
+    "amp",
+    "hub",
+}
 _PRODUCER = re.compile(r"model|criterion|loss|^net$|encoder|decoder|head|forward|classifier", re.I)
 _NUMPY = ("numpy", "np", "math", "statistics")
 
@@ -72,7 +87,9 @@ def looks_like_tensor(file, expr: ast.AST, scope: ast.AST | None) -> bool:
     if isinstance(expr, ast.Subscript):
         return looks_like_tensor(file, expr.value, scope)
     if isinstance(expr, ast.BinOp):
-        return looks_like_tensor(file, expr.left, scope) or looks_like_tensor(file, expr.right, scope)
+        return looks_like_tensor(file, expr.left, scope) or looks_like_tensor(
+            file, expr.right, scope
+        )
     if isinstance(expr, ast.Name):
         values = assigned_values(file, scope, expr.id)
         return bool(values) and all(produces_tensor(file, v) for v in values)
@@ -94,12 +111,17 @@ def assigned_values(file, scope: ast.AST | None, name: str) -> list[ast.AST]:
                             # Tuple targets get an unknown value: cannot say which part is which.
                             value = node.value if target is t else ast.Constant(None)
                             table.setdefault(t.id, []).append(value)
-            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(node.target, ast.Name):
+            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(
+                node.target, ast.Name
+            ):
                 if node.value is not None:
                     table.setdefault(node.target.id, []).append(node.value)
             elif isinstance(node, (ast.For, ast.AsyncFor, ast.With, ast.comprehension)):
-                targets = [node.target] if not isinstance(node, ast.With) else [
-                    i.optional_vars for i in node.items if i.optional_vars is not None]
+                targets = (
+                    [node.target]
+                    if not isinstance(node, ast.With)
+                    else [i.optional_vars for i in node.items if i.optional_vars is not None]
+                )
                 for target in targets:
                     for t in ast.walk(target):
                         if isinstance(t, ast.Name):
