@@ -17,7 +17,7 @@ def _gitignore_specs(directory: Path) -> pathspec.PathSpec | None:
         lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
         return None
-    return pathspec.PathSpec.from_lines("gitignore", lines)
+    return pathspec.GitIgnoreSpec.from_lines(lines)
 
 
 class FileFinder:
@@ -25,7 +25,7 @@ class FileFinder:
         self.config = config
         self.extensions = extensions
         self.respect_gitignore = respect_gitignore
-        self.exclude = pathspec.PathSpec.from_lines("gitignore", config.exclude)
+        self.exclude = pathspec.GitIgnoreSpec.from_lines(config.exclude)
         self.problems: list[tuple[str, str]] = []  # (path, why) for paths that cannot be walked
 
     def _excluded(self, path: Path, is_dir: bool) -> bool:
