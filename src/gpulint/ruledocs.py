@@ -1,20 +1,167 @@
-"""One documentation text per rule, from the rule class: for `gpulint rule`, docs/rules/ and SARIF."""
+"""One documentation text per rule, from the rule class alone.
+
+`rule_markdown(rule)` is the page: `gpulint rule CODE` prints it, docs/rules/CODE.md is it
+(written by `python -m gpulint.docsgen`), and SARIF carries it as `help.markdown`. It is built
+from the rule's single source: its metadata (code, severity, language, autofix, bench), its
+docstring sections, its VALID/INVALID examples, and the measured figure of the bench it cites
+(data/bench_figures.toml). The language server's hover shows `rule_hover`, a short cut of it.
+"""
 
 from __future__ import annotations
 
+import functools
 import re
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
 
-from gpulint.rule import Rule
+from gpulint.rule import DOC_SECTIONS, Invalid, Rule, Valid
+
+# Families by hundreds, as in the catalog.
+FAMILIES = {
+    "GPU1": "Host-device syncs and data movement",
+    "GPU2": "Precision",
+    "GPU3": "Input pipeline",
+    "GPU4": "Distributed",
+    "GPU5": "Memory, attention, graphs",
+    "GPU6": "Benchmarking hygiene",
+    "GPU7": "Triton kernels",
+    "GPU8": "CUDA C++",
+    "GPU9": "Refuted levers, launch hygiene and claims",
+}
+
+# How a `noqa` comment is written in each front-end language: (opening, closing).
+_NOQA_COMMENT = {
+    "cuda": ("// ", ""),
+    "cpp": ("// ", ""),
+    "c++": ("// ", ""),
+    "c": ("// ", ""),
+    "markdown": ("<!-- ", " -->"),
+}
+# Code fence info string per language or file extension (examples and snippets).
+_FENCE = {
+    "python": "python",
+    "cuda": "cuda",
+    "cpp": "cpp",
+    "markdown": "markdown",
+    "shell": "sh",
+    "yaml": "yaml",
+    ".py": "python",
+    ".pyi": "python",
+    ".cu": "cuda",
+    ".cuh": "cuda",
+    ".cpp": "cpp",
+    ".cc": "cpp",
+    ".h": "cpp",
+    ".hpp": "cpp",
+    ".md": "markdown",
+    ".rst": "rst",
+    ".sh": "sh",
+    ".bash": "sh",
+    ".yaml": "yaml",
+    ".yml": "yaml",
+    ".env": "sh",
+}
+_LANGUAGE_NAMES = {"python": "Python", "cuda": "CUDA/C++", "markdown": "Markdown"}
 
 
+def family(code: str) -> str:
+    return FAMILIES.get(code[:4], "Other")
+
+
+def noqa_comment(language: str, codes: str) -> str:
+    """The comment that suppresses `codes` on a line of `language`, e.g. `// noqa: GPU802`."""
+    opening, closing = _NOQA_COMMENT.get(language, ("# ", ""))
+    return f"{opening}noqa: {codes}{closing}"
+
+
+# -- measured figures ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BenchFigure:
+    bench: str
+    date: str
+    device: str
+    software: str
+    method: str
+    config: str
+    summary: str
+    variants: tuple[tuple[str, float, str], ...]  # (label, value, unit)
+    note: str = ""
+
+
+@functools.cache
+def bench_figures() -> dict[str, BenchFigure]:
+    """bench name -> what it measured on the H200 (data/bench_figures.toml)."""
+    text = resources.files("gpulint").joinpath("data/bench_figures.toml").read_text("utf-8")
+    data = tomllib.loads(text)
+    defaults = data.get("defaults", {})
+    out = {}
+    for name, entry in data.get("bench", {}).items():
+        merged = {**defaults, **entry}
+        out[name] = BenchFigure(
+            bench=name,
+            date=merged["date"],
+            device=merged["device"],
+            software=merged["software"],
+            method=merged["method"],
+            config=merged["config"],
+            summary=merged["summary"],
+            variants=tuple((v["label"], v["value"], v["unit"]) for v in merged["variants"]),
+            note=merged.get("note", ""),
+        )
+    return out
+
+
+def _number(value: float) -> str:
+    return f"{value:,}" if isinstance(value, int) else f"{value:,.2f}".rstrip("0").rstrip(".")
+
+
+def _evidence(rule: type[Rule]) -> list[str]:
+    if not rule.bench:
+        return []
+    lines = ["## Measured cost", ""]
+    figure = bench_figures().get(rule.bench)
+    if figure is None:
+        lines += [
+            f"Backed by `gpulint bench {rule.bench}`. No H200 figure is recorded for it yet; run "
+            "it on your own hardware and pass the record to `gpulint check --evidence` to have "
+            "findings quote it.",
+            "",
+        ]
+        return lines
+    lines += [
+        f"Backed by `gpulint bench {rule.bench}`: {figure.config}. "
+        f"On an {figure.device} ({figure.date}; {figure.software}; {figure.method}):",
+        "",
+        "| variant | median |",
+        "|---|---|",
+    ]
+    lines += [f"| {label} | {_number(value)} {unit} |" for label, value, unit in figure.variants]
+    lines += ["", figure.summary]
+    if figure.note:
+        lines += ["", figure.note]
+    lines += [
+        "",
+        f"Run `gpulint bench {rule.bench}` on your own GPU to measure it there; "
+        "`gpulint check --evidence .gpulint/evidence` then quotes your figure in the findings.",
+        "",
+    ]
+    return lines
+
+
+# -- the page --------------------------------------------------------------------------------
 def _facts(rule: type[Rule]) -> list[tuple[str, str]]:
     facts = [
-        ("Code", rule.code),
-        ("Name", rule.name),
+        ("Code", f"`{rule.code}`"),
+        ("Name", f"`{rule.name}`"),
+        ("Family", f"{rule.code[:4]}xx {family(rule.code).lower()}"),
         ("Severity", rule.severity.value),
-        ("Language", ", ".join(rule.languages())),
+        ("Language", ", ".join(_LANGUAGE_NAMES.get(x, x) for x in rule.languages())),
         ("Autofix", "yes (`gpulint check --fix`)" if rule.fixable else "no"),
-        ("Enabled by default", "yes" if rule.default_enabled else "no (select it)"),
+        (
+            "Enabled by default",
+            "yes" if rule.default_enabled else f'no (select it: `"{rule.code}"`)',
+        ),
     ]
     if rule.bench:
         facts.append(("Evidence", f"`gpulint bench {rule.bench}`"))
@@ -22,23 +169,123 @@ def _facts(rule: type[Rule]) -> list[tuple[str, str]]:
 
 
 def _suppression(rule: type[Rule]) -> str:
-    comment = {"cuda": "// noqa", "markdown": "<!-- noqa", "python": "# noqa"}.get(rule.languages()[0], "# noqa")
-    end = " -->" if comment.startswith("<!--") else ""
+    comments = []
+    for language in rule.languages():
+        comment = f"`{noqa_comment(language, rule.code)}`"
+        if comment not in comments:
+            comments.append(comment)
+    where = " or ".join(comments)
     return (
-        f"Add `{comment}: {rule.code}{end}` to the line, or `ignore = [\"{rule.code}\"]` / "
-        f"`per-file-ignores` under `[tool.gpulint]` in pyproject.toml."
+        f"Add {where} at the end of the line the finding is on (the language server's "
+        f"code action does it for you). To turn it off for a project or for some files, use "
+        f'`ignore = ["{rule.code}"]` or `per-file-ignores = {{ "glob" = ["{rule.code}"] }}` '
+        f"under `[tool.gpulint]` in pyproject.toml."
     )
 
 
+def _autofix(rule: type[Rule]) -> list[str]:
+    lines = ["## Autofix", ""]
+    if not rule.fixable:
+        return lines + ["None: the change needs a decision only the author can make.", ""]
+    lines += [
+        "`gpulint check --fix` applies it (`--diff` shows it first), and so does the language "
+        "server's quick fix. A fix is written only if the file still parses afterwards; "
+        "findings the rule cannot fix safely are reported without one.",
+        "",
+    ]
+    return lines
+
+
+def _fence(code: str, info: str) -> list[str]:
+    longest = max((len(m) for m in re.findall(r"`{3,}|~{3,}", code)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    return [f"{ticks}{info}", code.strip("\n"), ticks]
+
+
+def _example_info(rule: type[Rule]) -> str:
+    if rule.example_filename:
+        name = rule.example_filename.lower()
+        for ext in sorted((k for k in _FENCE if k.startswith(".")), key=len, reverse=True):
+            if name.endswith(ext):
+                return _FENCE[ext]
+    return _FENCE.get(rule.languages()[0], "")
+
+
+def _targets_note(targets: tuple[str, ...]) -> list[str]:
+    if not targets:
+        return []
+    shown = ", ".join(f'"{t}"' for t in targets)
+    return [f"With `targets = [{shown}]`:", ""]
+
+
+def _examples(rule: type[Rule]) -> list[str]:
+    info = _example_info(rule)
+    lines = []
+    if rule.INVALID:
+        lines += ["## Examples that fire", ""]
+        for example in rule.INVALID:
+            case = example if isinstance(example, Invalid) else Invalid(example)
+            lines += _targets_note(case.targets)
+            lines += _fence(case.code, info) + [""]
+            if case.fixed is not None:
+                lines += ["After `gpulint check --fix`:", ""]
+                lines += _fence(case.fixed, info) + [""]
+    if rule.VALID:
+        lines += ["## Examples that stay silent", ""]
+        for example in rule.VALID:
+            case = example if isinstance(example, Valid) else Valid(example)
+            lines += _targets_note(case.targets)
+            lines += _fence(case.code, info) + [""]
+    return lines
+
+
+def _section(sections: dict[str, str], name: str) -> list[str]:
+    body = sections.get(name, "")
+    return [f"## {name}", "", body, ""] if body else []
+
+
 def rule_markdown(rule: type[Rule]) -> str:
+    """The rule's page: the same text in the terminal, docs/rules/ and SARIF `help.markdown`."""
+    sections = rule.doc_sections()
     lines = [f"# {rule.code} `{rule.name}`", ""]
     lines += [f"- **{k}**: {v}" for k, v in _facts(rule)]
     lines.append("")
-    doc = rule.doc()
-    if doc:
-        lines += [doc, ""]
+    lines += _section(sections, "What it does")
+    lines += _section(sections, "Why is this bad?")
+    lines += _evidence(rule)
+    lines += _section(sections, "Example")
+    lines += _section(sections, "Use instead")
+    # Sections a rule adds beyond the five (e.g. "Options"), in the order it wrote them.
+    for name in sections:
+        if name not in DOC_SECTIONS:
+            lines += _section(sections, name)
+    lines += _autofix(rule)
+    lines += _examples(rule)
     lines += ["## Suppressing it", "", _suppression(rule), ""]
-    return "\n".join(lines)
+    lines += _section(sections, "References")
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def rule_hover(rule: type[Rule], message: str | None = None) -> str:
+    """A short cut of the page for an editor's hover: what, why, the measured cost, the fix."""
+    sections = rule.doc_sections()
+    lines = [f"**{rule.code}** `{rule.name}` ({rule.severity.value})", ""]
+    if message:
+        lines += [message, ""]
+    for name in ("What it does", "Why is this bad?", "Use instead"):
+        lines += _section(sections, name)
+    figure = bench_figures().get(rule.bench) if rule.bench else None
+    if figure is not None:
+        lines += [
+            f"**Measured** (`gpulint bench {rule.bench}`, {figure.device}): {figure.summary}",
+            "",
+        ]
+    lines += [
+        f"Suppress: `{noqa_comment(rule.languages()[0], rule.code)}`. "
+        f"Full text: `gpulint rule {rule.code}`.",
+        "",
+    ]
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 def rule_text(rule: type[Rule], brief: bool = False) -> str:
@@ -48,7 +295,13 @@ def rule_text(rule: type[Rule], brief: bool = False) -> str:
         what = sections.get("What it does", rule.summary())
         why = sections.get("Why is this bad?", "")
         return " ".join(f"{what}\n\n{why}".split()) if why else " ".join(what.split())
-    md = rule_markdown(rule)
-    md = re.sub(r"^#+\s*", "", md, flags=re.MULTILINE)
-    md = md.replace("**", "")
-    return md
+    out = []
+    fence = None
+    for line in rule_markdown(rule).splitlines():
+        m = re.match(r"^(`{3,}|~{3,})", line)
+        if m and (fence is None or m.group(1) == fence):
+            fence = None if fence else m.group(1)
+        elif fence is None:
+            line = re.sub(r"^#+\s*", "", line).replace("**", "")
+        out.append(line)
+    return "\n".join(out) + "\n"

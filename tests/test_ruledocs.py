@@ -1,0 +1,111 @@
+"""The rule page: one text for `gpulint rule`, docs/rules/ and SARIF help.markdown."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from gpulint.cli import main
+from gpulint.docsgen import expected_files
+from gpulint.reporters import REPORTERS
+from gpulint.rule import Invalid, all_rules, rule_by_code
+from gpulint.ruledocs import bench_figures, noqa_comment, rule_hover, rule_markdown, rule_text
+
+RULES = [pytest.param(r, id=r.code) for r in all_rules()]
+ANCHOR_BENCHES = {"sync", "h2d", "attention", "train-step", "matmul", "copy"}
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_page_has_every_part(rule):
+    page = rule_markdown(rule)
+    assert page.startswith(f"# {rule.code} `{rule.name}`\n")
+    for heading in (
+        "What it does",
+        "Why is this bad?",
+        "Example",
+        "Use instead",
+        "References",
+        "Autofix",
+        "Examples that fire",
+        "Examples that stay silent",
+        "Suppressing it",
+    ):
+        assert f"\n## {heading}\n" in page, f"{rule.code}: no '{heading}' section"
+    assert f"**Severity**: {rule.severity.value}" in page
+    assert noqa_comment(rule.languages()[0], rule.code) in page
+    assert "https://" in page.split("## References", 1)[1]
+    if rule.bench:
+        assert f"gpulint bench {rule.bench}" in page.split("## Measured cost", 1)[1]
+    # Every example is in the page, in a fence.
+    for example in rule.INVALID:
+        case = example if isinstance(example, Invalid) else Invalid(example)
+        assert case.code.strip("\n") in page
+        if case.fixed:
+            assert case.fixed.strip("\n") in page
+    # Fences are balanced.
+    fences = re.findall(r"^(`{3,})", page, flags=re.MULTILINE)
+    assert len(fences) % 2 == 0
+
+
+def test_bench_figures_cover_the_anchored_benches():
+    figures = bench_figures()
+    assert set(figures) == ANCHOR_BENCHES
+    for figure in figures.values():
+        assert figure.device == "NVIDIA H200" and figure.date and figure.config
+        assert figure.variants and all(v[1] > 0 for v in figure.variants)
+    sync = {label: value for label, value, _ in figures["sync"].variants}
+    assert sorted(sync.values()) == [1334, 1535]
+
+
+def test_page_quotes_the_h200_figure():
+    rule = next((r for r in all_rules() if r.bench in bench_figures()), None)
+    if rule is None:
+        pytest.skip("no rule cites a bench with a recorded figure")
+    page = rule_markdown(rule)
+    figure = bench_figures()[rule.bench]
+    assert "NVIDIA H200" in page and figure.summary in page
+    for label, _, unit in figure.variants:
+        assert f"| {label} |" in page and unit in page
+
+
+def test_bench_without_a_figure_says_so(monkeypatch):
+    rule = rule_by_code("GPU201")
+
+    class Cited(rule):  # a rule citing a bench with no recorded figure
+        bench = "nccl"
+
+    page = rule_markdown(Cited)
+    assert "No H200 figure is recorded" in page and "gpulint bench nccl" in page
+
+
+def test_one_text_in_three_places(capsys, tmp_path):
+    rule = all_rules()[0]
+    assert main(["rule", rule.code]) == 0
+    printed = capsys.readouterr().out
+    assert printed == rule_markdown(rule) + "\n"  # print() adds the final newline
+    assert expected_files()[f"{rule.code}.md"] == rule_markdown(rule)
+    sarif = json.loads(REPORTERS["sarif"]([], files_checked=0, root=tmp_path, read_text=None))
+    descriptors = {d["id"]: d for d in sarif["runs"][0]["tool"]["driver"]["rules"]}
+    assert descriptors[rule.code]["help"]["markdown"] == rule_markdown(rule)
+
+
+def test_plain_text_keeps_code_comments():
+    rule = rule_by_code("GPU201")
+    text = rule_text(rule)
+    assert "# torch.cuda.amp.autocast is deprecated" in text  # a comment inside an example
+    assert "\nWhat it does\n" in text and "**" not in text.split("```")[0]
+
+
+def test_hover_is_short_and_says_how_to_suppress():
+    rule = rule_by_code("GPU201")
+    hover = rule_hover(rule, "message here")
+    assert hover.startswith("**GPU201**") and "message here" in hover
+    assert "# noqa: GPU201" in hover and "Examples that fire" not in hover
+
+
+def test_noqa_comment_per_language():
+    assert noqa_comment("python", "GPU101") == "# noqa: GPU101"
+    assert noqa_comment("cuda", "GPU802") == "// noqa: GPU802"
+    assert noqa_comment("markdown", "GPU910") == "<!-- noqa: GPU910 -->"
