@@ -8,6 +8,8 @@ checks every autofix: a fixed file must round-trip through libcst's parser befor
 from __future__ import annotations
 
 import ast
+import io
+import tokenize
 import warnings
 from collections.abc import Iterable, Sequence
 
@@ -52,7 +54,48 @@ class PythonFrontend:
             codes = noqa_codes(line)
             if codes is not None:
                 out[number] = codes
+        if out:
+            _spread_over_ranges(parsed, out)
         return out
+
+
+def _spread_over_ranges(parsed: PythonFile, out: dict[int, frozenset[str]]) -> None:
+    """As flake8 does, a `noqa` comment covers every line of the token range it is in: a
+    multi-line string with the rest of its statement, or a backslash-continued statement. So
+    `flake8 --select GPU` (which applies its own noqa after ours) and `gpulint check` agree."""
+    source = parsed.source
+    for first, last in _noqa_ranges(parsed.text):
+        if not any(n in out for n in range(first, last + 1)):
+            continue
+        start = source.line_starts[first - 1]
+        end = source.line_starts[last] if last < source.line_count else len(parsed.text)
+        found = [out[n] for n in range(first, last + 1) if n in out]
+        joined = noqa_codes(parsed.text[start:end])  # flake8 searches the joined lines
+        if joined is not None:
+            found.append(joined)
+        merged = frozenset() if any(not c for c in found) else frozenset().union(*found)
+        for n in range(first, last + 1):
+            out[n] = merged
+
+
+def _noqa_ranges(text: str) -> list[tuple[int, int]]:
+    """flake8's noqa line ranges (processor._noqa_line_mapping): the lines spanned by the tokens
+    between two NL/NEWLINE tokens, where that spans more than one line."""
+    ranges = []
+    first, last = None, -1
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text, newline=None).readline):
+            if tok.type in (tokenize.ENDMARKER, tokenize.DEDENT):
+                continue
+            first = tok.start[0] if first is None else min(first, tok.start[0])
+            last = max(last, tok.end[0])
+            if tok.type in (tokenize.NL, tokenize.NEWLINE):
+                if last > first:
+                    ranges.append((first, last))
+                first, last = None, -1
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return ranges
 
 
 def parse_python(text: str, display_path: str = "<string>") -> ast.Module:

@@ -1,0 +1,126 @@
+"""The flake8 plugin: `flake8 --select GPU` reports exactly what `gpulint check` reports.
+
+flake8 finds the plugin through the `flake8.extension` entry point `GPU` (pyproject.toml). For each
+Python file flake8 hands us, the plugin takes the path the CLI would take: the `[tool.gpulint]`
+configuration found from the file's directory (`load_config`), the same evidence notes, and
+`Linter.lint_bytes` with the same prefilter, suppressions and per-file-ignores. Only the shape of
+the output changes: flake8 wants `(line, 0-based column, "CODE message", type)`.
+
+Bytes: flake8 reads a file itself and hands over decoded lines. When flake8 read the file from
+disk, the plugin lints the file's bytes, exactly as the CLI does (same decoding, same GPU000 for
+a file that cannot be decoded); when flake8 reads standard input (editors send the unsaved
+buffer that way), it lints the lines flake8 received.
+
+`noqa`: gpulint drops what its own `noqa` comments suppress, and then flake8 applies its own
+`noqa` handling to what is left. The Python front-end reads a `noqa` comment over the same
+line ranges as flake8 does (a multi-line string or a backslash-continued statement is one range),
+so flake8's pass never removes anything the CLI would report. `--extend-ignore`, `--select` and
+`--per-file-ignores` on flake8's side filter further, as for any plugin.
+
+A file that does not parse is flake8's own E999: flake8 does not call plugins for it, where
+`gpulint check` reports GPU000.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import tokenize
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from gpulint import __version__
+from gpulint.config import ConfigError, find_pyproject, load_config
+from gpulint.engine import MAX_FILE_BYTES, Linter
+from gpulint.hardware import UnknownTargetError
+
+_STDIN_NAMES = {"-", "stdin"}
+
+
+class GpulintChecker:
+    """flake8 tree plugin. flake8 classifies a plugin by its parameters: `tree` makes this one
+    an AST plugin (run once per file); `filename` and `lines` are what it actually uses."""
+
+    name = "gpulint"
+    version = __version__
+
+    # Set from flake8's options (parse_options); class-level because flake8 builds one checker
+    # per file.
+    _reads_stdin = False
+    # One Linter per configuration file (or per project root without one), per process.
+    _linters: dict[Path | None, tuple[Linter | None, str | None]] = {}
+
+    def __init__(self, tree: ast.AST, filename: str, lines: list[str]):
+        self.filename = filename
+        self.lines = lines
+
+    @classmethod
+    def parse_options(cls, options: Any) -> None:
+        filenames = getattr(options, "filenames", None) or []
+        cls._reads_stdin = "-" in filenames
+
+    def run(self) -> Iterator[tuple[int, int, str, type]]:
+        path = Path(self.filename)
+        linter, problem = self._linter_for(path)
+        if linter is None:
+            yield 1, 0, f"GPU000 configuration error: {problem}", type(self)
+            return
+        data = self._bytes(path)
+        if len(data) > MAX_FILE_BYTES:
+            message = f"file too large ({len(data):,} bytes); skipped"
+            yield 1, 0, f"GPU000 {message}", type(self)
+            return
+        shown = self.filename
+        findings, _ = linter.lint_bytes(
+            shown, data, linter.relpath(path), prefilter=linter.prefilter
+        )
+        for f in findings:
+            # gpulint columns are 1-based code points; flake8 adds 1 to what plugins give it.
+            yield f.line, max(f.col - 1, 0), f"{f.code} {f.message}", type(self)
+
+    # -- what to lint ------------------------------------------------------------------------
+    def _bytes(self, path: Path) -> bytes:
+        """The file's bytes as the CLI reads them, or the received lines for standard input."""
+        if not self._reads_stdin and self.filename not in _STDIN_NAMES:
+            try:
+                return path.read_bytes()
+            except OSError:
+                pass
+        return _encode_lines(self.lines)
+
+    # -- configuration -----------------------------------------------------------------------
+    @classmethod
+    def _linter_for(cls, path: Path) -> tuple[Linter | None, str | None]:
+        directory = path.parent if path.parent != Path("") else Path.cwd()
+        if not directory.is_dir():
+            directory = Path.cwd()
+        try:
+            key = find_pyproject(directory)
+        except ConfigError as e:
+            return None, str(e)
+        if key not in cls._linters:
+            try:
+                config = load_config(directory, key)
+                from gpulint.cli import _evidence
+
+                linter = Linter(config, _evidence(config, []))
+                cls._linters[key] = (linter, None)
+            except (ConfigError, UnknownTargetError) as e:
+                cls._linters[key] = (None, str(e))
+        return cls._linters[key]
+
+
+def _encode_lines(lines: list[str]) -> bytes:
+    """Text back to bytes in the encoding its PEP 263 cookie declares, so gpulint's decoding
+    reads the same text flake8 read."""
+    text = "".join(lines)
+    head = "".join(lines[:2]).encode("utf-8", errors="replace")
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(head).readline)
+    except SyntaxError:
+        encoding = "utf-8"
+    try:
+        return text.encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        return text.encode("utf-8")
