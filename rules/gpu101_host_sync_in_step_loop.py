@@ -1,10 +1,12 @@
 import ast
 
-from gpulint.frontends.python.tensors import looks_like_tensor
+from gpulint.frontends.python.tensors import assigned_values, looks_like_tensor
 from gpulint.rule import Rule
 
 SYNC_METHODS = {"item", "cpu", "numpy", "tolist"}
 _CONVERTERS = {"float", "int", "bool"}
+_BULK = {"`.cpu()`", "`.numpy()`", "`.tolist()`"}
+_HOST_PRODUCERS = {"numpy", "tolist", "cpu", "item"}
 
 
 class HostSyncInStepLoop(Rule):
@@ -106,7 +108,7 @@ for step, (x, y) in enumerate(train_loader):
 import torch
 for x, y in loader:
     logits = model(x.to("cuda"))
-    correct += (logits.argmax(-1) == y).sum().cpu()
+    correct += (logits.argmax(-1) == y).sum().item()
 """,
     ]
 
@@ -117,7 +119,11 @@ for x, y in loader:
         if what is None:
             return
         loop = file.loops.runs_every_step(node)
-        if loop is None:
+        if loop is None or _only_when_failing(node, file, loop):
+            return
+        if what in _BULK and not file.loops.trains(loop):
+            return  # an eval loop copying its outputs to the host: the copy is the point
+        if isinstance(node.func, ast.Attribute) and _host_value(file, node.func.value, loop):
             return
         yield self.report(file, node, what=what, loop=loop.lineno)
 
@@ -152,6 +158,47 @@ for x, y in loader:
                         if looks_like_tensor(file, value, scope):
                             return "`print()` of a tensor"
         return None
+
+
+def _only_when_failing(node, file, loop) -> bool:
+    """Inside a `raise`: runs once, on the way out, not every step."""
+    for ancestor in file.ancestors(node):
+        if ancestor is loop:
+            return False
+        if isinstance(ancestor, ast.Raise):
+            return True
+    return False
+
+
+def _root_name(node: ast.AST) -> ast.Name | None:
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node if isinstance(node, ast.Name) else None
+
+
+def _host_value(file, receiver: ast.AST, loop, depth: int = 0) -> bool:
+    """The receiver is already on the host: built by `.numpy()`/`.cpu()`/`.tolist()`, or an
+    element of the loader's batch that the loop never moves to the device."""
+    name = _root_name(receiver)
+    if name is None or depth > 3:
+        return False
+    scope = file.enclosing_function(loop)
+    values = assigned_values(file, scope, name.id)
+    if values and all(
+        isinstance(v, ast.Call)
+        and (
+            (isinstance(v.func, ast.Attribute) and v.func.attr in _HOST_PRODUCERS)
+            or _is_python_side(file, v)
+        )
+        for v in values
+    ):
+        return True
+    source = file.loops.iteration_source(name.id, loop)
+    if source is not None:
+        if source == "batch":
+            return not file.loops.moved_to_device(name.id, loop)
+        return _host_value(file, source, loop, depth + 1)
+    return False
 
 
 def _is_python_side(file, receiver: ast.AST) -> bool:

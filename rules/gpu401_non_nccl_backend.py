@@ -6,6 +6,7 @@ from gpulint.frontends.python.names import has_star_kwargs, keyword
 from gpulint.rule import Rule
 
 _TRAINS = re.compile(r"\.backward\(|DistributedDataParallel|FullyShardedDataParallel|fully_shard\(")
+_DEVICE_TEST = ("is_available", "mps", "cpu", "device_type", "device.type", "backend")
 _INIT = {
     "torch.distributed.init_process_group",
     "torch.distributed.distributed_c10d.init_process_group",
@@ -53,6 +54,17 @@ class NonNcclBackend(Rule):
     tags = ("distributed",)
 
     VALID = [
+        """
+import torch
+import torch.distributed as dist
+if torch.cuda.is_available():
+    dist.init_process_group("nccl")
+elif torch.backends.mps.is_available():
+    dist.init_process_group(backend="gloo")
+else:
+    dist.init_process_group(backend="gloo")
+loss.backward()
+""",
         'import torch\nimport torch.distributed as dist\ndist.init_process_group("nccl")\nloss.backward()\nx.cuda()\n',
         'import torch\nimport torch.distributed as dist\ndist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")\nloss.backward()\n',
         'import torch.distributed as dist\ndist.init_process_group("gloo")  # CPU-only trainer\nloss.backward()\n',
@@ -68,6 +80,8 @@ class NonNcclBackend(Rule):
             return
         if not file.uses_cuda or not _TRAINS.search(file.text):
             return
+        if _in_device_branch(node, file):
+            return  # `if torch.cuda.is_available(): ... else: init_process_group("gloo")`
         backend = keyword(node, "backend")
         value = backend.value if backend else (node.args[0] if node.args else None)
         if value is None:
@@ -85,3 +99,13 @@ class NonNcclBackend(Rule):
             name = value.value.lower()
             if "nccl" not in name and name in {"gloo", "mpi", "ucc"}:
                 yield self.report(file, value, backend=value.value)
+
+
+def _in_device_branch(node, file) -> bool:
+    """Inside an if/elif/else chain that chooses by device: an explicit fallback, not a mistake."""
+    for ancestor in file.ancestors(node):
+        if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return False
+        if isinstance(ancestor, ast.If) and any(t in ast.unparse(ancestor.test) for t in _DEVICE_TEST):
+            return True
+    return False

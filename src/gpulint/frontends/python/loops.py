@@ -99,6 +99,34 @@ class LoopModel:
             self._step[key] = marker
         return self._step[key]
 
+    def trains(self, loop: ast.AST) -> bool:
+        """A training step loop (backward/optimizer step), not only a loader-and-model loop."""
+        return any(is_step_marker(n) for n in ast.walk(loop))
+
+    def iteration_source(self, name: str, loop: ast.AST):
+        """Where a loop variable comes from, for `name` bound by a `for` target at or inside
+        `loop`: "batch" when it is an element of the step loop's own batch (the loader's
+        output), else the iterated expression of the inner loop that binds it, else None."""
+        for node in ast.walk(loop):
+            if not isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+                continue
+            bound = {t.id for t in ast.walk(node.target) if isinstance(t, ast.Name)}
+            if name not in bound:
+                continue
+            if node is loop and self.iterates_loader(loop):
+                return "batch"
+            return _unwrap_iterable(node.iter)
+        return None
+
+    def moved_to_device(self, name: str, loop: ast.AST) -> bool:
+        """`x = x.to(device)`, `x = x.cuda()`, or any reassignment of `name` in the loop."""
+        for node in ast.walk(loop):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if any(isinstance(t, ast.Name) and t.id == name for t in ast.walk(target)):
+                        return True
+        return False
+
     def enclosing_step_loop(self, node: ast.AST) -> ast.AST | None:
         """The nearest enclosing step loop in the same function, or None."""
         child = node
