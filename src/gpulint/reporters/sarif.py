@@ -7,6 +7,7 @@ import hashlib
 import json
 from collections import Counter
 from pathlib import Path
+from urllib.parse import quote
 
 from gpulint import __version__
 from gpulint.diagnostics import UNANALYSABLE, Finding
@@ -32,7 +33,11 @@ def _rule_descriptors() -> list[dict]:
                 "markdown": "Fix the file (or exclude it); gpulint reports it so nothing is skipped silently.",
             },
             "defaultConfiguration": {"level": "error"},
-            "properties": {"tags": ["gpulint"], "precision": "very-high", "problem.severity": "error"},
+            "properties": {
+                "tags": ["gpulint"],
+                "precision": "very-high",
+                "problem.severity": "error",
+            },
         }
     ]
     for rule in all_rules():
@@ -47,20 +52,35 @@ def _rule_descriptors() -> list[dict]:
                 "properties": {
                     "tags": ["gpulint", "performance", *rule.tags],
                     "precision": rule.precision,
-                    "problem.severity": rule.severity.value if rule.severity.value != "info" else "recommendation",
+                    "problem.severity": rule.severity.value
+                    if rule.severity.value != "info"
+                    else "recommendation",
                 },
             }
         )
     return rules
 
 
-def _uri(path: str, root: Path) -> str:
+def source_root(root: Path) -> Path:
+    """The repository's top directory (the one holding `.git`) at or above `root`, else `root`.
+
+    GitHub reads a result's `uri` relative to the repository, while the configuration root may be
+    a subdirectory of it (a monorepo's `pyproject.toml`)."""
+    root = root.resolve()
+    for directory in (root, *root.parents):
+        if (directory / ".git").exists():
+            return directory
+    return root
+
+
+def _artifact(path: str, base: Path) -> dict:
+    """A repo-relative, percent-encoded `uri` with `%SRCROOT%`, or a file URI outside it."""
     p = Path(path)
     try:
-        rel = p.resolve().relative_to(root.resolve())
+        rel = p.resolve().relative_to(base)
     except (ValueError, OSError):
-        rel = p
-    return rel.as_posix()
+        return {"uri": p.resolve().as_uri()}
+    return {"uri": quote(rel.as_posix()), "uriBaseId": "%SRCROOT%"}
 
 
 def _line_hash(finding: Finding, line_text: str, occurrence: int) -> str:
@@ -79,12 +99,14 @@ def render(findings: list[Finding], *, root: Path, read_text=None, **_: object) 
             texts[path] = SourceText(text) if text is not None else None
         return texts[path]
 
+    base = source_root(root)
     descriptors = _rule_descriptors()
     index = {r["id"]: i for i, r in enumerate(descriptors)}
     seen: Counter = Counter()
     results = []
     for f in findings:
-        uri = _uri(f.path, root)
+        artifact = _artifact(f.path, base)
+        uri = artifact["uri"]
         src = source(f.path)
         line_text = src.line_text(f.line) if src else ""
         key = (uri, f.code, " ".join(line_text.split()))
@@ -102,7 +124,7 @@ def render(findings: list[Finding], *, root: Path, read_text=None, **_: object) 
             "locations": [
                 {
                     "physicalLocation": {
-                        "artifactLocation": {"uri": uri, "uriBaseId": "%SRCROOT%"},
+                        "artifactLocation": artifact,
                         "region": region,
                     }
                 }
@@ -110,7 +132,7 @@ def render(findings: list[Finding], *, root: Path, read_text=None, **_: object) 
             "partialFingerprints": {"primaryLocationLineHash": _line_hash(f, line_text, seen[key])},
         }
         if f.fix is not None and src is not None:
-            result["fixes"] = [_sarif_fix(f, uri, src)]
+            result["fixes"] = [_sarif_fix(f, artifact, src)]
         results.append(result)
     log = {
         "$schema": SCHEMA,
@@ -127,7 +149,7 @@ def render(findings: list[Finding], *, root: Path, read_text=None, **_: object) 
                     }
                 },
                 "automationDetails": {"id": "gpulint/"},
-                "originalUriBaseIds": {"%SRCROOT%": {"uri": root.resolve().as_uri() + "/"}},
+                "originalUriBaseIds": {"%SRCROOT%": {"uri": base.as_uri() + "/"}},
                 "columnKind": "unicodeCodePoints",
                 "results": results,
             }
@@ -136,20 +158,23 @@ def render(findings: list[Finding], *, root: Path, read_text=None, **_: object) 
     return json.dumps(log, indent=2) + "\n"
 
 
-def _sarif_fix(finding: Finding, uri: str, source: SourceText) -> dict:
+def _sarif_fix(finding: Finding, artifact: dict, source: SourceText) -> dict:
     replacements = []
     for edit in finding.fix.edits:
         sl, sc = source.position(edit.start)
         el, ec = source.position(edit.end)
         replacements.append(
             {
-                "deletedRegion": {"startLine": sl, "startColumn": sc, "endLine": el, "endColumn": ec},
+                "deletedRegion": {
+                    "startLine": sl,
+                    "startColumn": sc,
+                    "endLine": el,
+                    "endColumn": ec,
+                },
                 "insertedContent": {"text": edit.text},
             }
         )
     return {
         "description": {"text": finding.fix.description},
-        "artifactChanges": [
-            {"artifactLocation": {"uri": uri, "uriBaseId": "%SRCROOT%"}, "replacements": replacements}
-        ],
+        "artifactChanges": [{"artifactLocation": artifact, "replacements": replacements}],
     }
