@@ -76,15 +76,16 @@ class Linter:
                 # A rule's `language` is one name or a tuple of names (one check, several formats).
                 for language in rule.languages():
                     self.rules.setdefault(language, []).append(rule)
-        self.triggers: dict[str, tuple[bytes, ...] | None] = {}
+        # Per language: each rule with its two gates (any-of `triggers`, and any-of `requires`),
+        # as bytes; None means "no gate". Rules that cannot fire under these settings (a
+        # hardware rule with no targets) are left out altogether.
+        self.gates: dict[str, list[tuple[type[Rule], tuple | None, tuple | None]]] = {}
         for language, rules in self.rules.items():
-            # None: some rule has no triggers, so every file of the language must be parsed.
-            if any(not r.trigger_bytes(self.settings) for r in rules):
-                self.triggers[language] = None
-            else:
-                self.triggers[language] = tuple(
-                    {t for r in rules for t in r.trigger_bytes(self.settings)}
-                )
+            self.gates[language] = [
+                (r, r.trigger_bytes(self.settings) or None, r.requires_bytes() or None)
+                for r in rules
+                if r.applicable(self.settings)
+            ]
 
     @property
     def extensions(self) -> set[str]:
@@ -127,10 +128,8 @@ class Linter:
         frontend = frontend_for(shown)
         if frontend is None:
             return [], False
-        rule_classes = self.rules.get(frontend.language, [])
+        rule_classes = self._rules_for(frontend.language, data, prefilter)
         if not rule_classes:
-            return [], False
-        if prefilter and not self._triggered(frontend.language, data):
             return [], False
         try:
             parsed = frontend.parse(shown, data, self.settings)
@@ -142,11 +141,26 @@ class Linter:
         findings = list(frontend.run(parsed, rules))
         return self._suppress(frontend, parsed, findings, relpath or shown), True
 
-    def _triggered(self, language: str, data: bytes) -> bool:
-        triggers = self.triggers.get(language)
-        if triggers is None or data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-            return True
-        return any(t in data for t in triggers)
+    def _rules_for(self, language: str, data: bytes, prefilter: bool) -> list[type[Rule]]:
+        """The rules whose textual gates this file passes: only they run, and a file that no
+        rule wants is never parsed."""
+        gates = self.gates.get(language, [])
+        if not prefilter or data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+            return [rule for rule, _, _ in gates]
+        seen: dict[bytes, bool] = {}
+
+        def hit(needles: tuple[bytes, ...] | None) -> bool:
+            if needles is None:
+                return True
+            for needle in needles:
+                found = seen.get(needle)
+                if found is None:
+                    found = seen[needle] = needle in data
+                if found:
+                    return True
+            return False
+
+        return [rule for rule, triggers, requires in gates if hit(triggers) and hit(requires)]
 
     def _suppress(self, frontend, parsed, findings: list[Finding], relpath: str) -> list[Finding]:
         if not findings:

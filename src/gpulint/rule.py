@@ -52,6 +52,7 @@ class Rule:
     severity: ClassVar[Severity] = Severity.WARNING
     language: ClassVar[str | tuple[str, ...]] = "python"  # or a tuple of front-end languages
     triggers: ClassVar[tuple[str, ...]] = ()  # substrings; none of them in the file -> cannot fire
+    requires: ClassVar[tuple[str, ...]] = ()  # a second gate: one of these must occur too
     bench: ClassVar[str | None] = None  # the `gpulint bench` that measures the cost
     message: ClassVar[str] = ""
     fixable: ClassVar[bool] = False
@@ -126,6 +127,15 @@ class Rule:
     def languages(cls) -> tuple[str, ...]:
         """`language` as a tuple: a rule may cover several front-ends (e.g. python and shell)."""
         return cls.language if isinstance(cls.language, tuple) else (cls.language,)
+
+    @classmethod
+    def requires_bytes(cls) -> tuple[bytes, ...]:
+        return tuple(t.encode() for t in cls.requires)
+
+    @classmethod
+    def applicable(cls, settings: Settings) -> bool:
+        """False when the rule cannot fire under these settings (e.g. it needs targets)."""
+        return True
 
     @classmethod
     def trigger_bytes(cls, settings: Settings | None = None) -> tuple[bytes, ...]:
