@@ -1,0 +1,232 @@
+"""What the language server does, without the protocol: find the configuration of a document,
+lint its in-memory text, and build fix and noqa edits. Plain data in and out, so it is tested
+without a client; gpulint.server.lsp turns it into LSP messages.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import tokenize
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpulint.config import Config, ConfigError, load_config
+from gpulint.diagnostics import UNANALYSABLE, Edit, Finding
+from gpulint.engine import Linter
+from gpulint.fixes import apply_edits, still_parses
+from gpulint.frontends import frontend_for
+from gpulint.hardware import UnknownTargetError
+from gpulint.ruledocs import noqa_comment
+from gpulint.source import SourceText
+
+# An editor's languageId -> a file extension gpulint's front-ends know, for documents whose own
+# name does not say (unsaved buffers, files without an extension).
+LANGUAGE_EXTENSIONS = {
+    "python": ".py",
+    "cuda": ".cu",
+    "cuda-cpp": ".cu",
+    "cpp": ".cpp",
+    "c": ".h",
+    "markdown": ".md",
+    "shellscript": ".sh",
+    "sh": ".sh",
+    "bash": ".sh",
+    "yaml": ".yaml",
+    "dotenv": ".env",
+}
+CONFIG_FILE = "pyproject.toml"
+
+
+@dataclass
+class LintResult:
+    shown: str  # the name the engine linted the text as (front-end choice, per-file-ignores)
+    text: str  # the text positions refer to (the document's text without a BOM)
+    findings: list[Finding] = field(default_factory=list)
+    language: str | None = None  # front-end language, None when no front-end claims the file
+    bom: bool = False  # the document starts with U+FEFF, which the engine does not count
+
+    @property
+    def source(self) -> SourceText:
+        return SourceText(self.text)
+
+
+class ConfigStore:
+    """One Linter per configuration, reloaded when a pyproject.toml on the way up changes.
+
+    The cache key of a directory is the modification stamp of every pyproject.toml from it up to
+    the root, so an edited, created or deleted configuration is picked up on the next lint
+    without relying on the client's file watching (which the server uses too, to re-lint).
+    """
+
+    def __init__(self, fallback_root: Path | None = None):
+        self.fallback_root = (fallback_root or Path.cwd()).resolve()
+        self._cache: dict[Path, tuple[tuple, Linter, str | None]] = {}
+
+    def invalidate(self) -> None:
+        self._cache.clear()
+
+    @staticmethod
+    def _stamp(directory: Path) -> tuple:
+        stamp = []
+        for d in [directory, *directory.parents]:
+            candidate = d / CONFIG_FILE
+            try:
+                st = candidate.stat()
+            except OSError:
+                continue
+            stamp.append((str(candidate), st.st_mtime_ns, st.st_size))
+        return tuple(stamp)
+
+    def linter_for(self, path: Path | None) -> tuple[Linter, str | None]:
+        """The linter for a document at `path` (None: unsaved), and a configuration error."""
+        directory = path.parent if path is not None else self.fallback_root
+        stamp = self._stamp(directory)
+        cached = self._cache.get(directory)
+        if cached and cached[0] == stamp:
+            return cached[1], cached[2]
+        error = None
+        try:
+            config = load_config(directory)
+            if config.source is None:
+                config.root = self._root_without_config(directory)
+            linter = Linter(config)
+        except (ConfigError, UnknownTargetError) as e:
+            error = f"gpulint: configuration error: {e}; linting with the defaults"
+            linter = Linter(Config(root=self._root_without_config(directory)))
+        self._cache[directory] = (stamp, linter, error)
+        return linter, error
+
+    def _root_without_config(self, directory: Path) -> Path:
+        directory = directory.resolve()
+        if directory == self.fallback_root or self.fallback_root in directory.parents:
+            return self.fallback_root
+        return directory
+
+
+def document_name(path: Path | None, uri: str, language_id: str | None) -> str:
+    """A file name whose extension picks the right front-end."""
+    if path is not None:
+        name = path.name
+    else:  # untitled:Untitled-1, or another scheme's last path segment
+        name = re.split(r"[/:]", uri.rstrip("/"))[-1] or "untitled"
+    if frontend_for(name) is None and language_id in LANGUAGE_EXTENSIONS:
+        name += LANGUAGE_EXTENSIONS[language_id]
+    return name
+
+
+def encode_like_disk(text: str) -> bytes:
+    """The bytes a file with this text would hold: UTF-8 unless it declares another encoding
+    (PEP 263 cookie), because the engine decodes bytes the way the file says."""
+    data = text.encode("utf-8", "surrogatepass")
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError:
+        return data
+    if encoding in ("utf-8", "utf-8-sig"):
+        return data
+    try:
+        return text.encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        return data
+
+
+def lint_text(
+    linter: Linter, path: Path | None, uri: str, text: str, language_id: str | None
+) -> LintResult:
+    """Lint a document's in-memory text (not the file on disk)."""
+    name = document_name(path, uri, language_id)
+    if path is not None:
+        shown = linter.relpath(path.with_name(name))
+    else:
+        shown = name
+    bom = text.startswith("\ufeff")
+    body = text[1:] if bom else text
+    frontend = frontend_for(shown)
+    result = LintResult(shown, body, bom=bom, language=frontend.language if frontend else None)
+    if frontend is None:
+        return result
+    findings, _ = linter.lint_bytes(shown, encode_like_disk(body), shown)
+    result.findings = findings
+    return result
+
+
+# -- edits -----------------------------------------------------------------------------------
+def fix_edits(result: LintResult, finding: Finding) -> list[Edit] | None:
+    """The finding's own fix, if it applies cleanly and the file still parses afterwards."""
+    if finding.fix is None or not finding.fix.edits:
+        return None
+    edits = sorted(set(finding.fix.edits))
+    new_text, count = apply_edits(result.text, edits)
+    if count != len(edits) or still_parses(new_text, result.shown) is not None:
+        return None
+    return edits
+
+
+def fix_all_edit(result: LintResult) -> Edit | None:
+    """Every fix of the file as one edit (what `gpulint check --fix` would write)."""
+    edits = [e for f in result.findings if f.fix for e in f.fix.edits]
+    if not edits:
+        return None
+    new_text, _ = apply_edits(result.text, edits)
+    if new_text == result.text or still_parses(new_text, result.shown) is not None:
+        return None
+    return minimal_edit(result.text, new_text)
+
+
+def minimal_edit(old: str, new: str) -> Edit:
+    """One edit turning `old` into `new`, spanning only what differs."""
+    start = 0
+    limit = min(len(old), len(new))
+    while start < limit and old[start] == new[start]:
+        start += 1
+    end_old, end_new = len(old), len(new)
+    while end_old > start and end_new > start and old[end_old - 1] == new[end_new - 1]:
+        end_old -= 1
+        end_new -= 1
+    return Edit(start, end_old, new[start:end_new])
+
+
+_NOQA_CODES = re.compile(r"noqa:\s?[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*", re.IGNORECASE)
+
+
+def noqa_edit(result: LintResult, finding: Finding) -> Edit | None:
+    """Suppress `finding` with a noqa comment on its line (extending one already there)."""
+    if finding.code == UNANALYSABLE or result.language is None:
+        return None  # GPU000 is never suppressed
+    source = result.source
+    line = source.line_text(finding.line)
+    line_end = source.offset(finding.line, len(line) + 1)
+    existing = _NOQA_CODES.search(line)
+    if existing:
+        at = source.offset(finding.line, existing.end() + 1)
+        return Edit(at, at, f", {finding.code}")
+    comment = noqa_comment(result.language, finding.code)
+    padding = "  " if comment.startswith("#") else " "
+    if not line.strip():
+        padding = ""
+    return Edit(line_end, line_end, f"{padding}{comment}")
+
+
+def _is_comment_on(text: str, line: int, code: str) -> bool:
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return False
+    return any(
+        t.type == tokenize.COMMENT and t.start[0] == line and code in t.string for t in tokens
+    )
+
+
+def suppresses(linter: Linter, result: LintResult, finding: Finding, edit: Edit) -> bool:
+    """Whether `edit` makes `finding` go away without breaking the file (a comment inside a
+    multi-line string or after a line continuation would not)."""
+    new_text, _ = apply_edits(result.text, [edit])
+    if still_parses(new_text, result.shown) is not None:
+        return False
+    if result.language == "python" and not _is_comment_on(new_text, finding.line, finding.code):
+        return False  # the line ends inside a string: the text would change the string
+    after, _ = linter.lint_bytes(result.shown, encode_like_disk(new_text), result.shown)
+    if any(f.code == UNANALYSABLE for f in after):
+        return False
+    return not any(f.code == finding.code and f.line == finding.line for f in after)
