@@ -1,0 +1,104 @@
+from gpulint.diagnostics import Severity
+from gpulint.rule import Rule
+
+MAX_THREADS = 1024
+
+
+class BlockSizeNotWarpMultiple(Rule):
+    """
+    ## What it does
+    Finds a kernel launch `<<<grid, block>>>` whose block size evaluates to a number of threads
+    that is not a multiple of 32 (warning) or exceeds 1,024 (error). The block is evaluated from
+    literals, `#define`, `constexpr`/`const` variables, `enum` values, `dim3 block(16, 16)` and
+    simple arithmetic; a size that cannot be evaluated (a parameter, a template parameter, a
+    value computed at run time) is left alone, and so is a deliberate single-thread launch
+    (`<<<1, 1>>>`).
+
+    ## Why is this bad?
+    The GPU schedules threads in warps of 32. A block of 100 threads occupies four warps, and the
+    last one runs 4 of its 32 lanes: an eighth of the block's issue slots do nothing, and the
+    partial warp still takes a full share of the SM's warp slots. More than 1,024 threads per
+    block is not a slow launch but a failed one: the launch returns
+    `cudaErrorInvalidConfiguration` and the kernel never runs.
+
+    ## Example
+    ```cuda
+    #define THREADS 100
+    scale<<<(n + THREADS - 1) / THREADS, THREADS>>>(x, n);
+    ```
+
+    ## Use instead
+    ```cuda
+    #define THREADS 128
+    scale<<<(n + THREADS - 1) / THREADS, THREADS>>>(x, n);
+    ```
+
+    ## References
+    - [CUDA C++ Best Practices Guide: thread and block heuristics](https://docs.nvidia.com/cuda/cuda-c-best-practices-guide/index.html#thread-and-block-heuristics)
+    - [CUDA C++ Programming Guide: thread hierarchy](https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#thread-hierarchy)
+    """
+
+    code = "GPU801"
+    name = "block-size-not-warp-multiple"
+    severity = Severity.WARNING
+    language = "cuda"
+    triggers = ("<<<",)
+    message = (
+        "block of {threads} threads is not a multiple of the 32-thread warp: the last warp runs "
+        "{lanes} of 32 lanes; use {suggest} (a multiple of 32; start at 128-256)"
+    )
+    too_big = (
+        "block of {threads} threads exceeds the 1,024-thread limit: the launch fails with "
+        "cudaErrorInvalidConfiguration; use at most 1024 (start at 128-256)"
+    )
+    tags = ("launch-config",)
+
+    VALID = [
+        """
+__global__ void scale(float* x, int n) {}
+void run(float* x, int n) {
+  dim3 block(16, 16);
+  scale<<<(n + 255) / 256, block>>>(x, n);
+}
+""",
+        """
+__global__ void scale(float* x, int n) {}
+void run(float* x, int n, int threads) {
+  scale<<<(n + threads - 1) / threads, threads>>>(x, n);
+}
+""",
+        """
+__global__ void init(float* x) {}
+void run(float* x) { init<<<1, 1>>>(x); }
+""",
+    ]
+    INVALID = [
+        """
+#define THREADS 100
+__global__ void scale(float* x, int n) {}
+void run(float* x, int n) {
+  scale<<<(n + THREADS - 1) / THREADS, THREADS>>>(x, n);
+}
+""",
+        """
+__global__ void scale(float* x, int n) {}
+void run(float* x, int n) {
+  dim3 block(64, 32);
+  scale<<<n, block>>>(x, n);
+}
+""",
+    ]
+
+    def visit_call_expression(self, node, file):
+        config = file.launch_config(node)
+        if not config or len(config) < 2:
+            return
+        block = config[1]
+        threads = file.consts.threads(block, node)
+        if threads is None or threads <= 1:
+            return
+        if threads > MAX_THREADS:
+            yield self.report(file, block, self.too_big, severity=Severity.ERROR, threads=threads)
+        elif threads % 32:
+            suggest = max(32, (threads + 31) // 32 * 32)
+            yield self.report(file, block, threads=threads, lanes=threads % 32, suggest=suggest)

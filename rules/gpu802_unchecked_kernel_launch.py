@@ -1,0 +1,100 @@
+import re
+
+from gpulint.frontends.cuda.idioms import is_check_name
+from gpulint.rule import Rule
+
+_CALLED = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
+
+
+class UncheckedKernelLaunch(Rule):
+    """
+    ## What it does
+    Finds a kernel launch `kernel<<<...>>>(...)` with no launch error check after it in the same
+    function: `cudaGetLastError()`, `cudaPeekAtLastError()`, `C10_CUDA_KERNEL_LAUNCH_CHECK()`,
+    `getLastCudaError(...)`, or a check macro (`CUDA_CHECK`, `checkCudaErrors`, `AT_CUDA_CHECK`,
+    `C10_CUDA_CHECK`, project spellings such as `CUDA_CHECK_ERROR`/`CHECK_CUDA`, and the names in
+    `[tool.gpulint.cuda] check-macros`). A check anywhere later in the function counts, including
+    after the loop or the dispatch macro around the launch. Device-side launches (dynamic
+    parallelism) are left alone. A check in the caller does not count: the function that
+    launches is where the failure can be attributed.
+
+    ## Why is this bad?
+    A launch returns nothing. A bad configuration (too many threads, too much shared memory, a
+    missing kernel image for this GPU) makes the launch fail silently: the kernel never runs, the
+    output buffer keeps stale values, and the error surfaces later in an unrelated call, or never.
+
+    ## Example
+    ```cuda
+    add_kernel<<<blocks, 256, 0, stream>>>(out, a, b, n);
+    return out;
+    ```
+
+    ## Use instead
+    ```cuda
+    add_kernel<<<blocks, 256, 0, stream>>>(out, a, b, n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();  // or CUDA_CHECK(cudaGetLastError());
+    return out;
+    ```
+
+    ## References
+    - [CUDA C++ Programming Guide: error checking](https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#error-checking)
+    - [CUDA Runtime API: cudaGetLastError](https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__ERROR.html)
+    """
+
+    code = "GPU802"
+    name = "unchecked-kernel-launch"
+    language = "cuda"
+    triggers = ("<<<",)
+    message = "kernel launch is not checked: a failed launch goes unnoticed; add `{check}` after it"
+    tags = ("correctness", "launch")
+
+    VALID = [
+        """
+__global__ void k(float* x) {}
+void run(float* x, cudaStream_t s) {
+  k<<<1, 128, 0, s>>>(x);
+  CUDA_CHECK(cudaGetLastError());
+}
+""",
+        """
+#include <torch/extension.h>
+__global__ void k(float* x) {}
+void run(float* x) {
+  for (int i = 0; i < 4; ++i) {
+    k<<<1, 128, 0, at::cuda::getCurrentCUDAStream()>>>(x);
+  }
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+""",
+    ]
+    INVALID = [
+        """
+__global__ void k(float* x) {}
+void run(float* x, cudaStream_t s) {
+  k<<<1, 128, 0, s>>>(x);
+}
+""",
+    ]
+
+    def visit_call_expression(self, node, file):
+        if file.launch_config(node) is None:
+            return
+        function = file.enclosing_function(node)
+        if function is not None and file.is_device_function(function):
+            return  # a device-side (dynamic parallelism) launch: checked differently, if at all
+        scope = function or file.root
+        after = file.data[node.end_byte : scope.end_byte].decode("utf-8", errors="replace")
+        configured = tuple(self.settings.option("cuda", "check-macros", []))
+        # The text, not the tree: a check inside a region tree-sitter could not parse still counts.
+        for m in _CALLED.finditer(after):
+            if is_check_name(m.group(1), configured):
+                return
+        for name in configured:
+            if name in after:
+                return
+        check = (
+            "C10_CUDA_KERNEL_LAUNCH_CHECK();"
+            if file.is_torch_extension
+            else "CUDA_CHECK(cudaGetLastError());"
+        )
+        yield self.report(file, node, check=check)

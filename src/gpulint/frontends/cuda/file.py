@@ -1,0 +1,294 @@
+"""A parsed CUDA/C++ file and what rules ask of it, each part computed only when first asked."""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import re
+from collections.abc import Iterator
+from pathlib import PurePath
+
+from tree_sitter import Node, QueryCursor, Tree
+
+from gpulint.frontends.cuda.grammar import LANGUAGE, query
+from gpulint.source import SourceText
+
+_TEST_DIRS = {"test", "tests", "testing", "unittests", "unit_tests"}
+FUNCTION_TYPES = ("function_definition",)
+LOOP_TYPES = ("for_statement", "for_range_loop", "while_statement", "do_statement")
+_STATEMENT_CONTAINERS = {
+    "compound_statement",
+    "translation_unit",
+    "field_declaration_list",
+    "declaration_list",
+}
+_TORCH_INCLUDE = re.compile(r"^[<\"](torch|ATen|c10)/")
+
+
+class CudaFile:
+    language = "cuda"
+
+    def __init__(self, display_path: str, text: str, data: bytes, tree: Tree):
+        self.display_path = display_path
+        self.text = text
+        self.data = data  # the UTF-8 bytes tree-sitter parsed; node offsets index these
+        self.source = SourceText(text)
+        self.tree = tree
+        self.root: Node = tree.root_node
+        self.ascii = len(data) == len(text)
+
+    # -- nodes -------------------------------------------------------------------------------
+    def captures(self, *types: str) -> dict[str, list[Node]]:
+        """Nodes of the named types, in source order, found by one query run in C."""
+        if not types:
+            return {}
+        cursor = QueryCursor(query(types))
+        found = cursor.captures(self.root)
+        out: dict[str, list[Node]] = {t: [] for t in types}
+        for nodes in found.values():
+            for node in nodes:
+                out[node.type].append(node)
+        for nodes in out.values():
+            nodes.sort(key=lambda n: n.start_byte)
+        return out
+
+    def nodes(self, node_type: str) -> list[Node]:
+        return self._nodes_cached(node_type)
+
+    @functools.cache  # noqa: B019 - one file, short-lived
+    def _nodes_cached(self, node_type: str) -> list[Node]:
+        return self.captures(node_type)[node_type]
+
+    @functools.cached_property
+    def error_ranges(self) -> list[tuple[int, int]]:
+        """Byte ranges of ERROR nodes, merged, sorted: regions the grammar could not make sense of."""
+        if not self.root.has_error:
+            return []
+        spans = sorted((n.start_byte, n.end_byte) for n in self.captures("ERROR")["ERROR"])
+        merged: list[tuple[int, int]] = []
+        for start, end in spans:
+            if merged and start <= merged[-1][1]:
+                if end > merged[-1][1]:
+                    merged[-1] = (merged[-1][0], end)
+            else:
+                merged.append((start, end))
+        return merged
+
+    @property
+    def has_errors(self) -> bool:
+        return self.root.has_error
+
+    def in_error(self, node: Node) -> bool:
+        """True when `node` lies inside (or overlaps) a region tree-sitter could not parse."""
+        ranges = self.error_ranges
+        if not ranges:
+            return False
+        i = bisect.bisect_right(ranges, (node.start_byte, float("inf"))) - 1
+        if i >= 0 and ranges[i][1] > node.start_byte:
+            return True
+        return i + 1 < len(ranges) and ranges[i + 1][0] < node.end_byte
+
+    def broken(self, node: Node) -> bool:
+        """A node rules must not judge: it contains a parse error, sits in one, or the statement
+        around it does (a launch parsed fine inside a function body the grammar misread)."""
+        if node.has_error or self.in_error(node):
+            return True
+        if not self.root.has_error:
+            return False
+        for a in self.ancestors(node):
+            if a.type in _STATEMENT_CONTAINERS:
+                return False
+            if a.has_error:
+                return True
+        return False
+
+    # -- structure ---------------------------------------------------------------------------
+    @staticmethod
+    def parent(node: Node) -> Node | None:
+        return node.parent
+
+    @staticmethod
+    def ancestors(node: Node) -> Iterator[Node]:
+        parent = node.parent
+        while parent is not None:
+            yield parent
+            parent = parent.parent
+
+    def enclosing_function(self, node: Node) -> Node | None:
+        """The nearest enclosing function definition (lambdas are not functions here)."""
+        return next((a for a in self.ancestors(node) if a.type == "function_definition"), None)
+
+    def node_text(self, node: Node | None) -> str:
+        if node is None:
+            return ""
+        return self.data[node.start_byte : node.end_byte].decode("utf-8", errors="replace")
+
+    def function_qualifiers(self, function: Node) -> set[str]:
+        """CUDA execution-space qualifiers written on a function: __global__, __device__, __host__."""
+        found = set()
+        for child in function.children:
+            if child.type in ("__global__", "__device__", "__host__"):
+                found.add(child.type)
+            elif child.type in ("function_declarator", "compound_statement"):
+                break
+            elif child.type in (
+                "type_qualifier",
+                "storage_class_specifier",
+                "attribute_declaration",
+            ):
+                text = self.node_text(child)
+                for q in ("__global__", "__device__", "__host__"):
+                    if q in text:
+                        found.add(q)
+        return found
+
+    def is_device_function(self, function: Node | None) -> bool:
+        """A kernel or a device function (including `__host__ __device__`)."""
+        if function is None:
+            return False
+        return bool(self.function_qualifiers(function) & {"__global__", "__device__"})
+
+    def is_host_function(self, function: Node | None) -> bool:
+        """Host code: a function with no execution-space qualifier, or one marked __host__ only."""
+        if function is None:
+            return False
+        quals = self.function_qualifiers(function)
+        return not (quals & {"__global__", "__device__"})
+
+    @staticmethod
+    def function_name_node(function: Node) -> Node | None:
+        declarator = function.child_by_field_name("declarator")
+        while declarator is not None and declarator.type != "function_declarator":
+            declarator = declarator.child_by_field_name("declarator")
+        return declarator
+
+    def parameter_names(self, function: Node) -> set[str]:
+        declarator = self.function_name_node(function)
+        names: set[str] = set()
+        if declarator is None:
+            return names
+        params = declarator.child_by_field_name("parameters")
+        if params is None:
+            return names
+        for param in params.named_children:
+            names.update(declared_names(param))
+        return names
+
+    def template_parameter_names(self, node: Node) -> set[str]:
+        names: set[str] = set()
+        for a in self.ancestors(node):
+            if a.type == "template_declaration":
+                params = a.child_by_field_name("parameters")
+                if params is not None:
+                    for p in params.named_children:
+                        for child in p.named_children:
+                            if child.type in ("identifier", "type_identifier"):
+                                names.add(self.node_text(child))
+        return names
+
+    # -- calls and launches ------------------------------------------------------------------
+    def call_name(self, call: Node) -> str | None:
+        """The called name, unqualified: `cudaMalloc`, `k` for `ns::k<T><<<...>>>`, None if not a name."""
+        fn = call.child_by_field_name("function")
+        while fn is not None:
+            if fn.type in ("identifier", "field_identifier"):
+                return self.node_text(fn)
+            if fn.type == "template_function":
+                fn = fn.child_by_field_name("name")
+            elif fn.type == "qualified_identifier":
+                fn = fn.child_by_field_name("name")
+            else:
+                return None
+        return None
+
+    @staticmethod
+    def launch_config(call: Node) -> list[Node] | None:
+        """The `<<<grid, block, smem, stream>>>` expressions of a kernel launch; None if not one."""
+        for child in call.children:
+            if child.type == "kernel_call_syntax":
+                return list(child.named_children)
+        return None
+
+    @functools.cached_property
+    def includes(self) -> list[str]:
+        out = []
+        for inc in self.nodes("preproc_include"):
+            path = inc.child_by_field_name("path")
+            if path is not None:
+                out.append(self.node_text(path).strip())
+        return out
+
+    @functools.cached_property
+    def is_torch_extension(self) -> bool:
+        """The file includes torch, ATen or c10 headers (a PyTorch extension)."""
+        return any(_TORCH_INCLUDE.match(i) for i in self.includes)
+
+    @functools.cached_property
+    def is_test(self) -> bool:
+        path = PurePath(self.display_path)
+        name = path.stem.lower()
+        return (
+            name.startswith("test_")
+            or name.endswith("_test")
+            or any(part.lower() in _TEST_DIRS for part in path.parts[:-1])
+        )
+
+    @functools.cached_property
+    def consts(self):
+        """Constant folding of launch configurations and array sizes (frontends/cuda/consts.py)."""
+        from gpulint.frontends.cuda.consts import ConstEval
+
+        return ConstEval(self)
+
+    # -- positions ---------------------------------------------------------------------------
+    def char_offset(self, byte_offset: int) -> int:
+        if self.ascii:
+            return byte_offset
+        return len(self.data[:byte_offset].decode("utf-8", errors="ignore"))
+
+    def span(self, node: Node) -> tuple[int, int, int | None, int | None]:
+        """1-based lines and code-point columns (tree-sitter counts bytes), end exclusive."""
+        line, col = self.source.position(self.char_offset(node.start_byte))
+        end_line, end_col = self.source.position(self.char_offset(node.end_byte))
+        return line, col, end_line, end_col
+
+    def offsets(self, node: Node) -> tuple[int, int]:
+        return self.char_offset(node.start_byte), self.char_offset(node.end_byte)
+
+    def segment(self, node: Node) -> str:
+        return self.node_text(node)
+
+
+def declared_names(node: Node) -> list[str]:
+    """Identifiers a declaration or parameter declares (`int a = 1, *b;` -> a, b)."""
+    out = []
+    stack = [c for c in node.children_by_field_name("declarator")]
+    while stack:
+        d = stack.pop()
+        if d.type == "identifier":
+            out.append(d.text.decode("utf-8", errors="replace"))
+        elif d.type in (
+            "init_declarator",
+            "pointer_declarator",
+            "reference_declarator",
+            "array_declarator",
+            "parenthesized_declarator",
+        ):
+            inner = d.child_by_field_name("declarator")
+            if inner is not None:
+                stack.append(inner)
+            elif d.type == "reference_declarator":
+                stack.extend(c for c in d.named_children if c.type == "identifier")
+        elif (
+            d.type == "function_declarator"
+            and node.parent is not None
+            and node.parent.type == "compound_statement"
+        ):
+            # `std::vector<float> h(n);` in a body: C++'s vexing parse, a variable in practice.
+            inner = d.child_by_field_name("declarator")
+            if inner is not None and inner.type == "identifier":
+                stack.append(inner)
+    return out
+
+
+__all__ = ["CudaFile", "LANGUAGE", "LOOP_TYPES", "declared_names"]

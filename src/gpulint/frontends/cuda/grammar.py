@@ -1,0 +1,36 @@
+"""The tree-sitter-cuda grammar, its parser and compiled queries, made once per process."""
+
+from __future__ import annotations
+
+import functools
+
+import tree_sitter_cuda
+from tree_sitter import Language, Parser, Query
+
+LANGUAGE = Language(tree_sitter_cuda.language())
+
+
+@functools.cache
+def parser() -> Parser:
+    return Parser(LANGUAGE)
+
+
+@functools.cache
+def _query(types: tuple[str, ...]) -> Query:
+    pattern = "[" + " ".join(f"({t})" for t in types) + "] @node"
+    return Query(LANGUAGE, pattern)
+
+
+def query(types) -> Query:
+    """One query capturing every node of the given types (node type names of the grammar)."""
+    return _query(tuple(sorted(set(types))))
+
+
+@functools.cache
+def node_types() -> frozenset[str]:
+    """Named node types the grammar knows, so a misspelt `visit_` method is caught early."""
+    return frozenset(
+        LANGUAGE.node_kind_for_id(i)
+        for i in range(LANGUAGE.node_kind_count)
+        if LANGUAGE.node_kind_is_named(i) and LANGUAGE.node_kind_for_id(i)
+    )

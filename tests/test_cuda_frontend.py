@@ -1,0 +1,181 @@
+"""The CUDA/C++ front-end: positions, suppression, configuration, broken input, cost."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from gpulint.config import load_config
+from gpulint.engine import Linter
+from gpulint.frontends import frontend_for
+from gpulint.frontends.cuda import FRONTEND
+from gpulint.settings import Settings
+from gpulint.testing import example_config, lint_text
+
+LAUNCH = """
+__global__ void k(float* x) {}
+void run(float* x, cudaStream_t s) {
+  k<<<1, 128, 0, s>>>(x);
+}
+"""
+
+
+def codes(findings):
+    return sorted(f.code for f in findings)
+
+
+def test_extensions_are_claimed():
+    for name in ("a.cu", "a.cuh", "a.cpp", "a.cc", "a.cxx", "a.h", "a.hpp"):
+        assert frontend_for(name) is FRONTEND
+
+
+def test_columns_are_code_points_not_bytes():
+    text = 'void f() { const char* s = "ééé"; cudaFree(0); }\n'
+    [finding] = [f for f in lint_text(text, "x.cu") if f.code == "GPU803"]
+    assert finding.col == text.index("cudaFree") + 1
+    assert finding.end_col == text.index(";", text.index("cudaFree")) + 1
+
+
+def test_noqa_with_slashes():
+    text = LAUNCH.replace("(x);\n}", "(x);  // noqa: GPU802\n}")
+    assert "GPU802" not in codes(lint_text(text, "x.cu"))
+    blanket = LAUNCH.replace("(x);\n}", "(x);  // noqa\n}")
+    assert codes(lint_text(blanket, "x.cu")) == []
+
+
+def test_configured_check_macro():
+    text = LAUNCH.replace("(x);\n}", "(x);\n  MY_LAUNCH_GUARD();\n}")
+    assert "GPU802" in codes(lint_text(text, "x.cu"))
+    assert "GPU802" not in codes(
+        lint_text(text, "x.cu", options={"cuda": {"check-macros": ["MY_LAUNCH_GUARD"]}})
+    )
+
+
+def test_configured_check_macro_wraps_runtime_calls():
+    text = "void f(void* p) { MY_WRAP(cudaFree(p)); cudaFree(p); }\n"
+    found = [f for f in lint_text(text, "x.cu") if f.code == "GPU803"]
+    assert len(found) == 1
+
+
+def test_plain_cpp_is_never_parsed():
+    linter = Linter(example_config())
+    findings, parsed = linter.lint_bytes("util.h", b"#pragma once\nint add(int a, int b);\n")
+    assert (findings, parsed) == ([], False)
+    _, parsed = linter.lint_bytes("k.cu", LAUNCH.encode())
+    assert parsed
+
+
+def test_broken_region_is_skipped_and_the_rest_still_judged():
+    text = """
+__global__ void k(float* x) {}
+void broken(float* x) {
+  k<<<1, 100>>>(x)  ))) }}} template <<< ;
+}
+void fine(float* x) {
+  cudaMallocManaged(&x, 4);
+}
+"""
+    found = lint_text(text, "x.cu")
+    assert "GPU000" not in codes(found)
+    assert "GPU807" in codes(found)
+    assert all(f.line >= 6 for f in found)
+
+
+def test_garbage_never_raises():
+    rng = random.Random(0)
+    pieces = [
+        "<<<",
+        ">>>",
+        "{",
+        "}",
+        "(",
+        ")",
+        "#define X",
+        "__syncthreads();",
+        "cudaMalloc(",
+        "dim3 b(",
+        "template<",
+        "__shared__ float s[",
+        "]",
+        ";",
+        "if (threadIdx.x",
+        "\n",
+        "é",
+        "\\",
+        '"',
+    ]
+    for _ in range(200):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 60)))
+        for finding in lint_text(text, "x.cu"):
+            assert "internal error" not in finding.message, (text, finding)
+
+
+def test_undecodable_bytes_are_not_fatal():
+    data = b"// caf\xe9 comment\nvoid f(void* p) { cudaFree(p); }\n"
+    linter = Linter(example_config())
+    findings, _ = linter.lint_bytes("x.cu", data)
+    assert codes(findings) == ["GPU803"]
+
+
+def test_binary_file_is_reported_not_crashed():
+    linter = Linter(example_config())
+    findings, _ = linter.lint_bytes("x.cu", b"\x00\x01<<<cuda\x00" * 10)
+    assert codes(findings) == ["GPU000"]
+
+
+def test_launch_config_evaluation():
+    f = FRONTEND.parse(
+        "x.cu",
+        b"""
+#define BLOCK 256
+#define HALF (BLOCK / 2 + 1)
+constexpr int kThreads = 128;
+enum { kE = 64 };
+__global__ void k(float* x) {}
+template <int B>
+void f(float* x, int t) {
+  dim3 block(16, 16);
+  const int threads = kThreads * 2;
+  int changed = 32; changed = 64;
+  k<<<1, BLOCK>>>(x);
+  k<<<1, block>>>(x);
+  k<<<1, dim3(32, 4)>>>(x);
+  k<<<1, HALF>>>(x);
+  k<<<1, threads>>>(x);
+  k<<<1, changed>>>(x);
+  k<<<1, t>>>(x);
+  k<<<1, B>>>(x);
+  k<<<1, kE>>>(x);
+  k<<<1, std::min(1024, 2048)>>>(x);
+}
+""",
+        Settings(),
+    )
+    launches = [c for c in f.nodes("call_expression") if f.launch_config(c)]
+    got = [f.consts.threads(f.launch_config(c)[1], c) for c in launches]
+    assert got == [256, 256, 128, 129, 256, None, None, None, 64, 1024]
+
+
+def test_cli_exit_code_and_json(tmp_path: Path):
+    import json
+    import subprocess
+    import sys
+
+    (tmp_path / "k.cu").write_text(LAUNCH)
+    run = subprocess.run(
+        [sys.executable, "-m", "gpulint", "check", "--no-cache", "--format", "json", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert run.returncode == 1, run.stderr
+    assert [f["code"] for f in json.loads(run.stdout)["findings"]] == ["GPU802"]
+
+
+def test_config_reads_check_macros(tmp_path: Path):
+    (tmp_path / "pyproject.toml").write_text('[tool.gpulint.cuda]\ncheck-macros = ["GUARD"]\n')
+    config = load_config(tmp_path)
+    assert config.options["cuda"]["check-macros"] == ["GUARD"]
+    (tmp_path / "k.cu").write_text(LAUNCH.replace("(x);\n}", "(x);\n  GUARD();\n}"))
+    report = Linter(config).run([tmp_path / "k.cu"])
+    assert report.findings == []
