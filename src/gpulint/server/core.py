@@ -90,7 +90,7 @@ class ConfigStore:
             config = load_config(directory)
             if config.source is None:
                 config.root = self._root_without_config(directory)
-            linter = Linter(config)
+            linter = Linter(config, _evidence(config))
         except (ConfigError, UnknownTargetError) as e:
             error = f"gpulint: configuration error: {e}; linting with the defaults"
             linter = Linter(Config(root=self._root_without_config(directory)))
@@ -102,6 +102,16 @@ class ConfigStore:
         if directory == self.fallback_root or self.fallback_root in directory.parents:
             return self.fallback_root
         return directory
+
+
+def _evidence(config: Config) -> dict[str, str]:
+    """The bench records `gpulint check` would quote in messages, so both say the same."""
+    try:
+        from gpulint.cli import _evidence as evidence_notes
+
+        return evidence_notes(config, [])
+    except Exception:  # unreadable records must not stop the editor's linting
+        return {}
 
 
 def document_name(path: Path | None, uri: str, language_id: str | None) -> str:
