@@ -162,8 +162,31 @@ def test_configuration_is_honoured(tmp_path):
 
     from gpulint.integrations.flake8_plugin import GpulintChecker
 
-    linter, problem = GpulintChecker._linter_for(project / "src" / "train.py")
-    assert problem is None and [t.arch.name for t in linter.settings.targets] == ["sm_90"]
+    found = GpulintChecker._project_for(project / "src" / "train.py")
+    assert found.problem is None
+    assert [t.arch.name for t in found.linter.settings.targets] == ["sm_90"]
+
+
+def test_excludes_are_honoured(tmp_path):
+    """flake8 walks into build/ and .venv/; gpulint's default and configured excludes apply."""
+    bad = f"import torch\n{DEPRECATED}\n"
+    project = _project(
+        tmp_path,
+        """
+        [tool.gpulint]
+        extend-exclude = ["third_party", "gen_*.py"]
+        """,
+        {
+            "src/train.py": bad,
+            "build/lib/train.py": bad,
+            ".venv/lib/site.py": bad,
+            "third_party/vendored/model.py": bad,
+            "src/gen_ops.py": bad,
+        },
+    )
+    cli = run_cli(project, ".")
+    assert {f[0] for f in cli} == {"src/train.py"}
+    assert run_flake8(project, "--select", "GPU", ".") == cli
 
 
 def test_flake8_own_filters_work_with_our_codes(tmp_path):

@@ -27,15 +27,43 @@ import ast
 import io
 import tokenize
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpulint import __version__
+from gpulint.cli import _evidence  # the CLI's evidence notes, so messages match
 from gpulint.config import ConfigError, find_pyproject, load_config
 from gpulint.engine import MAX_FILE_BYTES, Linter
+from gpulint.files import FileFinder
 from gpulint.hardware import UnknownTargetError
 
 _STDIN_NAMES = {"-", "stdin"}
+
+
+@dataclass
+class _Project:
+    """What one `[tool.gpulint]` configuration gives: the linter, or why there is none."""
+
+    linter: Linter | None
+    problem: str | None = None
+    finder: FileFinder | None = None
+
+    def excluded(self, path: Path) -> bool:
+        """`exclude` as `gpulint check` applies it walking a folder: to the file and to every
+        folder between the project root and it. flake8 walks with its own, shorter exclude list
+        (it enters `build/` and `.venv/`), so the plugin applies ours as well."""
+        assert self.linter is not None and self.finder is not None
+        root = self.linter.config.root
+        path = path.resolve()
+        try:
+            parts = path.relative_to(root).parts
+        except ValueError:
+            return self.finder._excluded(path, False)
+        for depth in range(1, len(parts)):
+            if self.finder._excluded(root.joinpath(*parts[:depth]), True):
+                return True
+        return self.finder._excluded(path, False)
 
 
 class GpulintChecker:
@@ -48,8 +76,9 @@ class GpulintChecker:
     # Set from flake8's options (parse_options); class-level because flake8 builds one checker
     # per file.
     _reads_stdin = False
-    # One Linter per configuration file (or per project root without one), per process.
-    _linters: dict[Path | None, tuple[Linter | None, str | None]] = {}
+    # One project per configuration file (None: no pyproject.toml with [tool.gpulint]), per
+    # process.
+    _projects: dict[Path | None, _Project] = {}
 
     def __init__(self, tree: ast.AST, filename: str, lines: list[str]):
         self.filename = filename
@@ -62,18 +91,19 @@ class GpulintChecker:
 
     def run(self) -> Iterator[tuple[int, int, str, type]]:
         path = Path(self.filename)
-        linter, problem = self._linter_for(path)
+        project = self._project_for(path)
+        linter = project.linter
         if linter is None:
-            yield 1, 0, f"GPU000 configuration error: {problem}", type(self)
+            yield 1, 0, f"GPU000 configuration error: {project.problem}", type(self)
+            return
+        if project.excluded(path):
             return
         data = self._bytes(path)
         if len(data) > MAX_FILE_BYTES:
-            message = f"file too large ({len(data):,} bytes); skipped"
-            yield 1, 0, f"GPU000 {message}", type(self)
+            yield 1, 0, f"GPU000 file too large ({len(data):,} bytes); skipped", type(self)
             return
-        shown = self.filename
         findings, _ = linter.lint_bytes(
-            shown, data, linter.relpath(path), prefilter=linter.prefilter
+            self.filename, data, linter.relpath(path), prefilter=linter.prefilter
         )
         for f in findings:
             # gpulint columns are 1-based code points; flake8 adds 1 to what plugins give it.
@@ -91,24 +121,21 @@ class GpulintChecker:
 
     # -- configuration -----------------------------------------------------------------------
     @classmethod
-    def _linter_for(cls, path: Path) -> tuple[Linter | None, str | None]:
-        directory = path.parent if path.parent != Path("") else Path.cwd()
-        if not directory.is_dir():
-            directory = Path.cwd()
+    def _project_for(cls, path: Path) -> _Project:
+        directory = path.parent if path.parent.is_dir() else Path.cwd()
         try:
             key = find_pyproject(directory)
         except ConfigError as e:
-            return None, str(e)
-        if key not in cls._linters:
+            return _Project(None, str(e))
+        if key not in cls._projects:
             try:
                 config = load_config(directory, key)
-                from gpulint.cli import _evidence
-
                 linter = Linter(config, _evidence(config, []))
-                cls._linters[key] = (linter, None)
+                finder = FileFinder(config, set(), respect_gitignore=False)
+                cls._projects[key] = _Project(linter, None, finder)
             except (ConfigError, UnknownTargetError) as e:
-                cls._linters[key] = (None, str(e))
-        return cls._linters[key]
+                cls._projects[key] = _Project(None, str(e))
+        return cls._projects[key]
 
 
 def _encode_lines(lines: list[str]) -> bytes:
