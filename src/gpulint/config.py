@@ -89,7 +89,26 @@ def _cuda(key: str, value: Any) -> dict[str, Any]:
 def _levers(key: str, value: Any) -> list[dict]:
     if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
         raise ConfigError(f"[[tool.gpulint.{key}]]: expected an array of tables")
-    return list(value)
+    from gpulint.levers import LeverError, check_entry
+
+    try:
+        return [check_entry(v, f"[[tool.gpulint.{key}]] #{i + 1}") for i, v in enumerate(value)]
+    except LeverError as e:
+        raise ConfigError(str(e)) from None
+
+
+def _user_levers_file(config: Config) -> None:
+    """A `levers.toml` beside the configuration adds to the lever registry (GPU901/GPU902)."""
+    from gpulint.levers import USER_FILE, LeverError, load_user_file
+
+    path = config.root / USER_FILE
+    if not path.is_file():
+        return
+    try:
+        entries = load_user_file(path)
+    except LeverError as e:
+        raise ConfigError(str(e)) from None
+    config.options["levers"] = [*config.options.get("levers", []), *entries]
 
 
 # key -> validator; the one list of what [tool.gpulint] accepts.
@@ -215,6 +234,7 @@ def load_config(start: Path, explicit: Path | None = None) -> Config:
         raise ConfigError(f"{path}: [tool.gpulint] must be a table")
     config = Config(root=path.parent.resolve(), source=path)
     apply_table(config, table)
+    _user_levers_file(config)
     return config
 
 

@@ -1,0 +1,281 @@
+import ast
+
+from gpulint.levers import Lever, registry, table_markdown
+from gpulint.rule import Invalid, Rule, Valid
+
+_IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+_TRUE = {"true", "1", "yes", "on"}
+_PIP = {"pip", "pip3", "uv", "pipx", "mamba", "conda", "micromamba"}
+
+
+def _matches_module(name: str, patterns) -> str | None:
+    return next((p for p in patterns if name == p or name.startswith(p + ".")), None)
+
+
+def _literal(node) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, (str, bool, int, float)):
+        return str(node.value).lower()
+    return None
+
+
+def _config_hit(lever: Lever, key: str, value: str | None) -> str | None:
+    key = key.lower().rsplit(".", 1)[-1]
+    for want_key, want_value in lever.config_pairs():
+        if key != want_key or value is None:
+            continue
+        if (want_value is None and value in _TRUE) or value == want_value:
+            return f"{key}={value}"
+    return None
+
+
+def _package_name(word: str) -> str:
+    for stop in "=<>![;@ ":
+        word = word.split(stop, 1)[0]
+    return word.lower().replace("_", "-")
+
+
+class RefutedLever(Rule):
+    """
+    ## What it does
+    Finds code that re-attempts a lever already refuted for a configured hardware target, from
+    the lever registry: an import (`import flash_attn`), a call (`flash_attn_func(...)`,
+    `te.fp8_autocast(...)`), a config key (`attn_implementation="flash_attention_2"` in a call
+    or a YAML config) or a package installed in a shell script (`pip install flash-attn`). The
+    message quotes the refuting fact and its status; an UNSOURCED refutation is flagged as
+    needing a source itself. It is silent with no targets configured, for targets a lever is not
+    refuted for, for imports guarded by `try: ... except ImportError` (optional backends), and
+    for calls made with a literal `enabled=False`.
+
+    The built-in registry (`gpulint/data/levers.toml`) reproduces the refuted-lever table of the
+    cuda-dev-routing document:
+
+    LEVER_TABLE
+
+    Add your own levers with the same keys in pyproject.toml, or in `[[levers]]` of a
+    `levers.toml` beside it (an entry with a built-in's `id` replaces it):
+
+    ```toml
+    [[tool.gpulint.levers]]
+    id = "xformers-on-sm120"
+    name = "xformers memory-efficient attention on the Pro 6000"
+    targets = ["sm_120"]                      # or GPU names, or "any"
+    fact = "SDPA's cuDNN backend was 1.8x faster (5 runs, median, spread 2%)."
+    status = "SOURCED"                        # SOURCED / UNSOURCED / reasoned
+    source = ".gpulint/evidence/20261202T101500Z-attention-4242.json"
+    imports = ["xformers.ops"]                # modules (and submodules)
+    calls = ["xformers.ops.memory_efficient_attention"]   # qualified call names
+    config = ["attention_backend=xformers"]   # call keywords and YAML keys ("key" = any true value)
+    packages = ["xformers"]                   # `pip install` in shell scripts
+    context = []                              # optional: also needs one of these in the file
+    instead = "F.scaled_dot_product_attention"
+    ```
+
+    An entry without a `source` is reported by GPU902.
+
+    ## Why is this bad?
+    A lever that was tried, measured and refuted costs the same again when a new session tries
+    it quietly: the flash-attn source build that does not target sm_121, FP8 training that
+    Transformer Engine refuses on compute capability 12.x, Unsloth measured at 0.92x. If you
+    believe a refuted lever now pays, that is a new pre-registered experiment with a stated gate,
+    not a quiet retry. Rows whose refuting fact is UNSOURCED need a citation before they can
+    justify not doing work: the message says so.
+
+    ## Example
+    ```python
+    # [tool.gpulint] targets = ["sm_121"]
+    from flash_attn import flash_attn_func
+    out = flash_attn_func(q, k, v, causal=True)
+    ```
+
+    ## Use instead
+    ```python
+    import torch.nn.functional as F
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    ```
+
+    ## References
+    - [torch.nn.functional.scaled_dot_product_attention](https://docs.pytorch.org/docs/stable/generated/torch.nn.functional.scaled_dot_product_attention.html)
+    - [torch.nn.attention: SDPA backends and flash attention implementations](https://docs.pytorch.org/docs/stable/nn.attention.html)
+    - [Transformer Engine user guide (FP8 recipes and supported devices)](https://docs.nvidia.com/deeplearning/transformer-engine-releases/release-2.4/user-guide/examples/attention/attention.html)
+    """
+
+    code = "GPU901"
+    name = "refuted-lever"
+    language = ("python", "yaml", "shell")
+    triggers = ()  # from the registry: see trigger_bytes
+    message = (
+        're-attempts a refuted lever, {lever} ({what}), refuted for {targets}: "{fact}" '
+        "[{status}]{instead}"
+    )
+    tags = ("levers",)
+
+    VALID = [
+        Valid(
+            "from flash_attn import flash_attn_func\nout = flash_attn_func(q, k, v)\n",
+            targets=("sm_90",),
+        ),
+        "from flash_attn import flash_attn_func\n",  # no targets configured
+        Valid(
+            "try:\n    import flash_attn\nexcept ImportError:\n    flash_attn = None\n",
+            targets=("sm_121",),
+        ),
+        Valid(
+            "import torch.nn.functional as F\nout = F.scaled_dot_product_attention(q, k, v)\n",
+            targets=("sm_121",),
+        ),
+        Valid(
+            "from muon import Muon\nopt = Muon(model.parameters(), lr=0.02)\n", targets=("sm_121",)
+        ),
+    ]
+    INVALID = [
+        Invalid(
+            "from flash_attn import flash_attn_func\nout = flash_attn_func(q, k, v)\n",
+            targets=("sm_121",),
+        ),
+        Invalid("import unsloth\n", targets=("sm_90",)),
+        Invalid(
+            "import transformer_engine.pytorch as te\nwith te.fp8_autocast(enabled=True):\n    y = model(x)\n",
+            targets=("GB10",),
+        ),
+        Invalid(
+            "from transformers import AutoModelForCausalLM\n"
+            'model = AutoModelForCausalLM.from_pretrained(name, attn_implementation="flash_attention_2")\n',
+            targets=("sm_121",),
+        ),
+        Invalid(
+            "from muon import Muon\nfrom peft import get_peft_model\nmodel = get_peft_model(model, cfg)\n"
+            "opt = Muon(model.parameters(), lr=0.02)\n",
+            targets=("sm_120",),
+        ),
+    ]
+
+    @classmethod
+    def doc(cls) -> str:
+        return super().doc().replace("LEVER_TABLE", table_markdown().replace("\n", "\n"))
+
+    @classmethod
+    def trigger_bytes(cls, settings=None) -> tuple[bytes, ...]:
+        words = {w for lever in registry(settings) for w in lever.trigger_words()}
+        # No lever has a detectable pattern: nothing can fire, and no file needs parsing.
+        return tuple(sorted(w.encode() for w in words)) or (b"\x00gpulint: no lever patterns\x00",)
+
+    def __init__(self, settings):
+        super().__init__(settings)
+        self.active = [
+            (lever, hit)
+            for lever in registry(settings)
+            if (hit := lever.refuted_for(settings.targets))
+        ]
+
+    # -- Python ------------------------------------------------------------------------------
+    def finish(self, file):
+        if not self.active or not hasattr(file, "tree"):
+            return
+        imports, calls = self._python_sites(file)
+        for lever, targets in self.active:
+            if lever.context and not self._in_context(lever, imports, calls):
+                continue
+            hits = [(node, name) for node, name in imports if _matches_module(name, lever.imports)]
+            if not hits:
+                for node, name in calls:
+                    if name in lever.calls and not self._disabled(node):
+                        hits.append((node, f"{name}()"))
+                    elif isinstance(node, ast.Call):
+                        for kw in node.keywords:
+                            if kw.arg and (what := _config_hit(lever, kw.arg, _literal(kw.value))):
+                                hits.append((kw, what))
+            for node, what in hits:
+                yield self._report(file, node, lever, targets, what)
+
+    def _python_sites(self, file):
+        imports: list[tuple[ast.AST, str]] = []
+        for node in file.nodes(ast.Import, ast.ImportFrom):
+            if self._guarded(file, node):
+                continue
+            if isinstance(node, ast.Import):
+                imports.extend((node, a.name) for a in node.names)
+            elif node.module and not node.level:
+                imports.append((node, node.module))
+        calls = [(node, file.qualname(node) or "") for node in file.nodes(ast.Call)]
+        return imports, calls
+
+    @staticmethod
+    def _guarded(file, node) -> bool:
+        for parent in file.ancestors(node):
+            if isinstance(parent, ast.Try):
+                for handler in parent.handlers:
+                    names = (
+                        handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+                    )
+                    if handler.type is None or any(
+                        isinstance(n, ast.Name) and n.id in _IMPORT_ERRORS for n in names
+                    ):
+                        return True
+        return False
+
+    @staticmethod
+    def _disabled(node) -> bool:
+        return any(
+            kw.arg in ("enabled", "fp8_enabled")
+            and isinstance(kw.value, ast.Constant)
+            and kw.value.value is False
+            for kw in getattr(node, "keywords", ())
+        )
+
+    @staticmethod
+    def _in_context(lever: Lever, imports, calls) -> bool:
+        for want in lever.context:
+            if "." in want:
+                if any(_matches_module(n, [want]) for _, n in imports) or any(
+                    n == want for _, n in calls
+                ):
+                    return True
+            else:
+                if any(n.split(".")[0] == want for _, n in imports):
+                    return True
+                if any(
+                    isinstance(c, ast.Call)
+                    and getattr(c.func, "attr", getattr(c.func, "id", None)) == want
+                    for c, _ in calls
+                ):
+                    return True
+        return False
+
+    # -- YAML config keys and shell installs -------------------------------------------------
+    def visit_ConfigKey(self, node, file):
+        for lever, targets in self.active:
+            if lever.context:
+                continue  # context needs code, not a config file
+            what = _config_hit(lever, node.key, str(node.value).lower())
+            if what:
+                yield self._report(file, node, lever, targets, what)
+
+    def visit_ShellCommand(self, node, file):
+        words = list(node.words)
+        if "install" not in words:
+            return
+        head = [w.rsplit("/", 1)[-1] for w in words[: words.index("install")]]
+        if not any(h in _PIP or h.startswith("pip") for h in head):
+            return
+        packages = {
+            _package_name(w) for w in words[words.index("install") + 1 :] if not w.startswith("-")
+        }
+        for lever, targets in self.active:
+            wanted = {p.lower().replace("_", "-") for p in lever.packages}
+            for name in sorted(packages & wanted):
+                yield self._report(file, node, lever, targets, f"pip install {name}")
+
+    def _report(self, file, node, lever: Lever, targets, what: str):
+        instead = f"; instead: {lever.instead}" if lever.instead else ""
+        return self.report(
+            file,
+            node,
+            lever=lever.name,
+            what=what,
+            targets="any hardware"
+            if "any" in lever.targets
+            else ", ".join(t.label for t in targets),
+            fact=lever.fact,
+            status=lever.status_sentence(),
+            instead=instead,
+        )

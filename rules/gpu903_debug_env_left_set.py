@@ -1,0 +1,90 @@
+import ast
+
+from gpulint.diagnostics import Severity
+from gpulint.envvars import DEBUG_VARIABLES, TRIGGERS, is_debug_value, marks_debug, python_settings
+from gpulint.rule import Rule
+
+
+class DebugEnvLeftSet(Rule):
+    """
+    ## What it does
+    Finds CUDA and NCCL debug switches left set where a job is launched: `CUDA_LAUNCH_BLOCKING=1`,
+    `TORCH_USE_CUDA_DSA` and `NCCL_DEBUG=INFO` (or `TRACE`) in Python (`os.environ[...] = ...`,
+    `os.environ.setdefault`, `os.environ.update`, `os.putenv`), shell launch scripts (`export`,
+    `VAR=value cmd`), `.env` files and YAML launcher configs (`env:`/`environment:` sections,
+    `run:`/`script:` shell blocks). Values from variables, `0`/`false`, `NCCL_DEBUG=WARN`, test
+    code, and debug scripts the user marks as such (`debug` in the file name or in a comment on
+    the line or the block above it) are left alone.
+
+    ## Why is this bad?
+    `CUDA_LAUNCH_BLOCKING=1` makes every kernel launch synchronous: the host waits for each
+    kernel, so CPU and GPU stop overlapping and a training step can take several times longer.
+    `TORCH_USE_CUDA_DSA` compiles device-side assertions into kernels. `NCCL_DEBUG=INFO` logs on
+    every communicator set-up and can flood logs on large jobs. Each is a debugging aid that is
+    easy to leave behind in the script every later run inherits.
+
+    ## Example
+    ```bash
+    export CUDA_LAUNCH_BLOCKING=1
+    torchrun --nproc_per_node=8 train.py
+    ```
+
+    ## Use instead
+    ```bash
+    torchrun --nproc_per_node=8 train.py
+    # to debug a failing kernel, once: CUDA_LAUNCH_BLOCKING=1 python train.py
+    ```
+
+    ## References
+    - [PyTorch CUDA environment variables (CUDA_LAUNCH_BLOCKING, TORCH_USE_CUDA_DSA)](https://docs.pytorch.org/docs/stable/cuda_environment_variables.html)
+    - [NCCL environment variables (NCCL_DEBUG)](https://docs.nvidia.com/deeplearning/nccl/archives/nccl_2265/user-guide/docs/env.html)
+    - [Compute Sanitizer: debug kernels without leaving launches serialised](https://docs.nvidia.com/compute-sanitizer/ComputeSanitizer/index.html)
+    """
+
+    code = "GPU903"
+    name = "debug-env-left-set"
+    severity = Severity.WARNING
+    language = ("python", "shell", "env", "yaml")
+    triggers = TRIGGERS
+    message = (
+        "`{name}={value}` left set: {why}; set it only for a debug run, not in the launch config"
+    )
+    tags = ("launch", "debug")
+    example_filename = "launch.sh"
+
+    VALID = [
+        "torchrun --nproc_per_node=8 train.py\n",
+        "export NCCL_DEBUG=WARN\ntorchrun train.py\n",
+        "export CUDA_LAUNCH_BLOCKING=${CUDA_LAUNCH_BLOCKING:-0}\n",
+        "# debug run: serialise launches to find the failing kernel\nexport CUDA_LAUNCH_BLOCKING=1\n",
+        "cat <<EOF\nexport CUDA_LAUNCH_BLOCKING=1\nEOF\n",
+        "echo 'CUDA_LAUNCH_BLOCKING=1 python train.py'\n",
+    ]
+    INVALID = [
+        "export CUDA_LAUNCH_BLOCKING=1\ntorchrun --nproc_per_node=8 train.py\n",
+        "NCCL_DEBUG=INFO torchrun --nproc_per_node=8 train.py \\\n  --batch-size 32\n",
+        "export TORCH_USE_CUDA_DSA=1\n",
+    ]
+
+    def visit_Assign(self, node: ast.Assign, file):
+        yield from self._python(node, file)
+
+    def visit_Call(self, node: ast.Call, file):
+        yield from self._python(node, file)
+
+    def _python(self, node, file):
+        if file.is_test:
+            return
+        for at, setting in python_settings(file, node):
+            yield from self._judge(setting, at, file)
+
+    def visit_EnvSetting(self, node, file):
+        yield from self._judge(node, node, file)
+
+    def _judge(self, setting, at, file):
+        why = DEBUG_VARIABLES.get(setting.name)
+        if why is None or not is_debug_value(setting.name, setting.value):
+            return
+        if marks_debug(file.display_path, setting.comments):
+            return
+        yield self.report(file, at, name=setting.name, value=setting.value, why=why)

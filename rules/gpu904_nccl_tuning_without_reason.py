@@ -1,0 +1,89 @@
+import ast
+
+from gpulint.diagnostics import Severity
+from gpulint.envvars import NCCL_TUNING, python_settings, says_why
+from gpulint.rule import Rule
+
+
+class NcclTuningWithoutReason(Rule):
+    """
+    ## What it does
+    Finds NCCL tuning variables (`NCCL_P2P_DISABLE`, `NCCL_IB_DISABLE`, `NCCL_SHM_DISABLE`,
+    `NCCL_SOCKET_NTHREADS`, `NCCL_NSOCKS_PERTHREAD`, `NCCL_ALGO`, `NCCL_PROTO`, `NCCL_BUFFSIZE`,
+    the channel and CTA counts, ...) set with no comment saying why: neither on the same line
+    nor in the comment block directly above it (one comment may explain a group of settings).
+    It reads Python (`os.environ[...] = ...` and friends), shell launch scripts, `.env` files
+    and YAML launcher configs. A commented-out setting is not a reason. Site configuration that
+    names hardware (`NCCL_SOCKET_IFNAME`, `NCCL_IB_HCA`) and `NCCL_DEBUG` (GPU903) are not
+    tuning and are left alone.
+
+    ## Why is this bad?
+    NCCL picks transports, algorithms, protocols and buffer sizes per topology at run time.
+    Disabling peer-to-peer or InfiniBand forces traffic through host memory or sockets and can
+    cut all-reduce bandwidth many times over; fixed algorithms and buffers that helped on one
+    cluster hurt on the next. Copied from a forum post with no reason attached, these settings
+    outlive the problem they worked around and nobody dares remove them. Change them only after
+    evidence (`gpulint bench nccl` measures bus bandwidth), and write down why.
+
+    ## Example
+    ```bash
+    export NCCL_P2P_DISABLE=1
+    torchrun --nproc_per_node=8 train.py
+    ```
+
+    ## Use instead
+    ```bash
+    # P2P hangs on this host's PCIe switch (driver 550, see INFRA-123); remeasure after upgrade
+    export NCCL_P2P_DISABLE=1
+    torchrun --nproc_per_node=8 train.py
+    ```
+
+    ## References
+    - [NCCL environment variables](https://docs.nvidia.com/deeplearning/nccl/archives/nccl_2265/user-guide/docs/env.html)
+    - [PyTorch distributed: which backend to use](https://docs.pytorch.org/docs/stable/distributed.html)
+    """
+
+    code = "GPU904"
+    name = "nccl-tuning-without-reason"
+    severity = Severity.INFO
+    language = ("python", "shell", "env", "yaml")
+    triggers = ("NCCL_",)
+    bench = "nccl"
+    message = (
+        "`{name}={value}` set with no comment saying why: NCCL tunes this per topology itself; "
+        "change it only after evidence (`gpulint bench nccl`) and state the reason in a comment"
+    )
+    tags = ("launch", "distributed")
+    example_filename = "launch.sh"
+
+    VALID = [
+        "# P2P hangs on this PCIe switch (driver 550); remeasure after the upgrade\nexport NCCL_P2P_DISABLE=1\n",
+        "export NCCL_IB_DISABLE=1  # no InfiniBand on these nodes\n",
+        "export NCCL_SOCKET_IFNAME=eth0\nexport NCCL_DEBUG=WARN\n",
+        "# single node, no IB fabric\nexport NCCL_IB_DISABLE=1\nexport NCCL_P2P_LEVEL=NVL\n",
+    ]
+    INVALID = [
+        "export NCCL_P2P_DISABLE=1\ntorchrun --nproc_per_node=8 train.py\n",
+        "# export NCCL_ALGO=Ring\nexport NCCL_ALGO=Tree\n",
+    ]
+
+    def visit_Assign(self, node: ast.Assign, file):
+        yield from self._python(node, file)
+
+    def visit_Call(self, node: ast.Call, file):
+        yield from self._python(node, file)
+
+    def _python(self, node, file):
+        if file.is_test:
+            return
+        for at, setting in python_settings(file, node):
+            yield from self._judge(setting, at, file)
+
+    def visit_EnvSetting(self, node, file):
+        yield from self._judge(node, node, file)
+
+    def _judge(self, setting, at, file):
+        if setting.name not in NCCL_TUNING or says_why(setting.comments):
+            return
+        value = setting.value if setting.value is not None else "..."
+        yield self.report(file, at, name=setting.name, value=value)

@@ -1,0 +1,487 @@
+"""Performance claims in prose, and the evidence they cite: the one analysis behind GPU910
+(speedup or throughput claim without evidence, or drifted from it), GPU911 (bare ratio without
+the absolute pair) and GPU912 (%-of-peak against an unknown or estimated denominator; a sparse
+peak quoted as dense), for Markdown, reStructuredText and Python docstrings alike.
+
+Front-ends hand over *prose units* (a paragraph, a list item, a table row, a heading, a docstring
+paragraph) as `Unit`s: the text with code, quotes, comments and link targets already blanked out
+(same length, so offsets still map onto the file), the raw text of the same region, and the
+evidence references found there. Everything here works on those units.
+
+Evidence references (documented in GPU910):
+- a link to a bench record: `[evidence](.gpulint/evidence/20261202T101500Z-attention-4242.json)`
+  (Markdown) or `` `evidence <.gpulint/evidence/...json>`_ `` (reStructuredText): any link whose
+  target is a `.json` file under a `gpulint/evidence/` directory, or whose text is `evidence`;
+- a tag: `<!-- gpulint-evidence: PATH -->` (Markdown), `.. gpulint-evidence: PATH` (RST),
+  `gpulint-evidence: PATH` (docstrings), in the unit or on the line right after it;
+- a bench tag naming the bench: `(gpulint bench attention, 5 runs, median ...)`: the newest
+  record of that bench under the project's `.gpulint/evidence/` backs the claim.
+A claim that states its runs count and its dispersion ("median of 5 runs, ±2%") carries its own
+evidence and is left alone.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpulint.hardware import SPARSE_TO_DENSE, table
+
+TOLERANCE = 0.10  # a quoted figure within 10% of the record's figure matches it
+
+_NUM = r"(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)"
+_HEDGE = r"(?:(?:up\s+to|about|around|roughly|nearly|almost|over|more\s+than|at\s+least|approximately|an?)\s+|~\s?|≈\s?)?"
+_SPEED = (
+    r"(?:faster|quicker|speed-?ups?|speed\s+ups?|acceleration|higher\s+throughput|more\s+throughput"
+    r"|better\s+throughput|throughput\s+(?:gains?|improvements?|increases?|boost)|lower\s+latency"
+    r"|less\s+(?:wall[- ]clock\s+)?time|shorter\s+(?:training|step|run)\s+time"
+    r"|(?:performance|speed)\s+(?:gains?|improvements?|boost|increases?)|reduction\s+in\s+(?:latency|step\s+time|training\s+time|wall[- ]clock))"
+)
+_RATIO_MARK = r"(?:\s?[x×](?![\w])|\s?X(?![\w])|-fold|\s+times)"
+RATIO_CLAIM = re.compile(
+    rf"{_HEDGE}{_NUM}{_RATIO_MARK}\s+(?:[\w-]+\s+){{0,2}}?(?:{_SPEED}|(?:the\s+)?(?:throughput|speed|performance)\b)",
+    re.IGNORECASE,
+)
+PCT_CLAIM = re.compile(rf"{_HEDGE}{_NUM}\s?%\s+(?:[\w-]+\s+){{0,2}}?{_SPEED}", re.IGNORECASE)
+SPEEDUP_OF = re.compile(
+    rf"(?:speed-?ups?|acceleration)\s+(?:of\s+)?{_HEDGE}{_NUM}(?P<mark>{_RATIO_MARK}|\s?%)",
+    re.IGNORECASE,
+)
+THROUGHPUT_CLAIM = re.compile(
+    rf"\b(?:achiev(?:es|ed|ing|e)|reach(?:es|ed|ing)?|deliver(?:s|ed|ing)?|hits?|peaks?\s+at|sustain(?:s|ed|ing)?)"
+    rf"\s+{_HEDGE}{_NUM}\s?(?P<unit>[PT]FLOP/?s|[PT]FLOPS|tokens?/s(?:ec)?|tok/s|tokens\s+per\s+second|samples/s|images/s|img/s|it/s|[GT]B/s)\b",
+    re.IGNORECASE,
+)
+PEAK_PCT = re.compile(
+    rf"{_NUM}\s?%\s+(?:of\s+(?:the\s+)?(?:[\w/-]+\s+){{0,4}}?(?P<what>peak|roofline|speed[- ]of[- ]light|SOL)\b|(?P<mfu>MFU|HFU)\b)"
+    rf"|(?P<mfu2>MFU|HFU)\s+(?:of\s+|=\s*|:\s*)?{_NUM.replace('num', 'num2')}\s?%",
+    re.IGNORECASE,
+)
+PEAK_FIGURE = re.compile(
+    rf"{_NUM}\s?(?:dense\s+|sparse\s+)?(?:TFLOPS|TFLOP/s|TFLOPs|teraflops)\b", re.IGNORECASE
+)
+
+_RUNS = re.compile(
+    r"\b(?:\d+|three|four|five|six|seven|eight|nine|ten|twenty)\s+(?:independent\s+|timed\s+)?(?:runs|trials|repeats|repetitions|seeds)\b"
+    r"|\b(?:median|mean|average)\s+(?:of|over)\s+\d+\b|\bn\s*=\s*\d+\b|\baveraged\s+over\s+\d+",
+    re.IGNORECASE,
+)
+_DISPERSION = re.compile(
+    r"±|\+/-|\bstd\b|\bstdev\b|standard\s+deviation|\bspread\b|\bmin(?:imum)?\s*(?:/|,|and|-)\s*max|\bIQR\b"
+    r"|confidence\s+interval|\b\d+%\s+CI\b|\bvariance\b|\brange\b",
+    re.IGNORECASE,
+)
+_TIME_UNIT = r"(?:ms|µs|us|ns|s|sec|secs|seconds?|minutes?|mins?|hours?|hrs?|h)"
+_THROUGHPUT_UNIT = r"(?:[PT]FLOP/?s|[PT]FLOPS|tokens?/s(?:ec)?|tok/s|samples/s|images/s|img/s|it/s|[GMT]B/s|qps|QPS)"
+ABSOLUTE = re.compile(
+    rf"(?<![\w.])\d+(?:[.,]\d+)?\s?(?P<unit>{_TIME_UNIT}|{_THROUGHPUT_UNIT})(?:/(?:step|query|iter|it|batch|token|epoch|sample))?(?![\w])",
+    re.IGNORECASE,
+)
+PAIR = re.compile(
+    rf"(?<![\w.])\d[\d,]*(?:\.\d+)?\s?(?:{_TIME_UNIT}|{_THROUGHPUT_UNIT})?(?:/\w+)?\s*(?:→|->|=>|⇒|\bto\b|\bvs\.?|\bversus\b|/)\s*"
+    rf"\d[\d,]*(?:\.\d+)?\s?(?:{_TIME_UNIT}|{_THROUGHPUT_UNIT})(?![\w])",
+    re.IGNORECASE,
+)
+_BENCH_TAG = re.compile(r"gpulint\s+bench\s+(?P<bench>[a-z][a-z0-9-]*)", re.IGNORECASE)
+EVIDENCE_TAG = re.compile(r"gpulint-evidence:\s*(?P<path>[^\s>]+)")
+_DTYPES = {
+    "bf16": "bf16",
+    "bfloat16": "bf16",
+    "fp16": "fp16",
+    "float16": "fp16",
+    "half": "fp16",
+    "fp8": "fp8",
+    "float8": "fp8",
+    "e4m3": "fp8",
+    "e5m2": "fp8",
+    "tf32": "tf32",
+    "fp32": "fp32",
+    "float32": "fp32",
+}
+_DTYPE_RE = re.compile(r"\b(" + "|".join(_DTYPES) + r")\b", re.IGNORECASE)
+_GENERIC_ALIASES = {"spark"}  # "Spark" alone is as often Apache Spark: require "DGX Spark"
+UNIT_SCALE = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "sec": 1.0,
+    "secs": 1.0,
+    "second": 1.0,
+    "seconds": 1.0,
+    "min": 60.0,
+    "mins": 60.0,
+    "minute": 60.0,
+    "minutes": 60.0,
+    "h": 3600.0,
+    "hr": 3600.0,
+    "hrs": 3600.0,
+    "hour": 3600.0,
+    "hours": 3600.0,
+}
+
+
+@dataclass
+class Unit:
+    """One prose unit: blanked text (offsets map to the file), raw text, evidence references."""
+
+    text: str
+    raw: str
+    start: int  # character offset of text[0] in the file
+    kind: str = "paragraph"  # paragraph / heading / table-row / list-item / docstring
+    references: list[str] = field(default_factory=list)  # record paths cited
+    external_link: bool = False  # cites an outside source (paper, blog, upstream release)
+
+
+@dataclass
+class Claim:
+    code: str  # GPU910 / GPU911 / GPU912
+    start: int  # offset in the file
+    end: int
+    message: str
+
+
+@dataclass
+class EvidenceContext:
+    """Where records live: the document's directory and the project root."""
+
+    doc_dir: Path | None
+    root: Path | None
+
+    def resolve(self, ref: str) -> Path | None:
+        ref = ref.strip().strip("<>").split("#", 1)[0]
+        path = Path(ref)
+        candidates = (
+            [path]
+            if path.is_absolute()
+            else [
+                *([self.doc_dir / path] if self.doc_dir else []),
+                *([self.root / path] if self.root else []),
+            ]
+        )
+        return next((c for c in candidates if c.is_file()), None)
+
+    def bench_records(self, bench: str) -> list[dict]:
+        if self.root is None:
+            return []
+        folder = self.root / ".gpulint" / "evidence"
+        return (
+            [r for r in load_records(folder) if r.get("bench") == bench] if folder.is_dir() else []
+        )
+
+
+def load_records(path: Path) -> list[dict]:
+    """Valid records from a file or folder, through gpulint.runtime.evidence when present."""
+    try:
+        from gpulint.runtime.evidence import load_records as runtime_load
+    except ImportError:  # pragma: no cover - the runtime package ships with gpulint
+        runtime_load = None
+    if runtime_load is not None:
+        return runtime_load([path])
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    items = data if isinstance(data, list) else [data]
+    return [r for r in items if isinstance(r, dict) and r.get("schema") == "gpulint.evidence/1"]
+
+
+# -- figures -------------------------------------------------------------------------------------
+def number(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+def record_ratios(record: dict) -> list[float]:
+    """The speed ratios a record supports: headline baseline/improved, and every variant pair."""
+    ok = [v for v in record.get("variants", []) if v.get("status") == "ok" and v.get("median")]
+    out = []
+    for a in ok:
+        for b in ok:
+            if a is b or a.get("unit") != b.get("unit"):
+                continue
+            lower = a.get("better", "lower") == "lower"
+            ratio = a["median"] / b["median"] if lower else b["median"] / a["median"]
+            if ratio > 1.0:
+                out.append(ratio)
+    return out
+
+
+def record_figures(record: dict) -> list[tuple[float, str]]:
+    return [
+        (float(v["median"]), str(v.get("unit", "")))
+        for v in record.get("variants", [])
+        if v.get("status") == "ok" and isinstance(v.get("median"), (int, float))
+    ]
+
+
+def _close(a: float, b: float, tolerance: float = TOLERANCE) -> bool:
+    return b != 0 and abs(a - b) / abs(b) <= tolerance
+
+
+def _same_unit(quoted: str, recorded: str) -> float | None:
+    """Factor converting a quoted figure into the record's unit, or None if not comparable."""
+    q, r = quoted.lower().replace("µ", "u"), recorded.lower().replace("µ", "u")
+    if q.split("/")[0] in UNIT_SCALE and r in UNIT_SCALE:
+        return UNIT_SCALE[q.split("/")[0]] / UNIT_SCALE[r]
+    return 1.0 if q == r or q.replace("flops", "flop/s") == r else None
+
+
+# -- the analysis --------------------------------------------------------------------------------
+def analyse(unit: Unit, evidence: EvidenceContext, changelog: bool = False) -> list[Claim]:
+    claims: list[Claim] = []
+    text = unit.text
+    if changelog and unit.kind == "heading":
+        return claims  # release headings quote upstream's own claims
+    speed = _speed_claims(text)
+    if speed:
+        claims.extend(_judge_speed(unit, speed, evidence))
+    claims.extend(_peak_claims(unit))
+    return claims
+
+
+def _speed_claims(text: str) -> list[tuple[int, int, str, float | None]]:
+    """(start, end, kind, ratio) of each speedup/throughput claim; kind: ratio / percent / absolute."""
+    found: list[tuple[int, int, str, float | None]] = []
+    taken: list[tuple[int, int]] = []
+
+    def add(m: re.Match, kind: str, ratio: float | None) -> None:
+        s, e = m.start("num"), m.end()
+        if any(s < te and ts < e for ts, te in taken):
+            return
+        taken.append((s, e))
+        found.append((s, e, kind, ratio))
+
+    for m in RATIO_CLAIM.finditer(text):
+        add(m, "ratio", number(m.group("num")))
+    for m in PCT_CLAIM.finditer(text):
+        add(m, "percent", 1 + number(m.group("num")) / 100)
+    for m in SPEEDUP_OF.finditer(text):
+        value = number(m.group("num"))
+        add(
+            m,
+            "percent" if "%" in m.group("mark") else "ratio",
+            1 + value / 100 if "%" in m.group("mark") else value,
+        )
+    for m in THROUGHPUT_CLAIM.finditer(text):
+        add(m, "absolute", None)
+    return sorted(found)
+
+
+def _judge_speed(unit: Unit, speed, evidence: EvidenceContext) -> list[Claim]:
+    out: list[Claim] = []
+    text = unit.text
+    self_evident = bool(_RUNS.search(text) and _DISPERSION.search(text))
+    records, problem = _cited_records(unit, evidence)
+    absolutes = [m for m in ABSOLUTE.finditer(text)]
+    for start, end, kind, ratio in speed:
+        at, until = unit.start + start, unit.start + end
+        claim_text = " ".join(text[start:end].split())
+        if problem:
+            out.append(Claim("GPU910", at, until, problem))
+        elif records:
+            drift = _drift(claim_text, kind, ratio, absolutes, records)
+            if drift:
+                out.append(Claim("GPU910", at, until, drift))
+        elif not self_evident and not unit.external_link:
+            out.append(
+                Claim(
+                    "GPU910",
+                    at,
+                    until,
+                    f'performance claim "{claim_text}" cites no evidence: link the `gpulint bench` record '
+                    f"that measured it (`<!-- gpulint-evidence: .gpulint/evidence/<record>.json -->`), "
+                    f"or state the runs count and dispersion (≥3 runs, median ± spread)",
+                )
+            )
+        if (
+            kind in ("ratio", "percent")
+            and not unit.external_link
+            and not _has_absolute_pair(unit, absolutes)
+        ):
+            out.append(
+                Claim(
+                    "GPU911",
+                    at,
+                    until,
+                    f'bare ratio "{claim_text}": give the absolute pair it came from '
+                    f"(`X s/step → Y s/step`, both medians) next to it",
+                )
+            )
+    return out
+
+
+def _has_absolute_pair(unit: Unit, absolutes) -> bool:
+    if len(absolutes) >= 2 or PAIR.search(unit.text):
+        return True
+    if unit.kind == "table-row":
+        cells = [c.strip() for c in unit.text.strip().strip("|").split("|")]
+        numeric = [c for c in cells if re.match(r"^[~≈]?\d[\d,]*(\.\d+)?\s*\S{0,8}$", c)]
+        return len(numeric) >= 3  # two figures and the ratio
+    return False
+
+
+def _cited_records(unit: Unit, evidence: EvidenceContext) -> tuple[list[dict], str | None]:
+    """The records the unit cites, or a problem sentence when a citation does not resolve."""
+    records: list[dict] = []
+    for ref in unit.references:
+        path = evidence.resolve(ref)
+        if path is None:
+            return (
+                [],
+                f"cites evidence record `{ref}`, which does not exist: run the bench and link the record it wrote",
+            )
+        found = load_records(path)
+        if not found:
+            return [], f"cites `{ref}`, which holds no valid `gpulint.evidence/1` record"
+        records.extend(found)
+    for m in _BENCH_TAG.finditer(unit.raw):
+        bench = m.group("bench").lower()
+        found = evidence.bench_records(bench)
+        if not found:
+            return [], (
+                f"cites `gpulint bench {bench}` but no record of that bench exists under "
+                f".gpulint/evidence/: run `gpulint bench {bench}` and link the record"
+            )
+        records.append(max(found, key=lambda r: r.get("timestamp", "")))
+    return records, None
+
+
+def _drift(
+    claim_text: str, kind: str, ratio: float | None, absolutes, records: list[dict]
+) -> str | None:
+    names = ", ".join(Path(r.get("_source", "record")).name for r in records)
+    if kind in ("ratio", "percent") and ratio is not None:
+        supported = [x for r in records for x in record_ratios(r)]
+        candidates = [ratio] if kind == "ratio" else [ratio, 1 / max(2 - ratio, 1e-9)]
+        if supported and not any(_close(c, s) for c in candidates for s in supported):
+            best = min(supported, key=lambda s: abs(s - ratio))
+            return (
+                f'claim "{claim_text}" drifted from its evidence: {names} measured {best:.2f}× '
+                f"(tolerance {TOLERANCE:.0%}); quote the record's figure"
+            )
+    figures = [f for r in records for f in record_figures(r)]
+    for m in absolutes:
+        value = number(re.match(r"[\d.,]+", m.group(0)).group(0))
+        comparable = [
+            (v, u, k) for v, u in figures if (k := _same_unit(m.group("unit"), u)) is not None
+        ]
+        if comparable and not any(_close(value * k, v) for v, u, k in comparable):
+            shown = ", ".join(f"{v:g} {u}" for v, u, _ in comparable[:4])
+            return (
+                f'figure "{" ".join(m.group(0).split())}" drifted from its evidence: {names} '
+                f"measured {shown} (tolerance {TOLERANCE:.0%}); quote the record's figures"
+            )
+    return None
+
+
+# -- GPU912: denominators --------------------------------------------------------------------------
+def devices_named(text: str):
+    """GPUs of the hardware table named in `text` (longest spelling first)."""
+    hw = table()
+    spellings = []
+    for gpu in hw.gpus.values():
+        for s in (gpu.name, *gpu.aliases):
+            if s.lower() not in _GENERIC_ALIASES:
+                spellings.append((s, gpu))
+    found = []
+    masked = text
+    for spelling, gpu in sorted(spellings, key=lambda t: -len(t[0])):
+        pattern = re.compile(
+            r"(?<![\w-])" + re.escape(spelling).replace(r"\ ", r"[\s_-]?") + r"(?![\w])",
+            re.IGNORECASE,
+        )
+        m = pattern.search(masked)
+        if m:
+            if all(g.name != gpu.name for g in found):
+                found.append(gpu)
+            masked = masked[: m.start()] + " " * (m.end() - m.start()) + masked[m.end() :]
+    return found
+
+
+def _dtypes(text: str) -> list[str]:
+    return list(dict.fromkeys(_DTYPES[m.group(1).lower()] for m in _DTYPE_RE.finditer(text)))
+
+
+def _peak_claims(unit: Unit) -> list[Claim]:
+    out: list[Claim] = []
+    text = unit.text
+    has_peak = PEAK_PCT.search(text)
+    has_figure = PEAK_FIGURE.search(text)
+    if not has_peak and not has_figure:
+        return out
+    gpus = devices_named(text)
+    if not gpus:
+        return out
+    dtypes = _dtypes(text)
+    bandwidth = re.search(r"bandwidth|GB/s|TB/s|memory[- ]bound|HBM|DRAM", text, re.IGNORECASE)
+    for m in PEAK_PCT.finditer(text):
+        if bandwidth and not m.group("mfu") and not m.group("mfu2"):
+            for gpu in gpus:
+                if gpu.memory_tbps is None or gpu.is_estimated("memory"):
+                    out.append(
+                        _peak_claim(
+                            unit, m, f"{gpu.name} memory bandwidth is not a known datasheet figure"
+                        )
+                    )
+            continue
+        for gpu in gpus:
+            wanted = dtypes or [None]
+            for dtype in wanted:
+                why = _unknown_denominator(gpu, dtype)
+                if why:
+                    out.append(_peak_claim(unit, m, why))
+                    break
+    sparse_words = re.search(r"sparse|sparsity|2:4", text, re.IGNORECASE)
+    if not sparse_words:
+        for m in PEAK_FIGURE.finditer(text):
+            value = number(m.group("num"))
+            for gpu in gpus:
+                why = _sparse_as_dense(gpu, value, dtypes)
+                if why:
+                    out.append(Claim("GPU912", unit.start + m.start(), unit.start + m.end(), why))
+    return out
+
+
+def _peak_claim(unit: Unit, m: re.Match, why: str) -> Claim:
+    return Claim(
+        "GPU912",
+        unit.start + m.start(),
+        unit.start + m.end(),
+        f'%-of-peak figure "{" ".join(m.group(0).split())}" against an unknown denominator: {why}; '
+        f"divide by a datasheet dense peak, or quote the absolute figure instead",
+    )
+
+
+def _unknown_denominator(gpu, dtype: str | None) -> str | None:
+    if dtype is None:
+        known = [d for d, v in gpu.peak_tflops.items() if v and not gpu.is_estimated(d)]
+        if not known:
+            return f"{gpu.name} has no published dense compute peak (only estimates)"
+        return None
+    if dtype not in gpu.peak_tflops:
+        return f"{gpu.name} {dtype.upper()} peak is not published (unknown)"
+    if gpu.is_estimated(dtype):
+        return f"{gpu.name} {dtype.upper()} peak {gpu.peak_tflops[dtype]:g} TFLOP/s is an estimate, not a datasheet figure"
+    return None
+
+
+def _sparse_as_dense(gpu, value: float, dtypes: list[str]) -> str | None:
+    peaks = {d: v for d, v in gpu.peak_tflops.items() if v}
+    if not peaks:
+        return None
+    candidates = [d for d in dtypes if d in peaks] if dtypes else list(peaks)
+    if not candidates:
+        return None
+    if not dtypes and any(_close(value, v, 0.01) for v in peaks.values()):
+        return None  # equals some dense figure: not evidently a sparse one
+    for d in candidates:
+        dense = peaks[d]
+        if _close(value, dense * SPARSE_TO_DENSE, 0.01):
+            return (
+                f"{value:g} TFLOP/s is {gpu.name}'s 2:4-sparse {d.upper()} figure quoted as dense; "
+                f"the dense peak is {dense:g} TFLOP/s (sparse figures are exactly {SPARSE_TO_DENSE:g}× dense)"
+            )
+    return None

@@ -1,0 +1,499 @@
+"""The documentation front-end: Markdown (`.md`, `.markdown`) and reStructuredText (`.rst`).
+
+A document is read block by block and everything that is not the author's own prose is blanked
+out (replaced by spaces, newlines kept, so every offset still points into the file): front
+matter, fenced and indented code blocks, RST literal blocks and code directives, block quotes,
+HTML and RST comments, inline code, link targets, HTML tags, and text in quotation marks. What
+remains is cut into prose units (paragraphs, list items, table rows, headings) for
+gpulint.claims. Evidence references (`gpulint-evidence:` tags in comments, links to bench
+records) are collected before they are blanked. Rules see `DocUnit` nodes.
+
+Python docstrings go through the same masking (`docstring_units`) so GPU910-912 judge a
+docstring exactly as they judge a README.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpulint.claims import EVIDENCE_TAG, Claim, EvidenceContext, Unit, analyse
+from gpulint.diagnostics import Finding
+from gpulint.frontends import decode
+from gpulint.frontends.shell import run_rules
+from gpulint.settings import Settings
+from gpulint.source import SourceText
+from gpulint.suppression import noqa_codes
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_HEADING = re.compile(r"^ {0,3}#{1,6}(\s|$)")
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+_TABLE_ROW = re.compile(r"^\s*\|")
+_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
+_INLINE_CODE = re.compile(r"(`+)(?:(?!\1).)+?\1")
+_MD_LINK = re.compile(r"(?P<bang>!?)\[(?P<text>[^\]\n]*)\]\((?P<url>[^)\s]+)(?:\s+\"[^\"]*\")?\)")
+_RST_LINK = re.compile(r"`(?P<text>[^`<\n]*)<(?P<url>[^>\n]+)>`__?")
+_AUTOLINK = re.compile(r"<(?:https?|ftp)://[^>\s]+>|(?<![\w(])https?://\S+")
+_HTML_TAG = re.compile(r"</?[A-Za-z][^>\n]*>")
+_QUOTED = re.compile(r"\"[^\"\n]{1,300}\"|“[^”\n]{1,300}”|«[^»\n]{1,300}»")
+_RST_ROLE = re.compile(r":[a-zA-Z:+-]+:`[^`\n]*`")
+_RST_UNDERLINE = re.compile(r"^([=\-~^\"'`#*+.:_])\1{2,}\s*$")
+_RST_DIRECTIVE = re.compile(r"^(?P<indent>\s*)\.\.\s+(?P<name>[\w:-]+)::")
+_RST_COMMENT = re.compile(r"^(?P<indent>\s*)\.\.(\s|$)")
+_CODE_DIRECTIVES = {
+    "code",
+    "code-block",
+    "sourcecode",
+    "literalinclude",
+    "highlight",
+    "ipython",
+    "math",
+    "raw",
+    "testcode",
+    "testoutput",
+    "doctest",
+    "jupyter-execute",
+    "image",
+    "figure",
+    "include",
+    "autoclass",
+    "automodule",
+    "autofunction",
+    "program-output",
+    "command-output",
+    "graphviz",
+}
+_EVIDENCE_URL = re.compile(r"gpulint/evidence/[^)\s>]*\.json$|\.json$", re.IGNORECASE)
+_CITATION_URL = re.compile(
+    r"arxiv\.org|openreview\.net|aclanthology|proceedings|paperswithcode|/blog|blog\.|medium\.com"
+    r"|benchmark|\.pdf\b|/releases?/|developer\.nvidia\.com/blog|pytorch\.org/blog",
+    re.IGNORECASE,
+)
+_CHANGELOG = re.compile(
+    r"^(changelog|changes|history|news|release[-_ ]?notes?|releases?)\b", re.IGNORECASE
+)
+
+
+@dataclass(frozen=True)
+class DocUnit:
+    """A prose unit of a document (see gpulint.claims.Unit), as rules see it."""
+
+    unit: Unit
+    line: int
+    col: int
+
+    @property
+    def span(self):
+        return self.line, self.col, self.line, self.col + 1
+
+
+class Masker:
+    """Blanks non-prose spans of `text` in place; records references and link kinds."""
+
+    def __init__(self, text: str):
+        self.raw = text
+        self.chars = list(text)
+        self.source = SourceText(text)
+        self.evidence_tags: list[tuple[int, str]] = []  # (offset, path)
+        self.links: list[tuple[int, str, str]] = []  # (offset, text, url)
+
+    def blank(self, start: int, end: int) -> None:
+        for i in range(start, min(end, len(self.chars))):
+            if self.chars[i] not in "\r\n":
+                self.chars[i] = " "
+
+    def blank_line(self, number: int) -> None:
+        start = self.source.line_starts[number - 1]
+        self.blank(start, start + len(self.source.line_text(number)))
+
+    def line_offset(self, number: int) -> int:
+        return self.source.line_starts[number - 1]
+
+    @property
+    def text(self) -> str:
+        return "".join(self.chars)
+
+    def tags(self, start: int, end: int) -> None:
+        for m in EVIDENCE_TAG.finditer(self.raw, start, end):
+            self.evidence_tags.append((m.start(), m.group("path").rstrip("-").strip()))
+
+    def inline(self, start: int, end: int, rst: bool) -> None:
+        """Blank inline code, link targets, tags and quotations inside [start, end)."""
+        segment = self.text[start:end]
+        patterns = [_INLINE_CODE, _RST_ROLE] if rst else [_INLINE_CODE]
+        for pattern in patterns:
+            for m in pattern.finditer(segment):
+                self.blank(start + m.start(), start + m.end())
+        segment = self.text[start:end]
+        link_re = _RST_LINK if rst else _MD_LINK
+        for m in link_re.finditer(segment):
+            url = m.group("url")
+            self.links.append((start + m.start(), m.group("text"), url))
+            if not rst and m.group("bang"):
+                self.blank(start + m.start(), start + m.end())  # an image is not prose
+            else:
+                self.blank(start + m.start("url") - 1, start + m.end())
+        segment = self.text[start:end]
+        for m in _AUTOLINK.finditer(segment):
+            self.links.append((start + m.start(), "", m.group(0).strip("<>")))
+            self.blank(start + m.start(), start + m.end())
+        segment = self.text[start:end]
+        for pattern in (_HTML_TAG, _QUOTED):
+            for m in pattern.finditer(segment):
+                self.blank(start + m.start(), start + m.end())
+            segment = self.text[start:end]
+
+
+def mask_markdown(m: Masker) -> None:
+    src = m.source
+    count = src.line_count
+    n = 1
+    # Front matter
+    if src.line_text(1).strip() == "---":
+        for k in range(2, min(count, 200) + 1):
+            if src.line_text(k).strip() in ("---", "..."):
+                for j in range(1, k + 1):
+                    m.blank_line(j)
+                n = k + 1
+                break
+    fence: str | None = None
+    previous_blank = True
+    in_list = False
+    in_comment = False
+    while n <= count:
+        line = src.line_text(n)
+        stripped = line.strip()
+        start = m.line_offset(n)
+        if in_comment:
+            m.tags(start, start + len(line))
+            m.blank_line(n)
+            if "-->" in line:
+                in_comment = False
+            n += 1
+            continue
+        if fence is not None:
+            m.blank_line(n)
+            if stripped.startswith(fence[0] * len(fence)) and not stripped.strip(fence[0]):
+                fence = None
+            n += 1
+            previous_blank = False
+            continue
+        f = _FENCE.match(line)
+        if f:
+            fence = f.group(1)
+            m.blank_line(n)
+            n += 1
+            continue
+        if not stripped:
+            previous_blank = True
+            n += 1
+            continue
+        indented = len(line) - len(line.lstrip(" \t")) >= 4 or line.startswith("\t")
+        if indented and previous_blank and not in_list:
+            m.blank_line(n)  # indented code block
+            n += 1
+            continue
+        if _LIST_ITEM.match(line):
+            in_list = True
+        elif previous_blank and not indented:
+            in_list = False
+        previous_blank = False
+        if re.match(r"^ {0,3}>", line):
+            m.blank_line(n)  # block quote: someone else's words
+            n += 1
+            continue
+        # HTML comments (possibly spanning lines), evidence tags kept first.
+        pos = 0
+        while True:
+            open_at = line.find("<!--", pos)
+            if open_at < 0:
+                break
+            close_at = line.find("-->", open_at + 4)
+            if close_at < 0:
+                m.tags(start + open_at, start + len(line))
+                m.blank(start + open_at, start + len(line))
+                in_comment = True
+                break
+            m.tags(start + open_at, start + close_at + 3)
+            m.blank(start + open_at, start + close_at + 3)
+            pos = close_at + 3
+        m.inline(start, start + len(line), rst=False)
+        n += 1
+
+
+def mask_rst(m: Masker) -> None:
+    src = m.source
+    count = src.line_count
+    n = 1
+    block_indent: int | None = None  # inside a blanked block indented deeper than this
+    literal_indent: int | None = None  # the previous paragraph ended with "::"
+    while n <= count:
+        line = src.line_text(n)
+        stripped = line.strip()
+        indent = len(line) - len(line.lstrip())
+        start = m.line_offset(n)
+        if block_indent is not None:
+            if not stripped or indent > block_indent:
+                m.tags(start, start + len(line))
+                m.blank_line(n)
+                n += 1
+                continue
+            block_indent = None
+        if not stripped:
+            n += 1
+            continue
+        if literal_indent is not None:
+            expected, literal_indent = literal_indent, None
+            if indent > expected:
+                block_indent = expected  # the literal block: blank it (this line included)
+                continue
+        d = _RST_DIRECTIVE.match(line)
+        if d:
+            m.tags(start, start + len(line))
+            m.blank_line(n)
+            name = d.group("name").split(":")[-1].lower()
+            if name in _CODE_DIRECTIVES or name.startswith("auto"):
+                block_indent = len(d.group("indent"))
+                n += 1
+                continue
+            # An admonition's body is prose; its options (`:class:`) are not.
+            n += 1
+            while n <= count and src.line_text(n).strip().startswith(":"):
+                m.blank_line(n)
+                n += 1
+            continue
+        c = _RST_COMMENT.match(line)
+        if c:
+            block_indent = len(c.group("indent"))
+            m.tags(start, start + len(line))
+            m.blank_line(n)
+            n += 1
+            continue
+        if _RST_UNDERLINE.match(line) or stripped.startswith(("+--", "+==")):
+            m.blank_line(n)
+            n += 1
+            continue
+        if stripped.startswith((">>>", "... ")):
+            m.blank_line(n)
+            n += 1
+            continue
+        m.inline(start, start + len(line), rst=True)
+        if stripped.endswith("::"):
+            literal_indent = indent
+            m.blank(start + line.rstrip().rfind("::"), start + len(line.rstrip()))
+        n += 1
+
+
+def units_from(
+    masked: str, raw: str, source: SourceText, m: Masker, base: int = 0, rst: bool = False
+) -> list[Unit]:
+    """Cut masked text into prose units; attach evidence tags and links found in each."""
+    units: list[Unit] = []
+    lines = masked.split("\n")
+    offset = 0
+    current: list[tuple[int, str]] = []  # (offset, line)
+
+    def flush(kind: str = "paragraph") -> None:
+        if not current:
+            return
+        start = current[0][0]
+        end = current[-1][0] + len(current[-1][1])
+        text = masked[start:end]
+        if text.strip():
+            units.append(Unit(text=text, raw=raw[start:end], start=base + start, kind=kind))
+        current.clear()
+
+    kind = "paragraph"
+    for i, line in enumerate(lines):
+        raw_line = raw[offset : offset + len(line)]
+        stripped = line.strip()
+        if not stripped:
+            flush(kind)
+            kind = "paragraph"
+        elif _TABLE_ROW.match(raw_line) and not rst:
+            flush(kind)
+            if not _TABLE_RULE.match(raw_line):
+                current.append((offset, line))
+                flush("table-row")
+            kind = "paragraph"
+        elif _HEADING.match(raw_line) and not rst:
+            flush(kind)
+            current.append((offset, line))
+            flush("heading")
+            kind = "paragraph"
+        elif _LIST_ITEM.match(line):
+            flush(kind)
+            current.append((offset, line))
+            kind = "list-item"
+        elif (
+            rst
+            and i + 1 < len(lines)
+            and _RST_UNDERLINE.match(raw[offset + len(line) + 1 :].split("\n", 1)[0] or "x")
+        ):
+            flush(kind)
+            current.append((offset, line))
+            flush("heading")
+            kind = "paragraph"
+        else:
+            current.append((offset, line))
+        offset += len(line) + 1
+    flush(kind)
+    _attach(units, m, base)
+    return units
+
+
+def _attach(units: list[Unit], m: Masker, base: int) -> None:
+    """Evidence tags belong to the unit they sit in, or the unit right above them."""
+    for offset, path in m.evidence_tags:
+        at = base + offset
+        owner = None
+        for unit in units:
+            if unit.start <= at:
+                owner = unit
+            else:
+                break
+        if owner is not None:
+            owner.references.append(path)
+    for offset, text, url in m.links:
+        at = base + offset
+        for unit in units:
+            if unit.start <= at < unit.start + len(unit.text):
+                if _EVIDENCE_URL.search(url) and (
+                    "gpulint/evidence" in url or "evidence" in text.lower()
+                ):
+                    unit.references.append(url)
+                elif _CITATION_URL.search(url) or re.search(
+                    r"paper|blog|benchmark|report", text, re.IGNORECASE
+                ):
+                    unit.external_link = True
+                break
+
+
+class DocFile:
+    language = "markdown"
+
+    def __init__(self, display_path: str, text: str, settings: Settings):
+        self.display_path = display_path
+        self.text = text
+        self.source = SourceText(text)
+        self.settings = settings
+        name = display_path.replace("\\", "/").rsplit("/", 1)[-1]
+        self.rst = name.lower().endswith((".rst", ".rest"))
+        self.changelog = bool(_CHANGELOG.match(name))
+        masker = Masker(text)
+        (mask_rst if self.rst else mask_markdown)(masker)
+        units = units_from(masker.text, text, self.source, masker, rst=self.rst)
+        self.nodes_by_type = {
+            "DocUnit": [DocUnit(u, *self.source.position(u.start)) for u in units]
+        }
+
+    def span(self, node) -> tuple[int, int, int, int]:
+        if isinstance(node, Claim):
+            line, col = self.source.position(node.start)
+            end_line, end_col = self.source.position(node.end)
+            return line, col, end_line, end_col
+        return node.span
+
+    @functools.cached_property
+    def claims(self) -> list[Claim]:
+        evidence = evidence_context(self.display_path, self.settings)
+        return [
+            c
+            for node in self.nodes_by_type["DocUnit"]
+            for c in analyse(node.unit, evidence, self.changelog)
+        ]
+
+
+def evidence_context(display_path: str, settings: Settings | None) -> EvidenceContext:
+    root = settings.option("config", "root") if settings is not None else None
+    doc_dir = Path(display_path).parent
+    return EvidenceContext(doc_dir=doc_dir, root=Path(root) if root else None)
+
+
+# -- Python docstrings ---------------------------------------------------------------------------
+def docstring_claims(file, settings: Settings) -> list[tuple[Claim, tuple[int, int, int, int]]]:
+    """Claims in a Python file's module/class/function docstrings, with their spans. Cached on
+    the parsed file so the three claim rules share one analysis."""
+    cached = getattr(file, "_gpulint_docstring_claims", None)
+    if cached is not None:
+        return cached
+    import ast
+
+    out = []
+    evidence = evidence_context(file.display_path, settings)
+    for node in file.nodes(ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef):
+        body = getattr(node, "body", None)
+        if not body or not isinstance(body[0], ast.Expr):
+            continue
+        literal = body[0].value
+        if not (isinstance(literal, ast.Constant) and isinstance(literal.value, str)):
+            continue
+        out.extend(_docstring(file, literal, evidence))
+    try:
+        file._gpulint_docstring_claims = out
+    except AttributeError:  # pragma: no cover - slotted file objects
+        pass
+    return out
+
+
+def _docstring(file, literal, evidence: EvidenceContext):
+    value: str = literal.value
+    if not any(ch.isdigit() for ch in value):
+        return []
+    # Where the value's characters start in the file, when they map one to one.
+    segment = file.segment(literal) or ""
+    prefix = re.match(r"^[rRbBuUfF]*(\"\"\"|'''|\"|')", segment)
+    base = None
+    if prefix:
+        inner = segment[prefix.end() : len(segment) - len(prefix.group(1))]
+        if inner == value:
+            base = file.source.offset(literal.lineno, literal.col_offset + 1) + prefix.end()
+    masker = Masker(value)
+    mask_rst(masker)
+    units = units_from(masker.text, value, masker.source, masker, rst=True)
+    out = []
+    for unit in units:
+        unit.kind = "docstring" if unit.kind == "paragraph" else unit.kind
+        for claim in analyse(unit, evidence):
+            if base is not None:
+                line, col = file.source.position(base + claim.start)
+                end_line, end_col = file.source.position(base + claim.end)
+            else:
+                line, col, end_line, end_col = (
+                    literal.lineno,
+                    literal.col_offset + 1,
+                    literal.lineno,
+                    literal.col_offset + 2,
+                )
+            out.append((claim, (line, col, end_line, end_col)))
+    return out
+
+
+class DocsFrontend:
+    language = "markdown"
+    extensions = (".md", ".markdown", ".rst")
+
+    def parse(self, display_path: str, data: bytes, settings: Settings) -> DocFile:
+        return DocFile(display_path, decode(data), settings)
+
+    def run(self, parsed: DocFile, rules: Sequence) -> Iterable[Finding]:
+        return run_rules(parsed, rules)
+
+    def noqa_lines(self, parsed: DocFile) -> dict[int, frozenset[str]]:
+        out = {}
+        if "noqa" not in parsed.text.lower():
+            return out
+        for number in range(1, parsed.source.line_count + 1):
+            line = parsed.source.line_text(number)
+            if parsed.rst:
+                line = re.sub(r"^\s*\.\.\s+noqa", "# noqa", line)
+            codes = noqa_codes(line)
+            if codes is not None:
+                out[number] = codes
+        return out
+
+
+FRONTEND = DocsFrontend()

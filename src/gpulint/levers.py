@@ -1,0 +1,221 @@
+"""The refuted-lever registry: levers that were tried and refuted, as data.
+
+The built-in registry (``data/levers.toml``) reproduces the "Refuted levers" table of the
+cuda-dev-routing document; users add their own in ``[[tool.gpulint.levers]]`` of pyproject.toml
+or in ``[[levers]]`` of a ``levers.toml`` beside it. GPU901 reads the merged registry to find code
+that re-attempts a lever refuted for a configured target; GPU902 finds user entries whose
+refuting fact carries no source. One validator (`check_entry`) serves the config loader, the
+``levers.toml`` loader and GPU902, so an entry means the same thing wherever it is written.
+"""
+
+from __future__ import annotations
+
+import functools
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from gpulint.hardware import UnknownTargetError, table
+
+STATUSES = {"sourced": "SOURCED", "unsourced": "UNSOURCED", "reasoned": "reasoned"}
+_LISTS = ("targets", "imports", "calls", "config", "packages", "context")
+_STRINGS = ("id", "name", "fact", "status", "status_text", "source", "instead")
+KEYS = frozenset(_LISTS + _STRINGS)
+ANY_TARGET = "any"
+USER_FILE = "levers.toml"
+
+
+class LeverError(ValueError):
+    """An entry that does not follow the registry's schema; the message names the key."""
+
+
+@dataclass(frozen=True)
+class Lever:
+    id: str
+    name: str
+    fact: str
+    status: str  # SOURCED / UNSOURCED / reasoned
+    targets: tuple[str, ...]
+    status_text: str = ""
+    source: str = ""
+    instead: str = ""
+    imports: tuple[str, ...] = ()
+    calls: tuple[str, ...] = ()
+    config: tuple[str, ...] = ()  # "key" or "key=value"
+    packages: tuple[str, ...] = ()
+    context: tuple[str, ...] = ()
+    builtin: bool = False
+
+    @property
+    def sourced(self) -> bool:
+        return bool(self.source.strip())
+
+    def refuted_for(self, targets) -> list:
+        """The configured targets (hardware.Target) this lever is refuted for."""
+        if ANY_TARGET in self.targets:
+            return list(targets)
+        hits = []
+        for target in targets:
+            names = {target.arch.name, target.spelling.lower()}
+            if target.gpu is not None:
+                names |= {target.gpu.name.lower(), *(a.lower() for a in target.gpu.aliases)}
+            if any(t.lower() in names or _same_gpu(t, target) for t in self.targets):
+                hits.append(target)
+        return hits
+
+    def config_pairs(self) -> list[tuple[str, str | None]]:
+        """("key", "value") pairs; value None means "any true value"."""
+        out = []
+        for item in self.config:
+            key, eq, value = item.partition("=")
+            out.append((key.strip().lower(), value.strip().lower() if eq else None))
+        return out
+
+    def status_sentence(self) -> str:
+        """How the message states the fact's standing."""
+        if self.status == "SOURCED":
+            where = (
+                f": {self.source}" if self.source and self.source not in self.status_text else ""
+            )
+            return f"{self.status_text or 'SOURCED'}{where}"
+        if self.status == "UNSOURCED":
+            return (
+                f"{self.status_text or 'UNSOURCED'}; the refutation itself needs a source before "
+                f"it can justify not doing this work"
+            )
+        return self.status_text or "reasoned, not measured"
+
+    def trigger_words(self) -> set[str]:
+        """Substrings at least one of which any detection needs in the file's text."""
+        words: set[str] = set()
+        for module in self.imports:
+            words.add(module.split(".")[0])
+        for call in self.calls:
+            words.add(call.rsplit(".", 1)[-1])
+        for key, _ in self.config_pairs():
+            words.add(key)
+        for package in self.packages:
+            words.add(package)
+        return {w for w in words if w}
+
+
+def _same_gpu(name: str, target) -> bool:
+    if target.gpu is None:
+        return False
+    try:
+        return table().gpu(name) is target.gpu
+    except UnknownTargetError:
+        return False
+
+
+def check_entry(entry: Any, where: str) -> dict[str, Any]:
+    """Validate one registry entry (a TOML table); raises LeverError naming the key."""
+    if not isinstance(entry, dict):
+        raise LeverError(f"{where}: expected a table")
+    unknown = sorted(set(entry) - KEYS)
+    if unknown:
+        raise LeverError(f"{where}: unknown key {unknown[0]!r}; known: {', '.join(sorted(KEYS))}")
+    for key in ("name", "fact"):
+        if not isinstance(entry.get(key), str) or not entry[key].strip():
+            raise LeverError(f"{where}: `{key}` is required (a non-empty string)")
+    for key in _STRINGS:
+        if key in entry and not isinstance(entry[key], str):
+            raise LeverError(f"{where}.{key}: expected a string, got {entry[key]!r}")
+    for key in _LISTS:
+        value = entry.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+            raise LeverError(f"{where}.{key}: expected a list of non-empty strings, got {value!r}")
+    status = entry.get("status", "sourced" if entry.get("source") else "unsourced")
+    if status.lower() not in STATUSES:
+        raise LeverError(f"{where}.status: one of SOURCED, UNSOURCED, reasoned; got {status!r}")
+    if STATUSES[status.lower()] == "SOURCED" and not entry.get("source", "").strip():
+        pass  # a SOURCED claim with no source is what GPU902 reports; not a config error
+    targets = entry.get("targets", [ANY_TARGET])
+    for name in targets:
+        if name.lower() == ANY_TARGET:
+            continue
+        try:
+            table().target(name)
+        except UnknownTargetError as e:
+            raise LeverError(f"{where}.targets: {e}") from None
+    return entry
+
+
+def lever_from(entry: dict[str, Any], builtin: bool = False) -> Lever:
+    status = entry.get("status", "sourced" if entry.get("source") else "unsourced")
+    return Lever(
+        id=entry.get("id") or entry["name"].lower().replace(" ", "-"),
+        name=entry["name"],
+        fact=" ".join(entry["fact"].split()),
+        status=STATUSES[status.lower()],
+        targets=tuple(
+            t.lower() if t.lower() == ANY_TARGET else t for t in entry.get("targets", [ANY_TARGET])
+        ),
+        status_text=entry.get("status_text", ""),
+        source=entry.get("source", ""),
+        instead=entry.get("instead", ""),
+        imports=tuple(entry.get("imports", ())),
+        calls=tuple(entry.get("calls", ())),
+        config=tuple(entry.get("config", ())),
+        packages=tuple(entry.get("packages", ())),
+        context=tuple(entry.get("context", ())),
+        builtin=builtin,
+    )
+
+
+@functools.cache
+def builtin_levers() -> tuple[Lever, ...]:
+    raw = tomllib.loads(resources.files("gpulint").joinpath("data/levers.toml").read_text("utf-8"))
+    return tuple(
+        lever_from(check_entry(e, f"data/levers.toml levers[{i}]"), builtin=True)
+        for i, e in enumerate(raw.get("levers", []))
+    )
+
+
+def load_user_file(path: Path) -> list[dict[str, Any]]:
+    """The validated `[[levers]]` entries of a levers.toml (raises LeverError)."""
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as e:
+        raise LeverError(f"{path}: not valid TOML: {e}") from None
+    entries = raw.get("levers", [])
+    if not isinstance(entries, list):
+        raise LeverError(f"{path}: `levers` must be an array of tables ([[levers]])")
+    return [check_entry(e, f"{path} levers[{i}]") for i, e in enumerate(entries)]
+
+
+def registry(settings=None) -> tuple[Lever, ...]:
+    """Built-in levers plus the user's (`[[tool.gpulint.levers]]` and levers.toml, merged by
+    the config loader into the `levers` option). A user entry with a built-in's id replaces it."""
+    user = settings.options.get("levers", []) if settings is not None else []
+    return _merged(tuple(_freeze(e) for e in user))
+
+
+@functools.cache
+def _merged(user: tuple) -> tuple[Lever, ...]:
+    levers = {lever.id: lever for lever in builtin_levers()}
+    for frozen in user:
+        lever = lever_from(_thaw(frozen))
+        levers[lever.id] = lever
+    return tuple(levers.values())
+
+
+def _freeze(entry: dict[str, Any]) -> tuple:
+    return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in entry.items()))
+
+
+def _thaw(frozen: tuple) -> dict[str, Any]:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in frozen}
+
+
+def table_markdown() -> str:
+    """The built-in registry as the document's table (for `gpulint rule GPU901`)."""
+    rows = ["| Lever | Refuted for | Refuting fact | Status |", "|---|---|---|---|"]
+    for lever in builtin_levers():
+        targets = ", ".join(lever.targets)
+        rows.append(
+            f"| {lever.name} | {targets} | {lever.fact} | {lever.status_text or lever.status} |"
+        )
+    return "\n".join(rows)
