@@ -7,6 +7,7 @@ Both tools run as a user runs them: the real executables, in subprocesses.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -260,3 +261,20 @@ def test_non_utf8_file_reads_like_the_cli(tmp_path):
     cli = run_cli(project, ".")
     assert {(f[0], f[3]) for f in cli} == {("latin.py", "GPU201"), ("broken.py", "GPU000")}
     assert run_flake8(project, "--select", "GPU", ".") == cli
+
+
+def test_in_process_runs_see_an_edited_configuration(tmp_path, capsys, monkeypatch):
+    """VS Code's flake8 extension may run flake8 inside its language server, again and again."""
+    from flake8.main.cli import main
+
+    project = _project(tmp_path, "[tool.gpulint]\n", {"a.py": f"import torch\n{DEPRECATED}\n"})
+    monkeypatch.chdir(project)
+    args = ["--isolated", "--select", "GPU", "--format", "%(code)s", "a.py"]
+    main(args)
+    assert capsys.readouterr().out.split() == ["GPU201"]
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text('[tool.gpulint]\nignore = ["GPU201"]\n', encoding="utf-8")
+    stat = pyproject.stat()
+    os.utime(pyproject, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    main(args)
+    assert capsys.readouterr().out.split() == []

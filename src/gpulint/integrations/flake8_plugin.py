@@ -76,9 +76,10 @@ class GpulintChecker:
     # Set from flake8's options (parse_options); class-level because flake8 builds one checker
     # per file.
     _reads_stdin = False
-    # One project per configuration file (None: no pyproject.toml with [tool.gpulint]), per
-    # process.
-    _projects: dict[Path | None, _Project] = {}
+    # One project per configuration file and its modification time (None: no pyproject.toml
+    # with [tool.gpulint]), per process. Editors may run flake8 inside their long-lived language
+    # server process, so an edited pyproject.toml must not be served from a stale entry.
+    _projects: dict[tuple[Path, int] | None, _Project] = {}
 
     def __init__(self, tree: ast.AST, filename: str, lines: list[str]):
         self.filename = filename
@@ -124,12 +125,13 @@ class GpulintChecker:
     def _project_for(cls, path: Path) -> _Project:
         directory = path.parent if path.parent.is_dir() else Path.cwd()
         try:
-            key = find_pyproject(directory)
-        except ConfigError as e:
+            source = find_pyproject(directory)
+            key = (source, source.stat().st_mtime_ns) if source else None
+        except (ConfigError, OSError) as e:
             return _Project(None, str(e))
         if key not in cls._projects:
             try:
-                config = load_config(directory, key)
+                config = load_config(directory, source)
                 linter = Linter(config, _evidence(config, []))
                 finder = FileFinder(config, set(), respect_gitignore=False)
                 cls._projects[key] = _Project(linter, None, finder)
