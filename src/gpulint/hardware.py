@@ -8,6 +8,7 @@ unknown or estimated peaks are never returned as if they were datasheet figures.
 from __future__ import annotations
 
 import functools
+import re
 import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
@@ -68,7 +69,8 @@ class Table:
     _lookup: dict[str, GPU]
 
     def known_names(self) -> list[str]:
-        return sorted(self.archs) + sorted(self.gpus)
+        """Architectures in compute-capability order, then GPU names."""
+        return sorted(self.archs, key=lambda a: int(a[3:])) + sorted(self.gpus)
 
     def gpu(self, name: str) -> GPU:
         found = self._lookup.get(_norm(name))
@@ -78,15 +80,21 @@ class Table:
 
     def target(self, spelling: str) -> Target:
         key = spelling.strip()
-        arch_key = key.lower().replace("sm", "sm_").replace("sm__", "sm_")
-        if arch_key in self.archs:
-            return Target(spelling, self.archs[arch_key])
+        arch = _ARCH.match(key)
+        if arch:
+            # sm_90, sm90, SM_90, and the arch-specific spellings sm_90a / sm_100f.
+            arch_key = f"sm_{arch.group(1)}"
+            if arch_key in self.archs:
+                return Target(spelling, self.archs[arch_key])
         gpu = self._lookup.get(_norm(key))
         if gpu is not None:
             return Target(spelling, gpu.arch, gpu)
         raise UnknownTargetError(
             f"unknown target {spelling!r}; known: {', '.join(self.known_names())}"
         )
+
+
+_ARCH = re.compile(r"^sm_?(\d+)[af]?$", re.IGNORECASE)
 
 
 def _norm(name: str) -> str:
