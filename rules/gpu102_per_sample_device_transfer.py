@@ -1,0 +1,212 @@
+import ast
+import re
+
+from gpulint.frontends.python.names import terminal_name
+from gpulint.frontends.python.transfers import device_transfer, root_name
+from gpulint.rule import Rule
+
+_FIELD_ITER = {"items", "values", "keys"}
+
+
+class PerSampleDeviceTransfer(Rule):
+    """
+    ## What it does
+    Finds `.to(device)` / `.cuda()` inside a loop (or comprehension) over the items of one batch
+    drawn from a data loader: one host-to-device copy per sample instead of one per batch. Moving
+    each field of a batch once (`[t.to(device) for t in batch]` over `(inputs, labels)`,
+    `{k: v.to(device) for k, v in batch.items()}`) is one transfer per batch and is left alone.
+
+    ## Why is this bad?
+    Every copy is a separate `cudaMemcpy` with its own launch and synchronisation overhead (a few
+    microseconds each, plus a host sync when the source is pageable). A batch of 64 samples copied
+    one by one pays that 64 times and keeps the copy engine busy with tiny transfers; one copy of
+    the collated batch moves the same bytes at full bandwidth.
+
+    ## Example
+    ```python
+    for images, targets in loader:
+        images = images.to(device)
+        targets = [t.to(device) for t in targets]
+    ```
+
+    ## Use instead
+    ```python
+    for images, targets in loader:  # collate targets into one tensor (or a padded one)
+        images = images.to(device, non_blocking=True)
+        targets = targets.to(device, non_blocking=True)
+    ```
+
+    When samples cannot be collated (variable-size detection targets), pack them into one
+    flat tensor plus offsets on the host and move that once.
+
+    ## References
+    - [CUDA semantics: use pinned memory buffers](https://docs.pytorch.org/docs/stable/notes/cuda.html#use-pinned-memory-buffers)
+    - [torch.utils.data: batching and collate_fn](https://docs.pytorch.org/docs/stable/data.html)
+    """
+
+    code = "GPU102"
+    name = "per-sample-device-transfer"
+    triggers = (".to(", ".cuda(")
+    message = (
+        "per-sample device transfer: `{call}` runs once for every item of `{batch}` from the loader "
+        "loop at line {loop}; collate the batch on the host (a `collate_fn` or `torch.stack`) and "
+        "move it with one `.to(device, non_blocking=True)` per batch"
+    )
+    tags = ("data-movement",)
+
+    VALID = [
+        # One transfer per field of the batch.
+        """
+import torch
+for batch in train_loader:
+    batch = [t.to(device, non_blocking=True) for t in batch]
+    loss = model(*batch)
+""",
+        # Dict of fields.
+        """
+import torch
+for batch in train_loader:
+    batch = {k: v.to(device) for k, v in batch.items()}
+""",
+        # One transfer per batch.
+        """
+import torch
+for images, labels in train_loader:
+    images, labels = images.cuda(), labels.cuda()
+    for img in images:
+        show(img)
+""",
+    ]
+    INVALID = [
+        """
+import torch
+for images, targets in train_loader:
+    images = images.to(device)
+    targets = [t.to(device) for t in targets]
+""",
+        """
+import torch
+for step, (xs, ys) in enumerate(loader):
+    for x in xs:
+        out = model(x.cuda())
+""",
+    ]
+
+    def visit_For(self, node, file):
+        yield from self._check_loop(node, file)
+
+    def visit_AsyncFor(self, node, file):
+        yield from self._check_loop(node, file)
+
+    def _check_loop(self, loop, file):
+        if file.is_test or not file.loops.iterates_loader(loop):
+            return
+        target = loop.target
+        if _is_enumerate(loop.iter) and isinstance(target, ast.Tuple) and len(target.elts) == 2:
+            target = target.elts[1]  # `for step, batch in enumerate(loader)`: the batch is second
+        batch_names = _sample_lists(target)
+        if not batch_names:
+            return
+        own = _own(loop)
+        for inner in own:
+            if isinstance(inner, (ast.For, ast.AsyncFor, ast.comprehension)):
+                batch = _iterated_batch(inner, batch_names)
+                if batch is None:
+                    continue
+                sample_vars = {n.id for n in ast.walk(inner.target) if isinstance(n, ast.Name)}
+                body = list(_inner_body(inner, file))
+                # `{k: v.to(device) for k, v in t.items()}`: v is part of the sample t.
+                for node in body:
+                    if (
+                        isinstance(node, (ast.For, ast.comprehension))
+                        and root_name(node.iter) in sample_vars
+                    ):
+                        sample_vars |= {
+                            n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)
+                        }
+                for node in body:
+                    if isinstance(node, ast.Call) and device_transfer(file, node):
+                        receiver = node.func.value
+                        if root_name(receiver) in sample_vars | {batch}:
+                            yield self.report(
+                                file, node, call=_short(file, node), batch=batch, loop=loop.lineno
+                            )
+                            break
+
+
+def _is_enumerate(it: ast.AST) -> bool:
+    while isinstance(it, ast.Call) and it.args:
+        if terminal_name(it.func) == "enumerate":
+            return True
+        it = it.args[0]
+    return False
+
+
+def _sample_lists(target: ast.AST) -> set[str]:
+    """Names in a tuple target `(images, targets)`: each is a whole field holding many samples.
+
+    A lone target (`for batch in loader`) is usually a tuple of fields, so iterating it is one
+    transfer per field, not per sample: left alone unless the inner variable says "sample".
+    """
+    if isinstance(target, (ast.Tuple, ast.List)):
+        names = set()
+        for elt in target.elts:
+            names |= {n.id for n in ast.walk(elt) if isinstance(n, ast.Name)}
+        return names
+    if isinstance(target, ast.Name):
+        return {"\0" + target.id}  # marked: needs a sample-named inner variable
+    return set()
+
+
+def _iterated_batch(inner, batch_names: set[str]) -> str | None:
+    it = inner.iter
+    while (
+        isinstance(it, ast.Call)
+        and terminal_name(it.func) in {"enumerate", "zip", "tqdm"}
+        and it.args
+    ):
+        it = it.args[0]
+    if (
+        isinstance(it, ast.Call)
+        and isinstance(it.func, ast.Attribute)
+        and it.func.attr in _FIELD_ITER
+    ):
+        return None  # fields of a dict, not samples
+    if not isinstance(it, ast.Name):
+        return None
+    if it.id in batch_names:
+        return it.id
+    if "\0" + it.id in batch_names:
+        inner_names = [n.id for n in ast.walk(inner.target) if isinstance(n, ast.Name)]
+        if any(re.search(r"sample|example", n, re.I) for n in inner_names):
+            return it.id
+        return None
+    return None
+
+
+def _own(loop):
+    """Nodes in the loop's body, nested loops and comprehensions included, not nested scopes."""
+    stack = list(reversed(loop.body))
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
+def _inner_body(inner, file):
+    if isinstance(inner, ast.comprehension):
+        comp = file.parent(inner)
+        parts = [comp.key, comp.value] if isinstance(comp, ast.DictComp) else [comp.elt]
+        parts += [c for g in comp.generators if g is not inner for c in [g.iter, *g.ifs]]
+        for part in parts:
+            yield from ast.walk(part)
+        return
+    for stmt in inner.body:
+        yield from ast.walk(stmt)
+
+
+def _short(file, node) -> str:
+    text = " ".join(file.segment(node).split())
+    return text if len(text) <= 40 else text[:37] + "..."

@@ -1,0 +1,175 @@
+import ast
+
+from gpulint.frontends.python.names import keyword, terminal_name
+from gpulint.frontends.python.transfers import device_transfer, non_blocking, root_name
+from gpulint.rule import Rule
+
+_WRAPPERS = {"enumerate", "tqdm", "iter", "zip", "islice", "track", "progress", "cycle"}
+
+
+class PinnedBatchBlockingCopy(Rule):
+    """
+    ## What it does
+    Finds `.to(device)` / `.cuda()` of a batch drawn from a `DataLoader` built in the same file
+    with `pin_memory=True`, without `non_blocking=True`. Loaders without pinning (or whose
+    `pin_memory` comes from a variable) and copies whose `non_blocking` comes from a variable are
+    left alone.
+
+    ## Why is this bad?
+    Pinning exists so that the host-to-device copy can run asynchronously on the copy engine,
+    overlapping with the kernels already queued. A copy without `non_blocking=True` makes the CPU
+    wait for it to finish before it queues the next kernel, so the loader pays for pinning and
+    gets only part of the benefit: the copy and the compute are serialised.
+
+    ## Example
+    ```python
+    loader = DataLoader(dataset, batch_size=64, num_workers=8, pin_memory=True)
+    for x, y in loader:
+        x, y = x.cuda(), y.cuda()
+    ```
+
+    ## Use instead
+    ```python
+    loader = DataLoader(dataset, batch_size=64, num_workers=8, pin_memory=True)
+    for x, y in loader:
+        x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
+    ```
+
+    ## References
+    - [CUDA semantics: use pinned memory buffers](https://docs.pytorch.org/docs/stable/notes/cuda.html#use-pinned-memory-buffers)
+    - [torch.utils.data: memory pinning](https://docs.pytorch.org/docs/stable/data.html#memory-pinning)
+    """
+
+    code = "GPU103"
+    name = "pinned-batch-blocking-copy"
+    bench = "h2d"
+    triggers = ("pin_memory",)
+    message = (
+        "`{call}` copies a batch from the pinned loader `{loader}` (line {line}) synchronously; "
+        "pass `non_blocking=True` so the copy overlaps with compute"
+    )
+    tags = ("data-movement",)
+
+    VALID = [
+        """
+import torch
+from torch.utils.data import DataLoader
+loader = DataLoader(ds, batch_size=64, num_workers=4, pin_memory=True)
+for x, y in loader:
+    x, y = x.cuda(non_blocking=True), y.to(device, non_blocking=True)
+""",
+        # No pinning: non_blocking would not help much.
+        """
+import torch
+from torch.utils.data import DataLoader
+loader = DataLoader(ds, batch_size=64, num_workers=4)
+for x, y in loader:
+    x = x.cuda()
+""",
+        # pin_memory from a variable: unknown.
+        """
+import torch
+from torch.utils.data import DataLoader
+loader = DataLoader(ds, batch_size=64, num_workers=4, pin_memory=args.pin_mem)
+for x, y in loader:
+    x = x.cuda()
+""",
+    ]
+    INVALID = [
+        """
+import torch
+from torch.utils.data import DataLoader
+train_loader = DataLoader(ds, batch_size=64, num_workers=4, pin_memory=True)
+for step, (x, y) in enumerate(train_loader):
+    x, y = x.to(device), y.to(device)
+    loss = model(x, y)
+""",
+        """
+import torch
+import torch.utils.data
+loader = torch.utils.data.DataLoader(ds, batch_size=64, num_workers=4, pin_memory=True)
+for batch in loader:
+    batch = batch.cuda()
+""",
+    ]
+
+    def finish(self, file):
+        if file.is_test:
+            return
+        pinned = _pinned_loaders(file)
+        if not pinned:
+            return
+        for loop in file.nodes(ast.For, ast.AsyncFor):
+            name = _iterated_name(loop.iter)
+            if name not in pinned:
+                continue
+            batch_vars = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+            body = list(_body_nodes(loop))
+            _derive(body, batch_vars)
+            for node in body:
+                if not (isinstance(node, ast.Call) and device_transfer(file, node)):
+                    continue
+                if root_name(node.func.value) not in batch_vars:
+                    continue
+                if non_blocking(node) != "false":
+                    continue
+                yield self.report(
+                    file, node, call=_short(file, node), loader=name, line=pinned[name].lineno
+                )
+
+
+def _derive(body, batch_vars: set[str]) -> None:
+    """Add names that hold parts of the batch: `x, y = batch`, `t` in `(t.cuda() for t in batch)`."""
+    for node in body:  # source order, so a chain of unpackings resolves in one pass
+        if isinstance(node, (ast.For, ast.comprehension)):
+            target, value = node.target, node.iter
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        else:
+            continue
+        if isinstance(value, ast.Call) and terminal_name(value.func) in _WRAPPERS and value.args:
+            value = value.args[0]
+        if root_name(value) in batch_vars:
+            batch_vars |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+
+
+def _pinned_loaders(file) -> dict[str, ast.Call]:
+    """Names bound (only) to DataLoader(..., pin_memory=True) calls in this file."""
+    found: dict[str, ast.Call | None] = {}
+    for node in file.nodes(ast.Assign):
+        call = node.value
+        if not isinstance(call, ast.Call):
+            continue
+        q = file.qualname(call)
+        if not q or not q.endswith("DataLoader"):
+            continue
+        pin = keyword(call, "pin_memory")
+        pinned = pin is not None and isinstance(pin.value, ast.Constant) and pin.value.value is True
+        for target in node.targets:
+            name = terminal_name(target)
+            if name:
+                old = found.get(name, call)
+                found[name] = call if (pinned and old is not None) else None
+    return {k: v for k, v in found.items() if v is not None}
+
+
+def _iterated_name(it: ast.AST) -> str | None:
+    while isinstance(it, ast.Call) and terminal_name(it.func) in _WRAPPERS and it.args:
+        it = it.args[0]
+    return terminal_name(it)
+
+
+def _body_nodes(loop):
+    """Statements of the loop body, not entering nested functions (nested loops count)."""
+    stack = list(reversed(loop.body))
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
+def _short(file, node) -> str:
+    text = " ".join(file.segment(node).split())
+    return text if len(text) <= 40 else text[:37] + "..."

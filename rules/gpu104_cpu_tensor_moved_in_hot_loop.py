@@ -1,0 +1,134 @@
+import ast
+
+from gpulint.frontends.python.names import keyword
+from gpulint.frontends.python.transfers import CPU_FACTORIES, device_transfer
+from gpulint.rule import Rule
+
+
+class CpuTensorMovedInHotLoop(Rule):
+    """
+    ## What it does
+    Finds a tensor built on the CPU by a `torch` factory and moved to the GPU at once, such as
+    `torch.zeros(n).cuda()` or `torch.tensor(x).to(device)`, where it runs on every iteration of
+    a step loop or in a module's `forward`. The same pattern in one-time setup (before the loop,
+    in `__init__`) is left alone.
+
+    ## Why is this bad?
+    The tensor is allocated and filled in host memory, then copied to the device through a
+    pageable staging buffer: a host allocation, a synchronous `cudaMemcpy` and a device
+    allocation, every step. Passing `device=` builds it on the GPU directly, with no copy and no
+    sync.
+
+    ## Example
+    ```python
+    for x, y in loader:
+        mask = torch.ones(x.shape[0], seq_len).cuda()
+        positions = torch.arange(seq_len).to(device)
+    ```
+
+    ## Use instead
+    ```python
+    for x, y in loader:
+        mask = torch.ones(x.shape[0], seq_len, device="cuda")
+        positions = torch.arange(seq_len, device=device)
+    ```
+
+    ## References
+    - [CUDA semantics: best practices, device-agnostic code](https://docs.pytorch.org/docs/stable/notes/cuda.html#best-practices)
+    - [PyTorch performance tuning guide: create tensors directly on the target device](https://docs.pytorch.org/tutorials/recipes/recipes/tuning_guide.html)
+    """
+
+    code = "GPU104"
+    name = "cpu-tensor-moved-in-hot-loop"
+    triggers = (".cuda(", ".to(")
+    message = (
+        "`{factory}(...)` builds the tensor on the CPU and `{move}` copies it to the GPU {where}; "
+        "create it on the device: `{factory}(..., device={device})`"
+    )
+    tags = ("data-movement",)
+
+    VALID = [
+        # One-time setup before the loop.
+        """
+import torch
+pos = torch.arange(1024).cuda()
+for x, y in train_loader:
+    loss = model(x.cuda(), pos)
+    loss.backward()
+    optimizer.step()
+""",
+        # Built on the device.
+        """
+import torch
+for x, y in train_loader:
+    mask = torch.ones(x.shape[0], device="cuda")
+    loss = model(x.cuda(), mask)
+    loss.backward()
+    optimizer.step()
+""",
+        # from_numpy of host data must be copied anyway.
+        """
+import torch
+for x in train_loader:
+    w = torch.from_numpy(weights).cuda()
+    loss = model(x.cuda(), w)
+    loss.backward()
+""",
+    ]
+    INVALID = [
+        """
+import torch
+for x, y in train_loader:
+    mask = torch.ones(x.shape[0], 16).cuda()
+    loss = model(x.cuda(), mask)
+    loss.backward()
+    optimizer.step()
+""",
+        """
+import torch
+import torch.nn as nn
+class Net(nn.Module):
+    def forward(self, x):
+        pos = torch.arange(x.shape[1]).to(x.device)
+        return x + pos
+""",
+    ]
+
+    def visit_Call(self, node: ast.Call, file):
+        if file.is_test or not device_transfer(file, node):
+            return
+        inner = node.func.value
+        if not isinstance(inner, ast.Call):
+            return
+        factory = file.qualname(inner)
+        if (
+            not factory
+            or not factory.startswith("torch.")
+            or factory.split(".")[-1] not in CPU_FACTORIES
+        ):
+            return
+        if factory.count(".") != 1:
+            return  # torch.cuda.FloatTensor etc. are already on the device
+        if keyword(inner, "device") is not None:
+            return
+        where = self._hot(node, file)
+        if where is None:
+            return
+        if node.func.attr == "cuda":
+            device = '"cuda"'
+        else:
+            dev = keyword(node, "device")
+            device = file.segment(dev.value if dev is not None else node.args[0])
+        yield self.report(
+            file, node, factory=factory, move=f".{node.func.attr}()", where=where, device=device
+        )
+
+    @staticmethod
+    def _hot(node, file) -> str | None:
+        loop = file.loops.runs_every_step(node)
+        if loop is not None:
+            return f"on every iteration of the step loop at line {loop.lineno}"
+        function = file.enclosing_function(node)
+        if function is not None and function.name == "forward":
+            return "on every call of `forward`"
+        return None

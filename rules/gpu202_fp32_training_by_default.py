@@ -1,0 +1,165 @@
+import ast
+import re
+from types import SimpleNamespace
+
+from gpulint.frontends.python.loops import is_step_marker, own_nodes
+from gpulint.rule import Rule
+
+# Anything that says the module chooses (or may choose) a precision. Reading the text is right
+# here: these leave the rule silent, so a mention in a comment or a config key only errs on the
+# side of silence.
+_PRECISION = re.compile(
+    r"autocast|bfloat16|float16|\bhalf\b|\.half\(|\bbf16|\bfp16|\bfp8|float8|\btf32|allow_tf32"
+    r"|float32_matmul_precision|fp32_precision|mixed_precision|\bprecision\s*=|\bamp\b|_amp\b"
+    r"|\bamp_|GradScaler|[sS]caler\b|loss_scale|apex|transformer_engine",
+    re.IGNORECASE,
+)
+# Frameworks that own the training loop's precision through their own configuration.
+_FRAMEWORK = re.compile(
+    r"^(accelerate|deepspeed|lightning|pytorch_lightning|composer|colossalai|megatron"
+    r"|transformers|fairscale|apex|mmengine|mmcv|ignite|catalyst|timm\.utils)"
+)
+
+
+class Fp32TrainingByDefault(Rule):
+    """
+    ## What it does
+    Judges a whole module: it runs a CUDA training loop (a loop that calls `.backward()` or
+    `optimizer.step()`) and nowhere chooses a faster precision: no `autocast`, no BF16/FP16/FP8
+    dtype (`torch.bfloat16`, `torch.float16`, `.half()`, `"bf16"` in its config), no
+    `torch.set_float32_matmul_precision("high"|"medium")`, no TF32 flag, no `mixed_precision=` or
+    `precision=` argument, no loss scaler. One finding, at the first training loop.
+
+    Modules whose loop is driven by a framework that sets precision from its own configuration
+    (Accelerate, DeepSpeed, Lightning, Composer, Megatron...), CPU-only modules, tests and
+    inference are left alone.
+
+    ## Why is this bad?
+    FP32 matmuls and convolutions use neither the BF16/FP16 tensor cores nor TF32. On an NVIDIA
+    H100 or H200 the dense BF16 tensor-core peak is about 15× the FP32 (non-tensor-core) peak, and
+    TF32 about 7×; a transformer training step typically runs 2-3× faster under BF16 autocast,
+    with half the activation memory.
+
+    ## Example
+    ```python
+    for x, y in loader:
+        loss = criterion(model(x.cuda()), y.cuda())
+        loss.backward()
+        optimizer.step()
+    ```
+
+    ## Use instead
+    ```python
+    torch.set_float32_matmul_precision("high")  # TF32 for whatever stays FP32
+    for x, y in loader:
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = criterion(model(x.cuda()), y.cuda())
+        loss.backward()
+        optimizer.step()
+    ```
+
+    ## References
+    - [Automatic Mixed Precision package - torch.amp](https://docs.pytorch.org/docs/stable/amp.html)
+    - [torch.set_float32_matmul_precision](https://docs.pytorch.org/docs/stable/generated/torch.set_float32_matmul_precision.html)
+    - [Numerical accuracy: TF32 on Ampere and later](https://docs.pytorch.org/docs/stable/notes/numerical_accuracy.html)
+    """
+
+    code = "GPU202"
+    name = "fp32-training-by-default"
+    bench = "train-step"
+    # A training loop cannot exist without one of these.
+    triggers = ("backward", "step(")
+    message = (
+        "this CUDA training loop runs entirely in FP32: nothing in the module enables autocast, "
+        'BF16/FP16 or TF32; wrap the forward pass in `torch.autocast("cuda", dtype=torch.bfloat16)` '
+        '(or at least call `torch.set_float32_matmul_precision("high")`)'
+    )
+    tags = ("precision",)
+
+    VALID = [
+        """
+import torch
+for x, y in train_loader:
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = criterion(model(x.cuda()), y.cuda())
+    loss.backward()
+    optimizer.step()
+""",
+        """
+import torch
+torch.set_float32_matmul_precision("high")
+for x, y in train_loader:
+    loss = criterion(model(x.cuda()), y.cuda())
+    loss.backward()
+    optimizer.step()
+""",
+        # CPU only.
+        """
+import torch
+for x, y in train_loader:
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+""",
+        # The framework owns precision.
+        """
+import torch
+from accelerate import Accelerator
+accelerator = Accelerator()
+for x, y in train_loader:
+    loss = criterion(model(x), y)
+    accelerator.backward(loss)
+    optimizer.step()
+model.cuda()
+""",
+    ]
+    INVALID = [
+        """
+import torch
+model = Net().cuda()
+for epoch in range(10):
+    for x, y in train_loader:
+        loss = criterion(model(x.cuda()), y.cuda())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+""",
+    ]
+
+    def finish(self, file):
+        if file.is_test or not file.uses_cuda:
+            return
+        loop = self._training_loop(file)
+        if loop is None:
+            return
+        if _PRECISION.search(file.text):
+            return
+        if any(_FRAMEWORK.match(q) for q in file.bindings.values()):
+            return
+        yield self.report(file, _loop_head(loop))
+
+    @staticmethod
+    def _training_loop(file):
+        loops = sorted(
+            file.nodes(ast.For, ast.AsyncFor, ast.While), key=lambda n: (n.lineno, n.col_offset)
+        )
+        for loop in loops:
+            if any(_is_training_marker(n) for n in own_nodes(loop)):
+                return loop
+        return None
+
+
+def _is_training_marker(node) -> bool:
+    """`.backward()` on a loss, or `optimizer.step()`: the loop trains."""
+    return is_step_marker(node)
+
+
+def _loop_head(loop):
+    """The loop's header only (`for x in loader`), so the finding does not span the body."""
+    end = loop.test if isinstance(loop, ast.While) else loop.iter
+    return SimpleNamespace(
+        lineno=loop.lineno,
+        col_offset=loop.col_offset,
+        end_lineno=end.end_lineno,
+        end_col_offset=end.end_col_offset,
+    )

@@ -1,0 +1,130 @@
+import ast
+import re
+
+from gpulint.diagnostics import Severity
+from gpulint.frontends.python.precision import comment_near
+from gpulint.rule import Rule
+
+# A comment that says why FP32 must stay exact.
+REASON = re.compile(
+    r"numeric|precision|reproduc|determinis|accura|bitwise|bit-wise|exact|parity|match|tolerance"
+    r"|reference|stabil|diverg|nan\b|overflow|regression|correctness|golden|compare|consisten",
+    re.IGNORECASE,
+)
+# Block names that say the same: `if args.deterministic:`, `def set_reproducible(...)`.
+_REASON_SCOPE = re.compile(
+    r"determinis|reproduc|exact|strict|numerics|bitwise|tf32|precision", re.IGNORECASE
+)
+_FLAGS = {
+    "torch.backends.cuda.matmul.allow_tf32": "matmul",
+    "torch.backends.cudnn.allow_tf32": "cudnn",
+}
+_FP32_PRECISION = {
+    "torch.backends.fp32_precision",
+    "torch.backends.cuda.matmul.fp32_precision",
+    "torch.backends.cudnn.fp32_precision",
+    "torch.backends.cudnn.conv.fp32_precision",
+    "torch.backends.cudnn.rnn.fp32_precision",
+}
+
+
+class Tf32DisabledWithoutReason(Rule):
+    """
+    ## What it does
+    Finds TF32 turned off, `torch.backends.cuda.matmul.allow_tf32 = False`,
+    `torch.backends.cudnn.allow_tf32 = False`, `torch.set_float32_matmul_precision("highest")`
+    or an `fp32_precision = "ieee"` setting, with no comment on the same or the previous line
+    saying why (numerics, reproducibility, determinism, a reference comparison...). Settings inside
+    a block about determinism (`if args.deterministic:`, `def set_reproducible():`) and tests are
+    left alone.
+
+    ## Why is this bad?
+    On Ampere and later GPUs, TF32 runs FP32 matmuls and convolutions on tensor cores with a
+    10-bit mantissa: several times the FP32 throughput, and accurate enough for training deep
+    networks. cuDNN uses TF32 for convolutions by default; turning it off slows every FP32
+    convolution. Sometimes exact FP32 is needed (reference comparisons, sensitive numerics): then
+    the reason belongs next to the setting, so the next reader does not "fix" it or copy it.
+
+    ## Example
+    ```python
+    torch.backends.cudnn.allow_tf32 = False
+    ```
+
+    ## Use instead
+    ```python
+    torch.backends.cudnn.allow_tf32 = True
+    torch.set_float32_matmul_precision("high")
+    ```
+
+    or, when exact FP32 is required:
+
+    ```python
+    # Exact FP32: results are compared bit for bit against the reference implementation.
+    torch.backends.cudnn.allow_tf32 = False
+    ```
+
+    ## References
+    - [Numerical accuracy: TF32 on Ampere and later devices](https://docs.pytorch.org/docs/stable/notes/numerical_accuracy.html)
+    - [torch.set_float32_matmul_precision](https://docs.pytorch.org/docs/stable/generated/torch.set_float32_matmul_precision.html)
+    - [CUDA semantics: TensorFloat-32 on Ampere and later](https://docs.pytorch.org/docs/stable/notes/cuda.html#tensorfloat-32-tf32-on-ampere-and-later-devices)
+    """
+
+    code = "GPU204"
+    name = "tf32-disabled-without-reason"
+    severity = Severity.INFO
+    triggers = ("tf32", "float32_matmul_precision", "fp32_precision")
+    message = (
+        "{what} turns TF32 off for {scope} with no stated reason; enable it "
+        '(`torch.set_float32_matmul_precision("high")`, `torch.backends.cudnn.allow_tf32 = True`) '
+        "or say on the line above why exact FP32 is needed"
+    )
+    tags = ("precision",)
+
+    VALID = [
+        "import torch\n# Reproducibility: compare against the FP32 reference bit for bit.\n"
+        "torch.backends.cuda.matmul.allow_tf32 = False\n",
+        "import torch\ntorch.backends.cudnn.allow_tf32 = False  # exact numerics for the golden test\n",
+        "import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n",
+        "import torch\nif args.deterministic:\n    torch.set_float32_matmul_precision('highest')\n",
+    ]
+    INVALID = [
+        "import torch\ntorch.backends.cudnn.allow_tf32 = False\n",
+        "import torch\ntorch.set_float32_matmul_precision('highest')\n",
+        "import torch\nfrom torch.backends import cuda\ncuda.matmul.allow_tf32 = False\n",
+    ]
+
+    def visit_Assign(self, node: ast.Assign, file):
+        if file.is_test:
+            return
+        value = node.value
+        for target in node.targets:
+            q = file.qualname(target)
+            if q in _FLAGS and isinstance(value, ast.Constant) and value.value is False:
+                scope = "FP32 matmuls" if _FLAGS[q] == "matmul" else "cuDNN convolutions"
+                yield from self._judge(node, file, f"`{q} = False`", scope)
+            elif q in _FP32_PRECISION and isinstance(value, ast.Constant) and value.value == "ieee":
+                yield from self._judge(node, file, f'`{q} = "ieee"`', "FP32 math")
+
+    def visit_Call(self, node: ast.Call, file):
+        if file.is_test or file.qualname(node) != "torch.set_float32_matmul_precision":
+            return
+        arg = node.args[0] if node.args else None
+        if isinstance(arg, ast.Constant) and arg.value == "highest":
+            yield from self._judge(
+                node, file, '`set_float32_matmul_precision("highest")`', "FP32 matmuls"
+            )
+
+    def _judge(self, node, file, what, scope):
+        if REASON.search(comment_near(file, node)):
+            return
+        for ancestor in file.ancestors(node):
+            if isinstance(ancestor, (ast.If, ast.While)) and _REASON_SCOPE.search(
+                ast.unparse(ancestor.test)
+            ):
+                return
+            if isinstance(
+                ancestor, (ast.FunctionDef, ast.AsyncFunctionDef)
+            ) and _REASON_SCOPE.search(ancestor.name):
+                return
+        severity = Severity.WARNING if "cuDNN" in scope else None
+        yield self.report(file, node, severity=severity, what=what, scope=scope)

@@ -1,0 +1,145 @@
+import ast
+import re
+
+from gpulint.frontends.python.precision import (
+    autocast_dtype,
+    comment_near,
+    dtype_name,
+    function_calls_backward,
+    is_autocast,
+)
+from gpulint.rule import Invalid, Rule, Valid
+
+_MODEL = re.compile(r"model|^net$|net$|^module$|encoder|decoder|transformer|backbone", re.I)
+_INFERENCE_TEST = re.compile(r"predict|infer|eval|not [\w.]*train", re.I)
+# A comment that says why FP16 rather than BF16.
+_REASON = re.compile(
+    r"bf16|bfloat16|because|reason|numeric|precision|accura|overflow|underflow|stabil|parity"
+    r"|match|reference|v100|t4\b|turing|volta|pascal|sm_?7|older gpu|compat|kernel|flash|inference",
+    re.IGNORECASE,
+)
+
+
+class Fp16WhereBf16Supported(Rule):
+    """
+    ## What it does
+    Finds FP16 chosen for training, FP16 autocast (`dtype=torch.float16`, or the FP16 default of
+    `torch.autocast("cuda")` / `torch.cuda.amp.autocast()`) or `model.half()`, in a function that
+    calls `.backward()`, when every configured hardware target supports BF16 (sm_80 and later),
+    with no comment on the same or the previous line saying why FP16. Silent with no targets
+    configured, or when any target lacks BF16 (sm_75 and older).
+
+    ## Why is this bad?
+    On GPUs that have BF16 tensor cores, BF16 runs at the same speed as FP16 but keeps FP32's
+    exponent range: no gradient underflow, no `GradScaler`, no skipped steps after overflows, and
+    fewer NaNs in attention and normalisation layers. FP16 is the right choice mostly for older
+    GPUs (Volta, Turing) that lack BF16.
+
+    ## Example
+    ```python
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = model(x)
+    scaler.scale(loss).backward()
+    ```
+
+    ## Use instead
+    ```python
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = model(x)
+    loss.backward()
+    ```
+
+    ## References
+    - [Automatic Mixed Precision package - torch.amp](https://docs.pytorch.org/docs/stable/amp.html)
+    - [Numerical accuracy: reduced precision](https://docs.pytorch.org/docs/stable/notes/numerical_accuracy.html)
+    """
+
+    code = "GPU205"
+    name = "fp16-where-bf16-supported"
+    triggers = ("autocast", "half", "float16")
+    message = (
+        "{what} chooses FP16 for training, but every configured target ({targets}) supports BF16; "
+        "use `torch.bfloat16` (same speed, FP32 exponent range, no GradScaler needed) or say on "
+        "the line above why FP16"
+    )
+    tags = ("precision", "hardware")
+
+    _TRAIN = """
+import torch
+def train(x):
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = model(x)
+    scaler.scale(loss).backward()
+"""
+    VALID = [
+        Valid(_TRAIN, targets=("sm_75",)),
+        Valid(_TRAIN, targets=("sm_90", "sm_75")),
+        _TRAIN,  # no targets configured
+        Valid(
+            "import torch\ndef train(x):\n"
+            "    # FP16: the fused kernel we call has no BF16 variant.\n"
+            '    with torch.autocast("cuda", dtype=torch.float16):\n'
+            "        loss = model(x)\n    scaler.scale(loss).backward()\n",
+            targets=("sm_90",),
+        ),
+    ]
+    INVALID = [
+        Invalid(_TRAIN, targets=("sm_90",)),
+        Invalid(
+            "import torch\ndef train(model, x):\n    model = model.half()\n    model(x).sum().backward()\n",
+            targets=("sm_80", "sm_90"),
+        ),
+    ]
+
+    def visit_Call(self, node: ast.Call, file):
+        targets = self.settings.targets
+        if not targets or not all(t.arch.bf16 for t in targets) or file.is_test:
+            return
+        what = self._fp16(node, file)
+        if what is None or not function_calls_backward(file, node):
+            return
+        if _REASON.search(comment_near(file, node)) or _inference_only(file, node):
+            return
+        labels = ", ".join(t.label for t in targets)
+        yield self.report(file, node, what=what, targets=labels)
+
+    @staticmethod
+    def _fp16(node: ast.Call, file) -> str | None:
+        if is_autocast(file, node):
+            return "FP16 autocast" if autocast_dtype(file, node) == "fp16" else None
+        func = node.func
+        if not isinstance(func, ast.Attribute) or not _MODEL.search(_receiver_name(func.value)):
+            return None
+        if func.attr == "half" and not node.args and not node.keywords:
+            return "`.half()` of the model"
+        if func.attr == "to":
+            dtype = next((k.value for k in node.keywords if k.arg == "dtype"), None)
+            if dtype is None:
+                dtype = next(
+                    (a for a in node.args if file.qualname(a) in {"torch.float16", "torch.half"}),
+                    None,
+                )
+            if dtype is not None and dtype_name(file, dtype) == "fp16":
+                return "`.to(torch.float16)` of the model"
+        return None
+
+
+def _inference_only(file, node) -> bool:
+    """`if args.do_predict:` / `if not args.do_train:` / `with torch.no_grad():` around the call."""
+    for ancestor in file.ancestors(node):
+        if isinstance(ancestor, ast.If) and _INFERENCE_TEST.search(ast.unparse(ancestor.test)):
+            return True
+        if isinstance(ancestor, (ast.With, ast.AsyncWith)):
+            for item in ancestor.items:
+                q = file.qualname(item.context_expr)
+                if q in {"torch.no_grad", "torch.inference_mode"}:
+                    return True
+    return False
+
+
+def _receiver_name(node: ast.AST) -> str:
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Name):
+        return node.id
+    return ""

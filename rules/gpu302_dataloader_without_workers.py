@@ -1,0 +1,144 @@
+import ast
+import re
+
+from gpulint.frontends.python.names import has_star_kwargs, keyword, terminal_name
+from gpulint.frontends.python.tensors import assigned_values
+from gpulint.frontends.python.transfers import device_transfer
+from gpulint.rule import Rule
+
+_TENSOR_DATASET = re.compile(r"TensorDataset|tensor_dataset", re.IGNORECASE)
+_NUM_WORKERS_POSITION = (
+    5  # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers)
+)
+
+
+def is_dataloader(file, call: ast.Call) -> bool:
+    q = file.qualname(call)
+    return bool(q and q.startswith("torch.utils.data") and q.endswith(".DataLoader"))
+
+
+def _in_memory_dataset(file, call: ast.Call) -> bool:
+    """A dataset of tensors already in memory (`TensorDataset`, tensors moved to the GPU).
+
+    Indexing in-memory tensors costs microseconds: workers buy nothing, and CUDA tensors cannot
+    be handed to worker processes at all.
+    """
+    dataset = call.args[0] if call.args else getattr(keyword(call, "dataset"), "value", None)
+    if dataset is None:
+        return False
+    exprs = [dataset]
+    if isinstance(dataset, ast.Name):
+        exprs += assigned_values(file, file.enclosing_function(call), dataset.id)
+    for expr in exprs:
+        for node in ast.walk(expr):
+            if not isinstance(node, ast.Call):
+                continue
+            name = terminal_name(node.func) or ""
+            if _TENSOR_DATASET.search(name):
+                return True
+            if isinstance(node.func, ast.Attribute) and device_transfer(file, node):
+                return True
+    return False
+
+
+def _has_step_loop(file) -> bool:
+    """Training (or evaluation) code: a loop in the module trains or feeds a model, or a
+    framework trainer runs the loop (`trainer.fit(...)`)."""
+    if any(file.loops.is_step_loop(loop) for loop in file.nodes(ast.For, ast.AsyncFor, ast.While)):
+        return True
+    return any(
+        isinstance(call.func, ast.Attribute) and call.func.attr == "fit"
+        for call in file.nodes(ast.Call)
+    )
+
+
+class DataLoaderWithoutWorkers(Rule):
+    """
+    ## What it does
+    Finds `torch.utils.data.DataLoader(...)` in CUDA code with `num_workers` missing or `0`: the
+    whole input pipeline (reading, decoding, augmenting, collating) runs in the training process,
+    between GPU steps. `num_workers` from a variable or `**kwargs`, tests, CPU-only modules,
+    modules with no training or evaluation loop (data preparation scripts), loaders over
+    in-memory tensors (`TensorDataset`, tensors already on the GPU) and `num_workers=0` with
+    `batch_size=None` (a dataset that reads whole batches itself) are left alone.
+
+    ## Why is this bad?
+    With no workers, every batch is loaded synchronously on the main thread: the GPU idles while
+    Python decodes images or tokenises text, and the CPU idles while the GPU computes. Worker
+    processes prepare the next batches in parallel, so loading overlaps with compute. A good
+    starting point is the number of CPU cores per GPU process (often 4-8); measure with
+    `gpulint bench dataloader`.
+
+    ## Example
+    ```python
+    loader = DataLoader(dataset, batch_size=64, shuffle=True, pin_memory=True)
+    ```
+
+    ## Use instead
+    ```python
+    workers = min(8, os.cpu_count() // max(1, torch.cuda.device_count()))
+    loader = DataLoader(dataset, batch_size=64, shuffle=True, pin_memory=True,
+                        num_workers=workers, persistent_workers=workers > 0)
+    ```
+
+    ## References
+    - [torch.utils.data: single- and multi-process data loading](https://docs.pytorch.org/docs/stable/data.html#single-and-multi-process-data-loading)
+    - [PyTorch performance tuning guide: asynchronous data loading](https://docs.pytorch.org/tutorials/recipes/recipes/tuning_guide.html)
+    """
+
+    code = "GPU302"
+    name = "dataloader-without-workers"
+    bench = "dataloader"
+    triggers = ("DataLoader",)
+    message = (
+        "DataLoader {how}: batches are loaded in the training process while the GPU waits; set "
+        "`num_workers` to the CPU cores per GPU, e.g. "
+        "`num_workers=min(8, os.cpu_count() // torch.cuda.device_count())`"
+    )
+    tags = ("input-pipeline",)
+
+    VALID = [
+        "import torch\nfrom torch.utils.data import DataLoader\nl = DataLoader(ds, num_workers=8, pin_memory=True)\nx.cuda()\n",
+        "import torch\nfrom torch.utils.data import DataLoader\nl = DataLoader(ds, num_workers=args.workers)\nx.cuda()\n",
+        "import torch\nfrom torch.utils.data import DataLoader\nl = DataLoader(ds, **kwargs)\nx.cuda()\n",
+        "from torch.utils.data import DataLoader\nl = DataLoader(ds, batch_size=4)  # CPU-only module\n",
+        "import torch\nfrom torch.utils.data import DataLoader, TensorDataset\n"
+        "l = DataLoader(TensorDataset(x.cuda(), y.cuda()), batch_size=64)\n",
+    ]
+    INVALID = [
+        """
+import torch
+from torch.utils.data import DataLoader
+loader = DataLoader(ds, batch_size=64, shuffle=True, pin_memory=True)
+for x, y in loader:
+    loss = model(x.cuda(), y.cuda())
+    loss.backward()
+""",
+        """
+import torch
+import torch.utils.data
+loader = torch.utils.data.DataLoader(ds, num_workers=0)
+model.to(device)
+trainer.fit(model, loader)
+""",
+    ]
+
+    def visit_Call(self, node: ast.Call, file):
+        if file.is_test or not file.uses_cuda or not is_dataloader(file, node):
+            return
+        if _in_memory_dataset(file, node) or not _has_step_loop(file):
+            return
+        workers = keyword(node, "num_workers")
+        if workers is None:
+            if has_star_kwargs(node) or len(node.args) > _NUM_WORKERS_POSITION:
+                return
+            yield self.report(file, node, how="without `num_workers`")
+        elif isinstance(workers.value, ast.Constant) and workers.value.value == 0:
+            batch_size = keyword(node, "batch_size")
+            if (
+                batch_size is not None
+                and isinstance(batch_size.value, ast.Constant)
+                and batch_size.value.value is None
+            ):
+                return  # the dataset reads whole batches itself, with workers=0 on purpose
+            yield self.report(file, workers, how="with `num_workers=0`")

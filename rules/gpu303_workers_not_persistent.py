@@ -1,0 +1,178 @@
+import ast
+
+from gpulint.frontends.python.loops import LOOPS, SCOPES
+from gpulint.frontends.python.names import has_star_kwargs, keyword, terminal_name
+from gpulint.rule import Rule
+
+
+def _is_dataloader(file, call: ast.Call) -> bool:
+    q = file.qualname(call)
+    return bool(q and q.startswith("torch.utils.data") and q.endswith(".DataLoader"))
+
+
+class WorkersNotPersistent(Rule):
+    """
+    ## What it does
+    Finds a `DataLoader` with worker processes (`num_workers` a positive number, or a value from
+    the configuration) and no `persistent_workers=True`, when the loader is iterated again and
+    again: inside an outer (epoch) loop, or handed to a function called inside one.
+    `persistent_workers` from a variable or `**kwargs`, `num_workers=0`, loaders iterated once and
+    tests are left alone.
+
+    ## Why is this bad?
+    Without persistent workers, every `iter(loader)` (every epoch) shuts down all worker
+    processes and starts new ones: each re-imports modules, re-opens files and rebuilds the
+    dataset object, and the first batches of each epoch wait for that start-up. With many workers
+    or a heavy dataset this is seconds of idle GPU per epoch.
+
+    ## Example
+    ```python
+    loader = DataLoader(dataset, batch_size=64, num_workers=8, pin_memory=True)
+    for epoch in range(epochs):
+        for x, y in loader:
+            ...
+    ```
+
+    ## Use instead
+    ```python
+    loader = DataLoader(dataset, batch_size=64, num_workers=8, pin_memory=True,
+                        persistent_workers=True, prefetch_factor=4)
+    ```
+
+    With `num_workers` from the configuration, write `persistent_workers=num_workers > 0`
+    (`persistent_workers=True` with zero workers raises an error).
+
+    ## References
+    - [torch.utils.data.DataLoader: persistent_workers, prefetch_factor](https://docs.pytorch.org/docs/stable/data.html#torch.utils.data.DataLoader)
+    """
+
+    code = "GPU303"
+    name = "workers-not-persistent"
+    bench = "dataloader"
+    triggers = ("DataLoader",)
+    message = (
+        "DataLoader `{loader}` restarts its {workers} worker processes every time the loop at line "
+        "{loop} iterates it; pass `persistent_workers={value}` (and tune `prefetch_factor`)"
+    )
+    tags = ("input-pipeline",)
+
+    VALID = [
+        """
+import torch
+from torch.utils.data import DataLoader
+loader = DataLoader(ds, num_workers=8, persistent_workers=True)
+for epoch in range(10):
+    for x in loader:
+        model(x.cuda())
+""",
+        # Iterated once.
+        """
+import torch
+from torch.utils.data import DataLoader
+loader = DataLoader(ds, num_workers=8)
+for x in loader:
+    model(x.cuda())
+""",
+        # persistent_workers from a variable.
+        """
+import torch
+from torch.utils.data import DataLoader
+loader = DataLoader(ds, num_workers=8, persistent_workers=args.persistent)
+for epoch in range(10):
+    for x in loader:
+        model(x.cuda())
+""",
+        # No workers.
+        """
+import torch
+from torch.utils.data import DataLoader
+loader = DataLoader(ds, num_workers=0)
+for epoch in range(10):
+    for x in loader:
+        model(x.cuda())
+""",
+    ]
+    INVALID = [
+        """
+import torch
+from torch.utils.data import DataLoader
+train_loader = DataLoader(ds, batch_size=64, num_workers=8, pin_memory=True)
+for epoch in range(10):
+    for x, y in train_loader:
+        model(x.cuda())
+""",
+        """
+import torch
+import torch.utils.data
+def main(args):
+    data_loader_train = torch.utils.data.DataLoader(ds, num_workers=args.num_workers)
+    for epoch in range(args.epochs):
+        train_one_epoch(model, data_loader_train, optimizer, epoch)
+""",
+    ]
+
+    def finish(self, file):
+        if file.is_test:
+            return
+        for assign in file.nodes(ast.Assign):
+            call = assign.value
+            if not isinstance(call, ast.Call) or not _is_dataloader(file, call):
+                continue
+            if has_star_kwargs(call) or keyword(call, "persistent_workers") is not None:
+                continue  # given (any value but an explicit False counts as decided) or unknown
+            workers = keyword(call, "num_workers")
+            if workers is None or len(call.args) > 5:
+                continue  # no workers (GPU302's business), or passed positionally
+            value = workers.value
+            if isinstance(value, ast.Constant):
+                if not isinstance(value.value, int) or value.value <= 0:
+                    continue
+                shown, fix = str(value.value), "True"
+            else:
+                shown = f"`{ast.unparse(value)}`"
+                fix = f"{ast.unparse(value)} > 0"
+            names = {terminal_name(t) for t in assign.targets} - {None}
+            loop = self._repeated_iteration(file, names, assign)
+            if loop is None:
+                continue
+            yield self.report(
+                file,
+                call,
+                loader=", ".join(sorted(names)),
+                workers=shown,
+                loop=loop.lineno,
+                value=fix,
+            )
+
+    @staticmethod
+    def _repeated_iteration(file, names: set[str], assign: ast.Assign):
+        """The outer loop in which a loader named `names` is iterated (or handed on) every pass."""
+        scope = file.enclosing_function(assign) or file.tree
+        for node in ast.walk(scope):
+            if not isinstance(node, (ast.Name, ast.Attribute)) or not isinstance(
+                node.ctx, ast.Load
+            ):
+                continue
+            if terminal_name(node) not in names or file.enclosing_function(
+                node
+            ) is not file.enclosing_function(assign):
+                continue
+            parent = file.parent(node)
+            if isinstance(parent, ast.Attribute):
+                continue  # `loader.sampler.set_epoch(epoch)`, `len(loader.dataset)`: not iterated
+            if isinstance(parent, ast.Call) and terminal_name(parent.func) == "len":
+                continue
+            child = node
+            for ancestor in file.ancestors(node):
+                if isinstance(ancestor, SCOPES):
+                    break
+                if isinstance(ancestor, LOOPS):
+                    is_iter = (
+                        isinstance(ancestor, (ast.For, ast.AsyncFor)) and child is ancestor.iter
+                    )
+                    if not is_iter:
+                        # A loader rebuilt inside that loop is new each pass: persistence cannot help.
+                        inside = any(a is ancestor for a in file.ancestors(assign))
+                        return None if inside else ancestor
+                child = ancestor
+        return None
