@@ -152,6 +152,8 @@ class LoopModel:
         for parent in self.file.ancestors(node):
             if parent is loop:
                 return None
+            if isinstance(parent, ast.ExceptHandler):
+                return parent  # error handling runs only when something fails, not every step
             if isinstance(parent, (ast.If, ast.IfExp)) and child is not parent.test:
                 in_body = (
                     child in parent.body if isinstance(parent, ast.If) else child is parent.body
