@@ -106,7 +106,7 @@ def test_config_found_walking_up(project):
         ('[tool.gpulint]\nselect = "GPU1"\n', "select: expected a list of strings"),
         ('[tool.gpulint]\nselct = ["GPU1"]\n', "unknown key 'selct'"),
         ('[tool.gpulint]\nignore = ["GPU999"]\n', "unknown rule code or prefix 'GPU999'"),
-        ('[tool.gpulint]\ntargets = ["sm_99"]\n', "unknown target 'sm_99'; known: sm_100"),
+        ('[tool.gpulint]\ntargets = ["sm_99"]\n', "unknown target 'sm_99'; known: sm_70"),
         ("[tool.gpulint\nselect = 1\n", "not valid TOML"),
         ("[tool.gpulint]\njobs = -1\n", "jobs: expected a non-negative integer"),
     ],

@@ -29,17 +29,33 @@ class PythonFile:
         self._index()
 
     def _index(self) -> None:
-        """One pre-order pass: parent links, and nodes grouped by type for rule dispatch."""
+        """One pre-order pass: parent links, and nodes grouped by type for rule dispatch.
+
+        Written out by hand (no ast.iter_child_nodes generator) because it runs over every node
+        of every parsed file; Load/Store/Del singletons are shared by all nodes and skipped.
+        """
         setattr(self.tree, _PARENT, None)
         by_type = self.nodes_by_type
+        node_base, context = ast.AST, ast.expr_context
         stack: list[ast.AST] = [self.tree]
+        pop, push = stack.pop, stack.append
         while stack:
-            node = stack.pop()
-            by_type.setdefault(type(node), []).append(node)
-            children = list(ast.iter_child_nodes(node))
-            for child in children:
-                setattr(child, _PARENT, node)
-            stack.extend(reversed(children))
+            node = pop()
+            kind = type(node)
+            bucket = by_type.get(kind)
+            if bucket is None:
+                bucket = by_type[kind] = []
+            bucket.append(node)
+            for field in reversed(node._fields):
+                value = getattr(node, field, None)
+                if type(value) is list:
+                    for item in reversed(value):
+                        if isinstance(item, node_base) and not isinstance(item, context):
+                            item._gpulint_parent = node
+                            push(item)
+                elif isinstance(value, node_base) and not isinstance(value, context):
+                    value._gpulint_parent = node
+                    push(value)
 
     # -- structure ---------------------------------------------------------------------------
     def nodes(self, *types: type) -> Iterator[ast.AST]:
