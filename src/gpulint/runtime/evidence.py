@@ -273,5 +273,6 @@ def evidence_note(records: list[dict], bench: str) -> str | None:
         if versus:
             verdict = f"was {(ratio - 1) * 100:.0f}% slower{per}{versus}"
     else:
-        verdict = f"was {ratio:.1f}× slower{per}{versus}"
+        times = f"{ratio:.0f}" if ratio >= 10 else f"{ratio:.1f}"
+        verdict = f"was {times}× slower{per}{versus}"
     return f"on {device} {head['what']} {verdict} ({pair})"

@@ -105,15 +105,27 @@ class Context:
         fn: Callable[[], object],
         *,
         warmup: int = 3,
+        warmup_ms: float = 0.0,
         min_run_ms: float = 25.0,
         max_iters: int = 1000,
         iters: int | None = None,
+        gap_s: float = 0.0,
         label: str = "",
     ) -> dict:
-        """Time ``fn`` ``self.runs`` times; returns per-iteration milliseconds for each run."""
+        """Time ``fn`` ``self.runs`` times; returns per-iteration milliseconds for each run.
+
+        ``gap_s`` idles the GPU before each run: short bursts separated by idle time measure the
+        clocks a GPU holds before its power limit pulls them down (how the anchors' matmul was
+        timed); without it, back-to-back runs measure the sustained, power-limited rate.
+        """
         t0 = time.perf_counter()
-        for _ in range(warmup):
+        done = 0
+        # at least `warmup` calls, and at least `warmup_ms` of them: clocks ramp up from idle
+        while done < warmup or (time.perf_counter() - t0) * 1000.0 < warmup_ms:
             fn()
+            done += 1
+            if done >= warmup:
+                self.sync()
         self.sync()
         warm_s = time.perf_counter() - t0
         if iters is None:
@@ -122,8 +134,39 @@ class Context:
         samples = []
         for r in range(self.runs):
             self.say(f"{label} run {r + 1}/{self.runs} ({iters} iterations)")
+            if gap_s:
+                time.sleep(gap_s)
+                fn()  # one untimed call after the idle gap, as after any warm-up
+                self.sync()
             samples.append(self._time_block(fn, iters))
-        return {"ms": samples, "iters": iters, "warmup": warmup, "warmup_s": warm_s}
+        return {
+            "ms": samples,
+            "iters": iters,
+            "warmup": done,
+            "warmup_s": warm_s,
+            "sm_clock_mhz": sm_clock_mhz(self.device.index),
+        }
+
+    def measure_interleaved(
+        self,
+        fns: dict[str, Callable[[], object]],
+        *,
+        warmup: int = 1,
+        iters: int = 1,
+        label: str = "",
+    ) -> dict[str, list[float]]:
+        """Time several variants run by run, alternating (A B A B ...), so that drift in the
+        machine (clocks, a noisy host CPU) lands on every variant alike rather than on one."""
+        for fn in fns.values():
+            for _ in range(warmup):
+                fn()
+        self.sync()
+        samples: dict[str, list[float]] = {name: [] for name in fns}
+        for r in range(self.runs):
+            self.say(f"{label} run {r + 1}/{self.runs} ({', '.join(fns)} alternating)")
+            for name, fn in fns.items():
+                samples[name].append(self._time_block(fn, iters))
+        return samples
 
     def _time_block(self, fn: Callable[[], object], iters: int) -> float:
         if self.cuda:
@@ -186,7 +229,7 @@ def device_info(index: int | None) -> dict:
 
 
 def versions() -> dict:
-    from .probe import nvml_info, torch_info
+    from .probe import cudnn_version, nvml_info, torch_info
 
     v = {"gpulint": __version__, "python": sys.version.split()[0]}
     try:
@@ -194,7 +237,9 @@ def versions() -> dict:
 
         v["torch"] = torch.__version__
         v["cuda"] = torch.version.cuda
-        v["cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+        v["cudnn"] = cudnn_version(
+            torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+        )
         try:
             n = torch.cuda.nccl.version()
             v["nccl"] = ".".join(map(str, n)) if isinstance(n, tuple) else str(n)
@@ -237,3 +282,20 @@ def make_record(
             f"variant failed: {n}" for n in failed_variants
         ]
     return rec
+
+
+def sm_clock_mhz(index: int | None) -> int | None:
+    """The SM clock NVML reports now (recorded next to a figure; None where NVML cannot say)."""
+    if index is None:
+        return None
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            return int(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM))
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        return None

@@ -26,6 +26,15 @@ ENV_EXACT = (
 ENV_PREFIXES = ("NCCL_", "TORCH_", "TORCHINDUCTOR_", "NVSHMEM_")
 
 
+def cudnn_version(v: int | None) -> str | None:
+    """91900 -> "9.19.0" (cuDNN 9 encodes major*10000); 8902 -> "8.9.2" (cuDNN 8: major*1000)."""
+    if not v:
+        return None
+    if v >= 90000:
+        return f"{v // 10000}.{v // 100 % 100}.{v % 100}"
+    return f"{v // 1000}.{v // 100 % 10}.{v % 100}"
+
+
 def relevant_env(environ: dict[str, str] | None = None) -> dict[str, str]:
     env = os.environ if environ is None else environ
     return {
@@ -94,7 +103,7 @@ def torch_info() -> dict:
         "cuda_available": bool(torch.cuda.is_available()),
     }
     try:
-        info["cudnn"] = (
+        info["cudnn"] = cudnn_version(
             torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
         )
     except Exception:
@@ -177,6 +186,10 @@ def collect() -> dict:
     }
 
 
+def _mib(n: int | None) -> str:
+    return "?" if not n else f"{n / 2**20:.0f} MiB"
+
+
 def _gib(n: int | None) -> str:
     return "?" if n is None else f"{n / 2**30:.1f} GiB"
 
@@ -206,7 +219,7 @@ def render(info: dict) -> str:
                 f"  [{d['index']}] {d['name']}  sm_{d['compute_capability'].replace('.', '')}  "
                 f"{d['sm_count']} SMs  {_gib(d['memory_bytes'])}  "
                 f"smem/block {smem if smem is not None else '?'} B (opt-in)  "
-                f"L2 {_gib(d.get('l2_cache_bytes')) if d.get('l2_cache_bytes') else '?'}  "
+                f"L2 {_mib(d.get('l2_cache_bytes'))}  "
                 f"table: {table}"
             )
     elif n.get("available") and n.get("devices"):

@@ -26,6 +26,8 @@ def _extras(v: dict) -> str:
         bits.append(f"{e['pct_datasheet']:.0f}% of datasheet {e['datasheet']['tbps']:g} TB/s")
     if "busbw_GBps" in e:
         bits.append(f"algbw {fmt(e['algbw_GBps'])} GB/s, busbw {fmt(e['busbw_GBps'])} GB/s")
+        if "busbw_note" in e:
+            bits.append(e["busbw_note"])
     if "compile_s" in e:
         bits.append(f"compile {e['compile_s']:.1f} s")
     if "rel_err_vs_math" in e:
