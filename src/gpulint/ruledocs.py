@@ -46,6 +46,9 @@ _FENCE = {
     "markdown": "markdown",
     "shell": "sh",
     "yaml": "yaml",
+    "env": "sh",
+    "toml": "toml",
+    ".toml": "toml",
     ".py": "python",
     ".pyi": "python",
     ".cu": "cuda",
@@ -62,7 +65,15 @@ _FENCE = {
     ".yml": "yaml",
     ".env": "sh",
 }
-_LANGUAGE_NAMES = {"python": "Python", "cuda": "CUDA/C++", "markdown": "Markdown"}
+_LANGUAGE_NAMES = {
+    "python": "Python",
+    "cuda": "CUDA/C++",
+    "markdown": "Markdown/reStructuredText",
+    "shell": "shell scripts",
+    "yaml": "YAML",
+    "env": "`.env` files",
+    "toml": "TOML (`levers.toml`, `pyproject.toml`)",
+}
 
 
 def family(code: str) -> str:
