@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -14,7 +15,7 @@ from gpulint.rule import Invalid, all_rules, rule_by_code
 from gpulint.ruledocs import bench_figures, noqa_comment, rule_hover, rule_markdown, rule_text
 
 RULES = [pytest.param(r, id=r.code) for r in all_rules()]
-ANCHOR_BENCHES = {"sync", "h2d", "attention", "train-step", "matmul", "copy"}
+RECORDED_BENCHES = {"sync", "h2d", "attention", "train-step", "matmul", "copy", "dataloader"}
 
 
 @pytest.mark.parametrize("rule", RULES)
@@ -49,14 +50,13 @@ def test_page_has_every_part(rule):
     assert len(fences) % 2 == 0
 
 
-def test_bench_figures_cover_the_anchored_benches():
+def test_bench_figures_cover_the_recorded_benches():
     figures = bench_figures()
-    assert set(figures) == ANCHOR_BENCHES
-    for figure in figures.values():
+    assert set(figures) == RECORDED_BENCHES
+    for name, figure in figures.items():
         assert figure.device == "NVIDIA H200" and figure.date and figure.config
         assert figure.variants and all(v[1] > 0 for v in figure.variants)
-    sync = {label: value for label, value, _ in figures["sync"].variants}
-    assert sorted(sync.values()) == [1334, 1535]
+        assert figure.record.startswith("tests/runtime/data/h200/") and f"-{name}-" in figure.record
 
 
 def test_page_quotes_the_h200_figure():
@@ -66,7 +66,7 @@ def test_page_quotes_the_h200_figure():
     page = rule_markdown(rule)
     figure = bench_figures()[rule.bench]
     assert "NVIDIA H200" in page and figure.summary in page
-    for label, _, unit in figure.variants:
+    for label, _, unit, _ in figure.variants:
         assert f"| {label} |" in page and unit in page
 
 
@@ -109,3 +109,30 @@ def test_noqa_comment_per_language():
     assert noqa_comment("python", "GPU101") == "# noqa: GPU101"
     assert noqa_comment("cuda", "GPU802") == "// noqa: GPU802"
     assert noqa_comment("markdown", "GPU910") == "<!-- noqa: GPU910 -->"
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("bench", sorted(RECORDED_BENCHES))
+def test_figures_are_the_records_medians(bench):
+    """No invented numbers: every figure is a median of the bench's H200 record, and back."""
+    figure = bench_figures()[bench]
+    path = ROOT / figure.record
+    if not path.is_file():
+        pytest.skip(f"record {figure.record} not in this checkout")
+    record = json.loads(path.read_text())
+    assert record["bench"] == bench and record["device"]["name"] == figure.device
+    assert record["timestamp"].startswith(figure.date)
+    medians = [v["median"] for v in record["variants"] if v.get("status") == "ok"]
+
+    def close(a, b):
+        return abs(a - b) <= 0.005 * max(abs(a), abs(b))
+
+    for label, value, _, spread in figure.variants:
+        match = [v for v in record["variants"] if v.get("median") and close(v["median"], value)]
+        assert match, f"{bench}: {label} = {value} is no median of the record"
+        if spread is not None:
+            assert abs(match[0]["spread"] - spread) < 0.006 or close(match[0]["spread"], spread)
+    for median in medians:
+        assert any(close(median, v[1]) for v in figure.variants), f"{bench}: {median} not shown"

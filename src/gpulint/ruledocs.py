@@ -96,7 +96,8 @@ class BenchFigure:
     method: str
     config: str
     summary: str
-    variants: tuple[tuple[str, float, str], ...]  # (label, value, unit)
+    variants: tuple[tuple[str, float, str, float | None], ...]  # (label, median, unit, spread)
+    record: str = ""  # the evidence record the figures come from
     note: str = ""
 
 
@@ -117,7 +118,10 @@ def bench_figures() -> dict[str, BenchFigure]:
             method=merged["method"],
             config=merged["config"],
             summary=merged["summary"],
-            variants=tuple((v["label"], v["value"], v["unit"]) for v in merged["variants"]),
+            variants=tuple(
+                (v["label"], v["value"], v["unit"], v.get("spread")) for v in merged["variants"]
+            ),
+            record=merged.get("record", ""),
             note=merged.get("note", ""),
         )
     return out
@@ -125,6 +129,12 @@ def bench_figures() -> dict[str, BenchFigure]:
 
 def _number(value: float) -> str:
     return f"{value:,}" if isinstance(value, int) else f"{value:,.2f}".rstrip("0").rstrip(".")
+
+
+def _percent(fraction: float | None) -> str:
+    if fraction is None:
+        return "—"
+    return f"{fraction:.1%}" if fraction < 0.01 else f"{fraction:.0%}"
 
 
 def _evidence(rule: type[Rule]) -> list[str]:
@@ -144,13 +154,16 @@ def _evidence(rule: type[Rule]) -> list[str]:
         f"Backed by `gpulint bench {rule.bench}`: {figure.config}. "
         f"On an {figure.device} ({figure.date}; {figure.software}; {figure.method}):",
         "",
-        "| variant | median |",
-        "|---|---|",
+        "| variant | median | spread |",
+        "|---|---|---|",
     ]
-    lines += [f"| {label} | {_number(value)} {unit} |" for label, value, unit in figure.variants]
+    for label, value, unit, spread in figure.variants:
+        lines.append(f"| {label} | {_number(value)} {unit} | {_percent(spread)} |")
     lines += ["", figure.summary]
     if figure.note:
         lines += ["", figure.note]
+    if figure.record:
+        lines += ["", f"Record: `{figure.record}`; spread is (max − min) / median over the runs."]
     lines += [
         "",
         f"Run `gpulint bench {rule.bench}` on your own GPU to measure it there; "
