@@ -10,7 +10,8 @@ class DiscardedCudaError(Rule):
     `checkCudaErrors`, `AT_CUDA_CHECK`, `C10_CUDA_CHECK`, or a name configured in
     `[tool.gpulint.cuda] check-macros`). An explicit `(void)` cast is left alone, and so are
     `cudaGetLastError()` (which clears the error) and calls to a function of the same name the
-    file defines itself.
+    file defines itself, and calls in device code (the device runtime: some, such as
+    `cudaGraphSetConditional`, return nothing).
 
     ## Why is this bad?
     CUDA reports failures only through return values. A `cudaMalloc` that ran out of memory
@@ -73,6 +74,9 @@ void f(float** d, size_t n) {
             return  # obj.cudaMalloc(...): a method, not the runtime
         if name in self._defined_here(file):
             return
+        if file.is_device_function(file.enclosing_function(node)):
+            return  # the device runtime (dynamic parallelism, cudaGraphSetConditional): other rules
+
         call = " ".join(file.node_text(node).split())
         if len(call) > 60:
             call = f"{name}(...)"

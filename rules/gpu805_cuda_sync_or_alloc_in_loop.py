@@ -1,8 +1,15 @@
-from gpulint.frontends.cuda.file import LOOP_TYPES
+import re
+
+from gpulint.frontends.cuda.file import LOOP_TYPES, declared_names
 from gpulint.rule import Rule
 
 SYNCS = {"cudaDeviceSynchronize", "cudaStreamSynchronize"}
 ALLOCS = {"cudaMalloc", "cudaFree"}
+# After the sync, the host reads or times the iteration's result: the sync is the point.
+_HOST_NEEDS_RESULT = re.compile(
+    rb"\bbreak\b|\breturn\b|DeviceToHost|cudaMemcpyDefault|ElapsedTime|StopTimer|stopTimer|TimerValue|chrono|gettimeofday"
+)
+_IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
 
 
 class CudaSyncOrAllocInLoop(Rule):
@@ -12,7 +19,9 @@ class CudaSyncOrAllocInLoop(Rule):
     host loop that does GPU work on every iteration: the loop body launches a kernel, or it both
     allocates and frees. Loops that only set up or tear down a list of buffers or streams
     (`for (i...) cudaFree(bufs[i]);`, `for (s...) cudaStreamSynchronize(streams[s]);`) are left
-    alone, and so is code outside loops.
+    alone (the call's arguments use the loop variable), and so are syncs after which the host reads
+    or times the iteration's result (a device-to-host copy, a `break`, a timer), and code outside
+    loops.
 
     ## Why is this bad?
     A synchronisation drains the GPU queue: the CPU waits for the last kernel, then launches the
@@ -93,7 +102,10 @@ void run(float* x, int iters) {
                 break
         if loop is None or file.broken(loop):
             return
+        if self._indexed_by_loop_variable(file, node, loop):
+            return  # per-element setup/teardown: `cudaMalloc(&bufs[i], ...)`, `cudaStreamSynchronize(streams[i])`
         body = file.data[loop.start_byte : loop.end_byte]
+        rest = file.data[node.end_byte : loop.end_byte]
         launches = b"<<<" in body
         if name in ALLOCS:
             both = b"cudaMalloc(" in body and b"cudaFree(" in body
@@ -101,8 +113,32 @@ void run(float* x, int iters) {
                 return
             advice = "allocate once before the loop and free after it (or use a caching allocator)"
         else:
-            if not launches:
+            if not launches or _HOST_NEEDS_RESULT.search(rest) or b"DeviceToHost" in body:
                 return
+            if any(a.type == "if_statement" for a in _between(node, loop)):
+                return  # a guarded, one-off sync (`if (i == 0) { sync; start timer; }`)
             advice = "synchronise once after the loop, or wait on an event only when the host needs the result"
         loop_line = file.span(loop)[0]
         yield self.report(file, node, name=name, loop=loop_line, advice=advice)
+
+    @staticmethod
+    def _indexed_by_loop_variable(file, call, loop) -> bool:
+        if loop.type != "for_statement":
+            return False
+        init = loop.child_by_field_name("initializer")
+        if init is None:
+            return False
+        names = set(declared_names(init)) if init.type == "declaration" else set()
+        if init.type == "assignment_expression":
+            left = init.child_by_field_name("left")
+            if left is not None:
+                names.add(file.node_text(left))
+        args = call.child_by_field_name("arguments")
+        return bool(names & set(_IDENT.findall(file.node_text(args))))
+
+
+def _between(node, loop):
+    a = node.parent
+    while a is not None and a != loop:
+        yield a
+        a = a.parent

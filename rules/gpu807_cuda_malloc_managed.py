@@ -4,7 +4,8 @@ from gpulint.rule import Rule
 class CudaMallocManaged(Rule):
     """
     ## What it does
-    Finds calls to `cudaMallocManaged` (unified memory).
+    Finds calls to `cudaMallocManaged` (unified memory). A call the user opts into at run time
+    (under `if (getenv(...))`) is left alone.
 
     ## Why is this bad?
     Managed memory migrates on demand, page by page: the first GPU touch of each page faults,
@@ -56,5 +57,11 @@ void f(float** d, size_t n) { CUDA_CHECK(cudaMallocManaged(d, n)); }
     ]
 
     def visit_call_expression(self, node, file):
-        if file.call_name(node) == "cudaMallocManaged":
-            yield self.report(file, node)
+        if file.call_name(node) != "cudaMallocManaged":
+            return
+        for a in file.ancestors(node):
+            if a.type == "if_statement" and "getenv" in file.node_text(
+                a.child_by_field_name("condition")
+            ):
+                return  # the user opted in at run time (`if (getenv("..._UNIFIED_MEMORY"))`)
+        yield self.report(file, node)

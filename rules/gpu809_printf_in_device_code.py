@@ -1,11 +1,24 @@
+import re
+
 from gpulint.rule import Rule
+
+_DEBUG_GUARD = re.compile(
+    r"(?i)debug|verbose|print|log|trace|dump|__CUDA_ARCH__|_ENABLE_|\bNDEBUG\b"
+)
+_DEBUG_FUNCTION = re.compile(r"(?i)(^|_|::)(print|dump|debug|show|trace)")
+_DEBUG_FLAG = re.compile(r"(?i)\b(\w*print\w*|\w*verbose\w*|\w*debug\w*|trace)\b")
+_FATAL_AFTER = re.compile(rb"__trap\s*\(|\btrap;|\bassert\s*\(|\babort\s*\(|\bexit\s*\(")
+_PREPROC = {"preproc_if", "preproc_ifdef", "preproc_elif", "preproc_else", "preproc_elifdef"}
 
 
 class PrintfInDeviceCode(Rule):
     """
     ## What it does
     Finds `printf` called in device code: inside a `__global__` kernel or a `__device__`
-    (including `__host__ __device__`) function.
+    (including `__host__ __device__`) function. Left alone: `printf` compiled only in debug
+    builds (under `#if DEBUG`, `#ifdef VERBOSE`...) or in the unsupported-architecture fallback
+    of a `__CUDA_ARCH__` check, the message of a fatal path followed by `__trap()`/`assert`, and
+    printing helpers (`print_*`, `dump_*`, `debug_*` functions).
 
     ## Why is this bad?
     Device-side `printf` writes into a fixed-size FIFO that the host drains only at
@@ -59,5 +72,35 @@ __global__ void k(float* x) {
     def visit_call_expression(self, node, file):
         if file.call_name(node) not in ("printf", "std::printf"):
             return
-        if file.is_device_function(file.enclosing_function(node)):
-            yield self.report(file, node)
+        function = file.enclosing_function(node)
+        if not file.is_device_function(function):
+            return
+        name = file.function_name_node(function)
+        if name is not None and _DEBUG_FUNCTION.search(
+            file.node_text(name.child_by_field_name("declarator"))
+        ):
+            return  # a printing helper: printing is its job
+        block = next((a for a in file.ancestors(node) if a.type == "compound_statement"), None)
+        if block is not None and _FATAL_AFTER.search(file.data[node.end_byte : block.end_byte]):
+            return  # the message of a fatal error path
+        for a in file.ancestors(node):
+            if a.type in _PREPROC and _DEBUG_GUARD.search(self._guard(file, a)):
+                return  # compiled only for debugging, or the unsupported-architecture fallback
+            if a.type == "if_statement" and _DEBUG_FLAG.search(
+                file.node_text(a.child_by_field_name("condition"))
+            ):
+                return  # opt-in at run time: `if (print_diff)`, `if (verbose)`
+        yield self.report(file, node)
+
+    @staticmethod
+    def _guard(file, node) -> str:
+        """The condition of the #if/#ifdef branch `node` belongs to."""
+        while node is not None and node.type in ("preproc_else", "preproc_elif", "preproc_elifdef"):
+            cond = node.child_by_field_name("condition")
+            if cond is not None and node.type != "preproc_else":
+                return file.node_text(cond)
+            node = node.parent
+        if node is None:
+            return ""
+        cond = node.child_by_field_name("condition") or node.child_by_field_name("name")
+        return file.node_text(cond)
