@@ -4,6 +4,7 @@ opens documents, reads diagnostics, applies code actions and hovers."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from pathlib import Path
 
@@ -322,3 +323,19 @@ async def test_closing_clears_diagnostics(client: LanguageClient, tmp_path):
         lsp.DidCloseTextDocumentParams(text_document=lsp.TextDocumentIdentifier(uri=uri))
     )
     assert await published(client, uri, close) == []
+
+
+@pytest.mark.asyncio
+async def test_save_relints_with_the_configuration_on_disk(client: LanguageClient, tmp_path):
+    project = tmp_path / "project"
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(PYPROJECT + 'ignore = ["GPU2"]\n')
+    path = project / "saved.py"
+    uri = path.as_uri()
+    assert await published(client, uri, open_doc(client, path, TRAIN)) == []
+    pyproject.write_text(PYPROJECT)  # no file-watch notification this time
+    os.utime(pyproject, ns=(1, 1))
+    save = lambda: client.text_document_did_save(  # noqa: E731
+        lsp.DidSaveTextDocumentParams(text_document=lsp.TextDocumentIdentifier(uri=uri))
+    )
+    assert [x.code for x in await published(client, uri, save)] == ["GPU201"]

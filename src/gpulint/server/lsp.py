@@ -240,6 +240,7 @@ def build_server(debounce: float = 0.3) -> GpulintServer:
         if uri.endswith("/" + CONFIG_FILE):
             ls.config_changed()
         else:
+            ls.results.pop(uri, None)  # a save re-lints, picking up configuration changes
             ls.publish(uri)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
