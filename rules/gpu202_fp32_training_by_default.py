@@ -25,7 +25,7 @@ class Fp32TrainingByDefault(Rule):
     """
     ## What it does
     Judges a whole module: it runs a CUDA training loop (a loop that calls `.backward()` or
-    `optimizer.step()`) and nowhere chooses a faster precision: no `autocast`, no BF16/FP16/FP8
+    `optimizer.step()`, in a module that steps an optimizer or zeroes gradients) and nowhere chooses a faster precision: no `autocast`, no BF16/FP16/FP8
     dtype (`torch.bfloat16`, `torch.float16`, `.half()`, `"bf16"` in its config), no
     `torch.set_float32_matmul_precision("high"|"medium")`, no TF32 flag, no `mixed_precision=` or
     `precision=` argument, no loss scaler. One finding, at the first training loop.
@@ -112,6 +112,13 @@ for x, y in train_loader:
     optimizer.step()
 model.cuda()
 """,
+        # `.backward()` with no optimizer: tracing or a gradient check, not training.
+        """
+import torch
+for out in outputs:
+    grad = torch.empty_like(out, device="cuda")
+    out.backward(grad)
+""",
     ]
     INVALID = [
         """
@@ -130,7 +137,7 @@ for epoch in range(10):
         if file.is_test or not file.uses_cuda:
             return
         loop = self._training_loop(file)
-        if loop is None:
+        if loop is None or not _updates_weights(file):
             return
         if _PRECISION.search(file.text):
             return
@@ -147,6 +154,17 @@ for epoch in range(10):
             if any(_is_training_marker(n) for n in own_nodes(loop)):
                 return loop
         return None
+
+
+def _updates_weights(file) -> bool:
+    """An optimizer steps or zeroes gradients somewhere: `.backward()` alone may be tracing or a
+    gradient check, not training."""
+    for call in file.nodes(ast.Call):
+        func = call.func
+        if isinstance(func, ast.Attribute):
+            if func.attr == "zero_grad" or (func.attr == "step" and is_step_marker(call)):
+                return True
+    return False
 
 
 def _is_training_marker(node) -> bool:

@@ -1,11 +1,24 @@
 import ast
 import re
 
+from gpulint.diagnostics import Severity
 from gpulint.frontends.python.names import has_star_kwargs, keyword, terminal_name
 from gpulint.frontends.python.tensors import assigned_values
 from gpulint.frontends.python.transfers import device_transfer
 from gpulint.rule import Rule
 
+# Modules that decode or augment samples on the host.
+_DECODERS = {
+    "PIL",
+    "cv2",
+    "librosa",
+    "soundfile",
+    "torchaudio",
+    "albumentations",
+    "decord",
+    "av",
+    "imageio",
+}
 _TENSOR_DATASET = re.compile(r"TensorDataset|tensor_dataset", re.IGNORECASE)
 _NUM_WORKERS_POSITION = (
     5  # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers)
@@ -23,13 +36,7 @@ def _in_memory_dataset(file, call: ast.Call) -> bool:
     Indexing in-memory tensors costs microseconds: workers buy nothing, and CUDA tensors cannot
     be handed to worker processes at all.
     """
-    dataset = call.args[0] if call.args else getattr(keyword(call, "dataset"), "value", None)
-    if dataset is None:
-        return False
-    exprs = [dataset]
-    if isinstance(dataset, ast.Name):
-        exprs += assigned_values(file, file.enclosing_function(call), dataset.id)
-    for expr in exprs:
+    for expr in _dataset_exprs(file, call):
         for node in ast.walk(expr):
             if not isinstance(node, ast.Call):
                 continue
@@ -38,6 +45,51 @@ def _in_memory_dataset(file, call: ast.Call) -> bool:
                 return True
             if isinstance(node.func, ast.Attribute) and device_transfer(file, node):
                 return True
+    return False
+
+
+def _dataset_exprs(file, call: ast.Call) -> list[ast.AST]:
+    dataset = call.args[0] if call.args else getattr(keyword(call, "dataset"), "value", None)
+    if dataset is None:
+        return []
+    exprs = [dataset]
+    if isinstance(dataset, ast.Name):
+        exprs += assigned_values(file, file.enclosing_function(call), dataset.id)
+    return exprs
+
+
+def _decodes_per_sample(file, call: ast.Call) -> bool:
+    """Plain evidence of per-sample host work: a `transform=`, a torchvision dataset, a dataset
+    class of this module that decodes images or audio, or (for a dataset from elsewhere) a module
+    that decodes them. Then the cost is sure; otherwise it is only likely."""
+    classes = {c.name: c for c in file.nodes(ast.ClassDef)}
+    local = []
+    for expr in _dataset_exprs(file, call):
+        for node in ast.walk(expr):
+            if isinstance(node, ast.keyword) and node.arg and "transform" in node.arg:
+                return True
+            if isinstance(node, ast.Call):
+                q = file.qualname(node) or ""
+                name = terminal_name(node.func) or ""
+                if q.startswith("torchvision.datasets") or "ImageFolder" in name:
+                    return True
+                if name in classes:
+                    local.append(classes[name])
+    if local:
+        return any(_uses_decoder(file, c) for c in local)
+    return any(_is_decoder(q) for q in file.bindings.values())
+
+
+def _is_decoder(qualified: str) -> bool:
+    return qualified.split(".")[0] in _DECODERS or qualified.startswith("torchvision.transforms")
+
+
+def _uses_decoder(file, cls: ast.ClassDef) -> bool:
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Name) and _is_decoder(file.bindings.get(node.id, "")):
+            return True
+        if isinstance(node, ast.Attribute) and "transform" in node.attr:
+            return True
     return False
 
 
@@ -61,6 +113,10 @@ class DataLoaderWithoutWorkers(Rule):
     modules with no training or evaluation loop (data preparation scripts), loaders over
     in-memory tensors (`TensorDataset`, tensors already on the GPU) and `num_workers=0` with
     `batch_size=None` (a dataset that reads whole batches itself) are left alone.
+
+    The finding is a warning when the samples plainly need host work (a `transform=`, a
+    torchvision dataset, a dataset class that decodes images or audio), and info otherwise
+    (pre-tokenised text, datasets defined elsewhere), where the cost is likely but smaller.
 
     ## Why is this bad?
     With no workers, every batch is loaded synchronously on the main thread: the GPU idles while
@@ -128,11 +184,13 @@ trainer.fit(model, loader)
             return
         if _in_memory_dataset(file, node) or not _has_step_loop(file):
             return
+        # Sure when samples are decoded or augmented; only likely for pre-tokenised text and such.
+        severity = None if _decodes_per_sample(file, node) else Severity.INFO
         workers = keyword(node, "num_workers")
         if workers is None:
             if has_star_kwargs(node) or len(node.args) > _NUM_WORKERS_POSITION:
                 return
-            yield self.report(file, node, how="without `num_workers`")
+            yield self.report(file, node, severity=severity, how="without `num_workers`")
         elif isinstance(workers.value, ast.Constant) and workers.value.value == 0:
             batch_size = keyword(node, "batch_size")
             if (
@@ -141,4 +199,4 @@ trainer.fit(model, loader)
                 and batch_size.value.value is None
             ):
                 return  # the dataset reads whole batches itself, with workers=0 on purpose
-            yield self.report(file, workers, how="with `num_workers=0`")
+            yield self.report(file, workers, severity=severity, how="with `num_workers=0`")
