@@ -214,14 +214,29 @@ def _has_mod(node: ast.AST) -> bool:
 
 
 def _launcher_asserts_divisibility(file) -> bool:
-    """`assert n % BLOCK == 0`, or `if n % BLOCK != 0: raise ...`, anywhere in the module."""
-    if any(_has_mod(a.test) for a in file.nodes(ast.Assert)):
+    """`assert n % BLOCK == 0`, or `if n % BLOCK != 0: raise ...`, anywhere in the module (a
+    modulus named like a block, or a literal of 32 or more: `% 16` is alignment, `% nheads_k`
+    a shape check)."""
+    if any(_block_mod(a.test) for a in file.nodes(ast.Assert)):
         return True
     return any(
-        _has_mod(node.test) and any(isinstance(s, ast.Raise) for s in node.body)
+        _block_mod(node.test) and any(isinstance(s, ast.Raise) for s in node.body)
         for node in file.nodes(ast.If)
         if tt.kernel_of(file, node) is None
     )
+
+
+def _block_mod(test: ast.AST) -> bool:
+    for n in ast.walk(test):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod):
+            for m in ast.walk(n.right):
+                if isinstance(m, ast.Name) and tt.is_block_name(m.id):
+                    return True
+                if isinstance(m, ast.Attribute) and tt.is_block_name(m.attr):
+                    return True
+                if isinstance(m, ast.Constant) and isinstance(m.value, int) and m.value >= 32:
+                    return True
+    return False
 
 
 def _exact_grid_kernels(file) -> set[str]:

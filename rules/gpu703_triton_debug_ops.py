@@ -14,8 +14,11 @@ class TritonDebugOps(Rule):
     `@triton.jit` function), `tl.static_print` and `tl.device_assert`, and `TRITON_INTERPRET=1`
     set from Python (`os.environ["TRITON_INTERPRET"] = "1"`, `setdefault`, `update`, `putenv`).
 
+    A `@triton.jit` helper that does nothing but debug output (`print_tensor_dim`) is reported
+    where a kernel calls it, not where it is defined.
+
     Left alone: debug ops under an `if` on a constexpr flag (`if DEBUG:`), which Triton compiles
-    out when the flag is off; `TRITON_INTERPRET` set under a condition (a `--debug` switch) or in
+    out when the flag is off; debug helpers that no kernel in the file calls; `TRITON_INTERPRET` set under a condition (a `--debug` switch) or in
     test code, where running kernels on the CPU interpreter is the point.
 
     ## Why is this bad?
@@ -56,7 +59,10 @@ class TritonDebugOps(Rule):
     code = "GPU703"
     name = "triton-debug-ops"
     triggers = ("triton", "TRITON_INTERPRET")
-    message = "`{what}` left in a Triton kernel: {why}; remove it (or guard it with a constexpr `DEBUG` flag)"
+    message = (
+        "{what} left in a Triton kernel: {why}; remove it (or guard it with a constexpr "
+        "`DEBUG` flag)"
+    )
     tags = ("triton", "debug")
 
     VALID = [
@@ -112,26 +118,32 @@ def k(x_ptr):
     def visit_Call(self, node: ast.Call, file):
         if file.is_test:
             return
-        name = tt.tl_name(file, node)
-        what = f"tl.{name}"
-        if name not in ("device_print", "static_print", "device_assert"):
-            if not (
-                isinstance(node.func, ast.Name)
-                and node.func.id == "print"
-                and "print" not in file.bindings
-            ):
-                yield from self._interpret(node, file)
-                return
+        name = _debug_op(file, node)
+        if name is None:
+            yield from self._interpret(node, file)
+            helper = (
+                _debug_helpers(file).get(node.func.id) if isinstance(node.func, ast.Name) else None
+            )
             kernel = tt.kernel_of(file, node)
-            if kernel is None:
-                return
-            name, what = "print", "print"
-        else:
-            kernel = tt.kernel_of(file, node)
-        if kernel is not None and _under_constexpr_flag(file, node, kernel):
+            if helper and kernel is not None and not _under_constexpr_flag(file, node, kernel):
+                severity, why = self._WHY[helper]
+                yield self.report(
+                    file,
+                    node,
+                    what=f"`{node.func.id}(...)` (a debug helper calling `{_label(helper)}`)",
+                    why=why,
+                    severity=severity,
+                )
             return
+        kernel = tt.kernel_of(file, node)
+        if name == "print" and kernel is None:
+            return
+        if kernel is not None and (
+            kernel.name in _debug_helpers(file) or _under_constexpr_flag(file, node, kernel)
+        ):
+            return  # a debug helper is reported where a kernel calls it
         severity, why = self._WHY[name]
-        yield self.report(file, node, what=what, why=why, severity=severity)
+        yield self.report(file, node, what=f"`{_label(name)}`", why=why, severity=severity)
 
     def visit_Assign(self, node: ast.Assign, file):
         if file.is_test:
@@ -174,6 +186,48 @@ def k(x_ptr):
             "`TRITON_INTERPRET=1` set in code: every Triton kernel in the process runs on the CPU "
             "interpreter, thousands of times slower; set it in the shell when debugging instead",
         )
+
+
+def _label(name: str) -> str:
+    return "print" if name == "print" else f"tl.{name}"
+
+
+def _debug_op(file, node: ast.Call) -> str | None:
+    name = tt.tl_name(file, node)
+    if name in ("device_print", "static_print", "device_assert"):
+        return name
+    if isinstance(node.func, ast.Name) and node.func.id == "print" and "print" not in file.bindings:
+        return "print"
+    return None
+
+
+def _debug_helpers(file) -> dict[str, str]:
+    """`@triton.jit` functions that do nothing but debug output (`print_tensor_dim`), mapped to
+    the op they call. They cost nothing until a kernel calls them, so calls are reported."""
+    cache = tt._CACHE.setdefault(file, {})
+    if "debug_helpers" not in cache:
+        helpers = {}
+        for kernel in tt.kernels(file):
+            ops = []
+            only_debug = True
+            for stmt in ast.walk(kernel.node):
+                if isinstance(stmt, ast.stmt) and stmt is not kernel.node:
+                    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+                        op = _debug_op(file, stmt.value)
+                        if op:
+                            ops.append(op)
+                        elif not isinstance(stmt.value, ast.Constant):
+                            only_debug = False
+                    elif isinstance(stmt, (ast.If, ast.Pass)) or (
+                        isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
+                    ):
+                        continue
+                    else:
+                        only_debug = False
+            if ops and only_debug:
+                helpers[kernel.name] = ops[0]
+        cache["debug_helpers"] = helpers
+    return cache["debug_helpers"]
 
 
 def _const(node) -> object:
