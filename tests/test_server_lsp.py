@@ -18,7 +18,7 @@ from pytest_lsp import ClientServerConfig, LanguageClient  # noqa: E402
 
 from gpulint.rule import Invalid, all_rules  # noqa: E402
 
-DEBOUNCE_MS = 150
+DEBOUNCE_MS = 300
 TIMEOUT = 20.0
 
 PYPROJECT = '[tool.gpulint]\nselect = ["GPU"]\n'

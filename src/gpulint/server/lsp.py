@@ -79,6 +79,7 @@ class GpulintServer(LanguageServer):
         path = self.path_of(uri)
         linter, error = self.configs.linter_for(path)
         if error and error not in self._shown_errors:
+            log.warning("%s", error)
             self._shown_errors.add(error)
             self.window_show_message(
                 lsp.ShowMessageParams(type=lsp.MessageType.Error, message=error)
