@@ -39,6 +39,7 @@ class LaunchOnDefaultStream(Rule):
     name = "launch-on-default-stream"
     language = "cuda"
     triggers = ("<<<",)
+    requires = ("torch/", "ATen/", "c10/")
     message = (
         "kernel launched on the default stream in a PyTorch extension: launch on the current "
         "stream, `<<<grid, block, {smem}, at::cuda::getCurrentCUDAStream()>>>`"

@@ -50,7 +50,8 @@ class PrintfInDeviceCode(Rule):
     code = "GPU809"
     name = "printf-in-device-code"
     language = "cuda"
-    triggers = ("__global__", "__device__")
+    triggers = ("printf",)
+    requires = ("__global__", "__device__")
     message = "`printf` in device code serialises threads and costs registers on every launch; remove it (or guard it with a debug macro)"
     tags = ("debug",)
 

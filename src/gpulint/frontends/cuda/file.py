@@ -10,7 +10,7 @@ from pathlib import PurePath
 
 from tree_sitter import Node, QueryCursor, Tree
 
-from gpulint.frontends.cuda.grammar import LANGUAGE, query
+from gpulint.frontends.cuda.grammar import COMMON_TYPES, LANGUAGE, query
 from gpulint.source import SourceText
 
 _TEST_DIRS = {"test", "tests", "testing", "unittests", "unit_tests"}
@@ -39,24 +39,34 @@ class CudaFile:
 
     # -- nodes -------------------------------------------------------------------------------
     def captures(self, *types: str) -> dict[str, list[Node]]:
-        """Nodes of the named types, in source order, found by one query run in C."""
-        if not types:
-            return {}
+        """Nodes of the named types, in source order, found by a tree-sitter query run in C."""
+        out: dict[str, list[Node]] = {}
+        missing = [t for t in types if t not in COMMON_TYPES]
+        if len(missing) < len(types):
+            common = self._common
+            for t in types:
+                if t in common or t in COMMON_TYPES:
+                    out[t] = common.get(t, [])
+        if missing:
+            out.update(self._run_query(missing))
+        return out
+
+    @functools.cached_property
+    def _common(self) -> dict[str, list[Node]]:
+        return self._run_query(COMMON_TYPES)
+
+    def _run_query(self, types) -> dict[str, list[Node]]:
         cursor = QueryCursor(query(types))
         found = cursor.captures(self.root)
         out: dict[str, list[Node]] = {t: [] for t in types}
         for nodes in found.values():
             for node in nodes:
-                out[node.type].append(node)
+                out.setdefault(node.type, []).append(node)
         for nodes in out.values():
             nodes.sort(key=lambda n: n.start_byte)
         return out
 
     def nodes(self, node_type: str) -> list[Node]:
-        return self._nodes_cached(node_type)
-
-    @functools.cache  # noqa: B019 - one file, short-lived
-    def _nodes_cached(self, node_type: str) -> list[Node]:
         return self.captures(node_type)[node_type]
 
     @functools.cached_property
