@@ -147,15 +147,29 @@ def main(args):
     @staticmethod
     def _repeated_iteration(file, names: set[str], assign: ast.Assign):
         """The outer loop in which a loader named `names` is iterated (or handed on) every pass."""
-        scope = file.enclosing_function(assign) or file.tree
+        # `self.train_loader = DataLoader(...)` in `__init__` is iterated by other methods: look at
+        # every `self.train_loader` in the file. A local name is looked for in its own function.
+        on_self = any(
+            isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+            for t in assign.targets
+        )
+        home = file.enclosing_function(assign)
+        scope = file.tree if on_self else (home or file.tree)
         for node in ast.walk(scope):
             if not isinstance(node, (ast.Name, ast.Attribute)) or not isinstance(
                 node.ctx, ast.Load
             ):
                 continue
-            if terminal_name(node) not in names or file.enclosing_function(
-                node
-            ) is not file.enclosing_function(assign):
+            if terminal_name(node) not in names:
+                continue
+            if on_self:
+                if not (
+                    isinstance(node, ast.Attribute)
+                    and isinstance(node.value, ast.Name)
+                    and node.value.id == "self"
+                ):
+                    continue
+            elif file.enclosing_function(node) is not home:
                 continue
             parent = file.parent(node)
             if isinstance(parent, ast.Attribute):
