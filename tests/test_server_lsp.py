@@ -227,6 +227,21 @@ async def test_hover_shows_the_rule_documentation(client: LanguageClient, tmp_pa
 
 
 @pytest.mark.asyncio
+async def test_hover_on_a_code_in_a_noqa_comment(client: LanguageClient, tmp_path):
+    text = "import torch\nx = 1  # noqa: GPU101\n"
+    path = tmp_path / "project" / "noqa_hover.py"
+    uri = path.as_uri()
+    await published(client, uri, open_doc(client, path, text))
+    hover = await client.text_document_hover_async(
+        lsp.HoverParams(
+            text_document=lsp.TextDocumentIdentifier(uri=uri),
+            position=lsp.Position(line=1, character=text.splitlines()[1].index("GPU101") + 2),
+        )
+    )
+    assert hover is not None and hover.contents.value.startswith("**GPU101**")
+
+
+@pytest.mark.asyncio
 async def test_changes_are_debounced(client: LanguageClient, tmp_path):
     counter = Counter(client)
     path = tmp_path / "project" / "typing.py"
