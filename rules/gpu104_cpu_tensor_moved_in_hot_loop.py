@@ -4,6 +4,16 @@ from gpulint.frontends.python.names import keyword
 from gpulint.frontends.python.transfers import CPU_FACTORIES, device_transfer
 from gpulint.rule import Rule
 
+# Legacy constructors take no CUDA `device=`: suggest torch.tensor with their dtype instead.
+_LEGACY = {
+    "Tensor": "",
+    "FloatTensor": "dtype=torch.float32, ",
+    "LongTensor": "dtype=torch.long, ",
+    "IntTensor": "dtype=torch.int32, ",
+    "BoolTensor": "dtype=torch.bool, ",
+    "ByteTensor": "dtype=torch.uint8, ",
+}
+
 
 class CpuTensorMovedInHotLoop(Rule):
     """
@@ -43,7 +53,7 @@ class CpuTensorMovedInHotLoop(Rule):
     triggers = (".cuda(", ".to(")
     message = (
         "`{factory}(...)` builds the tensor on the CPU and `{move}` copies it to the GPU {where}; "
-        "create it on the device: `{factory}(..., device={device})`"
+        "create it on the device: `{suggest}`"
     )
     tags = ("data-movement",)
 
@@ -120,7 +130,13 @@ class Net(nn.Module):
             dev = keyword(node, "device")
             device = file.segment(dev.value if dev is not None else node.args[0])
         yield self.report(
-            file, node, factory=factory, move=f".{node.func.attr}()", where=where, device=device
+            file,
+            node,
+            factory=factory,
+            suggest=_suggestion(factory, device),
+            move=f".{node.func.attr}()",
+            where=where,
+            device=device,
         )
 
     @staticmethod
@@ -132,3 +148,10 @@ class Net(nn.Module):
         if function is not None and function.name == "forward":
             return "on every call of `forward`"
         return None
+
+
+def _suggestion(factory: str, device: str) -> str:
+    name = factory.split(".")[-1]
+    if name in _LEGACY:
+        return f"torch.tensor(..., {_LEGACY[name]}device={device})"
+    return f"{factory}(..., device={device})"
