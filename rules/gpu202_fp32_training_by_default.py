@@ -10,7 +10,8 @@ from gpulint.rule import Rule
 # side of silence.
 _PRECISION = re.compile(
     r"autocast|bfloat16|float16|\bhalf\b|\.half\(|\bbf16|\bfp16|\bfp8|float8|\btf32|allow_tf32"
-    r"|float32_matmul_precision|fp32_precision|mixed_precision|\bprecision\s*=|\bamp\b|_amp\b"
+    r"|float32_matmul_precision|fp32_precision|mixed_precision|\bamp\b|_amp\b"
+    r"|\bprecision\s*[:=]|--precision|\.precision\b|['\"]precision['\"]|--dtype|\.dtype\s*=(?!=)"
     r"|\bamp_|GradScaler|[sS]caler\b|loss_scale|apex|transformer_engine",
     re.IGNORECASE,
 )
@@ -28,7 +29,8 @@ class Fp32TrainingByDefault(Rule):
     `optimizer.step()`, in a module that steps an optimizer or zeroes gradients) and nowhere chooses a faster precision: no `autocast`, no BF16/FP16/FP8
     dtype (`torch.bfloat16`, `torch.float16`, `.half()`, `"bf16"` in its config), no
     `torch.set_float32_matmul_precision("high"|"medium")`, no TF32 flag, no `mixed_precision=` or
-    `precision=` argument, no loss scaler. One finding, at the first training loop.
+    `precision=` argument, no `--precision` / `--dtype` option or `precision:` config key (the
+    choice is then configurable), no loss scaler. One finding, at the first training loop.
 
     Modules whose loop is driven by a framework that sets precision from its own configuration
     (Accelerate, DeepSpeed, Lightning, Composer, Megatron...), CPU-only modules, tests and
