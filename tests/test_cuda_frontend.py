@@ -179,3 +179,11 @@ def test_config_reads_check_macros(tmp_path: Path):
     (tmp_path / "k.cu").write_text(LAUNCH.replace("(x);\n}", "(x);\n  GUARD();\n}"))
     report = Linter(config).run([tmp_path / "k.cu"])
     assert report.findings == []
+
+
+def test_captures_mix_common_and_other_node_types():
+    f = FRONTEND.parse("x.cu", b"void f(int a) { if (a) { g(); } h(); }\n", Settings())
+    found = f.captures("if_statement", "call_expression")
+    assert [n.type for n in found["if_statement"]] == ["if_statement"]
+    assert [f.node_text(n) for n in found["call_expression"]] == ["g()", "h()"]
+    assert f.nodes("preproc_include") == []

@@ -1,0 +1,74 @@
+import ast
+
+from gpulint.rule import Rule
+
+_DATA_PARALLEL = {
+    "torch.nn.DataParallel",
+    "torch.nn.parallel.DataParallel",
+    "torch.nn.parallel.data_parallel.DataParallel",
+    "torch.nn.parallel.data_parallel",
+    "torch.nn.parallel.data_parallel.data_parallel",
+}
+
+
+class DataParallel(Rule):
+    """
+    ## What it does
+    Finds `torch.nn.DataParallel(model)` (and the functional `data_parallel`), through any import
+    or alias. `isinstance(model, nn.DataParallel)` checks and code in tests are left alone.
+
+    ## Why is this bad?
+    `DataParallel` runs one Python process that drives every GPU from threads: each step it
+    scatters the batch from GPU 0, replicates the model onto every device, gathers the outputs
+    back to GPU 0 and reduces the gradients there. The GIL, the replication and the unbalanced
+    GPU 0 make it much slower than `DistributedDataParallel`, which runs one process per GPU and
+    overlaps the gradient all-reduce with the backward pass. PyTorch's documentation recommends
+    DDP even on a single machine.
+
+    ## Example
+    ```python
+    model = torch.nn.DataParallel(model).cuda()
+    ```
+
+    ## Use instead
+    ```python
+    # launched with: torchrun --nproc-per-node=NUM_GPUS train.py
+    local_rank = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(local_rank)
+    dist.init_process_group("nccl")
+    model = DistributedDataParallel(model.cuda(local_rank), device_ids=[local_rank])
+    ```
+
+    ## References
+    - [DataParallel (PyTorch docs: use DistributedDataParallel instead)](https://docs.pytorch.org/docs/stable/generated/torch.nn.DataParallel.html)
+    - [DistributedDataParallel](https://docs.pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html)
+    - [torchrun (Elastic Launch)](https://docs.pytorch.org/docs/stable/elastic/run.html)
+    """
+
+    code = "GPU402"
+    name = "data-parallel"
+    triggers = ("DataParallel", "data_parallel")
+    message = (
+        "`{func}` drives every GPU from one process and gathers on GPU 0; use "
+        "`DistributedDataParallel(model, device_ids=[local_rank])` launched with `torchrun`"
+    )
+    tags = ("distributed",)
+
+    VALID = [
+        "import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+        "model = DDP(model.cuda(rank), device_ids=[rank])\n",
+        "import torch.nn as nn\nif isinstance(model, nn.DataParallel):\n    model = model.module\n",
+        "from mylib import DataParallel\nmodel = DataParallel(model)\n",
+    ]
+    INVALID = [
+        "import torch\nmodel = torch.nn.DataParallel(model).cuda()\n",
+        "from torch import nn\nnet = nn.DataParallel(net, device_ids=[0, 1])\n",
+        "from torch.nn.parallel import DataParallel as DP\nmodel = DP(model)\n",
+    ]
+
+    def visit_Call(self, node: ast.Call, file):
+        if file.is_test:
+            return
+        qualified = file.qualname(node)
+        if qualified in _DATA_PARALLEL:
+            yield self.report(file, node, func=qualified.rsplit(".", 1)[1])

@@ -1,0 +1,153 @@
+import ast
+import re
+
+from gpulint.diagnostics import Severity
+from gpulint.rule import Rule
+
+_LAUNCH = "torch.distributed.launch"
+_DASH_M = re.compile(r"-m\s+torch\.distributed\.launch\b")
+_LOCAL_RANK_FLAGS = {"--local_rank", "--local-rank"}
+# Strings that only describe, never run: help texts, log lines, error messages.
+_DESCRIBING_CALLS = re.compile(r"^(print|warn|warning|info|debug|error|exception|echo|log\w*)$")
+
+
+class DistributedLaunch(Rule):
+    """
+    ## What it does
+    Finds the deprecated `torch.distributed.launch` launcher in Python code: imported
+    (`import torch.distributed.launch`, `from torch.distributed import launch`) or run as a
+    module in a command built by the script (`"python -m torch.distributed.launch ..."`,
+    `[sys.executable, "-m", "torch.distributed.launch", ...]`); and scripts that parse a
+    `--local_rank` / `--local-rank` argument with argparse, which only that launcher passes.
+    Help texts, log messages and docstrings that merely mention the launcher are left alone.
+
+    ## Why is this bad?
+    `torch.distributed.launch` is deprecated in favour of `torchrun`, which sets `LOCAL_RANK`,
+    `RANK` and `WORLD_SIZE` in the environment, restarts failed workers and supports elastic
+    membership. A script that still expects `--local_rank` on its command line breaks or
+    silently runs every process on GPU 0 when started by `torchrun`.
+
+    ## Example
+    ```python
+    parser.add_argument("--local_rank", type=int, default=0)
+    args = parser.parse_args()
+    torch.cuda.set_device(args.local_rank)
+    ```
+
+    ## Use instead
+    ```python
+    # launched with: torchrun --nproc-per-node=NUM_GPUS train.py
+    local_rank = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(local_rank)
+    ```
+
+    ## References
+    - [torchrun (Elastic Launch), and the transition from torch.distributed.launch](https://docs.pytorch.org/docs/stable/elastic/run.html)
+    - [Distributed communication package: launch utility](https://docs.pytorch.org/docs/stable/distributed.html#launch-utility)
+    """
+
+    code = "GPU403"
+    name = "distributed-launch"
+    triggers = ("launch", "local_rank", "local-rank")
+    message = (
+        "`torch.distributed.launch` is deprecated: launch with `torchrun` and read "
+        '`int(os.environ["LOCAL_RANK"])`'
+    )
+    tags = ("distributed",)
+
+    VALID = [
+        'import os\nlocal_rank = int(os.environ["LOCAL_RANK"])\n',
+        "import argparse\nparser = argparse.ArgumentParser()\n"
+        'parser.add_argument("--rank", type=int, help="use torchrun, not torch.distributed.launch")\n',
+        'import subprocess\nsubprocess.run(["torchrun", "--nproc-per-node=8", "train.py"])\n',
+        'def main():\n    """Run with python -m torch.distributed.launch (deprecated)."""\n',
+    ]
+    INVALID = [
+        "import argparse\nparser = argparse.ArgumentParser()\n"
+        'parser.add_argument("--local_rank", type=int, default=0)\n',
+        "import torch.distributed.launch\n",
+        "from torch.distributed.launch import main as launch_main\n",
+        'import os\nos.system(f"python -m torch.distributed.launch --nproc_per_node={n} train.py")\n',
+        'import subprocess, sys\ncmd = [sys.executable, "-m", "torch.distributed.launch", "train.py"]\n',
+    ]
+
+    # -- imports -------------------------------------------------------------------------------
+    def visit_Import(self, node: ast.Import, file):
+        for alias in node.names:
+            if alias.name == _LAUNCH or alias.name.startswith(_LAUNCH + "."):
+                yield self.report(file, node)
+                return
+
+    def visit_ImportFrom(self, node: ast.ImportFrom, file):
+        if node.level or not node.module:
+            return
+        if node.module == _LAUNCH or node.module.startswith(_LAUNCH + "."):
+            yield self.report(file, node)
+        elif node.module == "torch.distributed" and any(a.name == "launch" for a in node.names):
+            yield self.report(file, node)
+
+    # -- commands built as strings -------------------------------------------------------------
+    def visit_Constant(self, node: ast.Constant, file):
+        if not isinstance(node.value, str) or "torch.distributed.launch" not in node.value:
+            return
+        if self._describes(node, file):
+            return
+        if _DASH_M.search(node.value):
+            yield self.report(file, node)
+            return
+        # ["python", "-m", "torch.distributed.launch", ...]
+        parent = file.parent(node)
+        if node.value.strip() == _LAUNCH and isinstance(parent, (ast.List, ast.Tuple)):
+            index = next(i for i, e in enumerate(parent.elts) if e is node)
+            before = parent.elts[index - 1] if index else None
+            if isinstance(before, ast.Constant) and before.value == "-m":
+                yield self.report(file, node)
+
+    @staticmethod
+    def _describes(node: ast.AST, file) -> bool:
+        """A docstring, a help= text, or the argument of print/logging/warnings."""
+        child = node
+        for parent in file.ancestors(node):
+            if isinstance(parent, ast.Expr) and parent.value is node:
+                return True  # a bare string statement: a docstring or a comment-like string
+            if isinstance(parent, ast.keyword) and parent.arg in {
+                "help",
+                "description",
+                "epilog",
+                "msg",
+            }:
+                return True
+            if isinstance(parent, ast.Call) and child is not parent.func:
+                name = (
+                    parent.func.attr
+                    if isinstance(parent.func, ast.Attribute)
+                    else getattr(parent.func, "id", "")
+                )
+                if _DESCRIBING_CALLS.match(name) or name.endswith(
+                    ("Error", "Warning", "Exception")
+                ):
+                    return True
+            if isinstance(parent, (ast.stmt, ast.Lambda)):
+                return False
+            child = parent
+        return False
+
+    # -- --local_rank arguments ----------------------------------------------------------------
+    def visit_Call(self, node: ast.Call, file):
+        if not isinstance(node.func, ast.Attribute) or node.func.attr != "add_argument":
+            return
+        flags = [
+            a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)
+        ]
+        flag = next((f for f in flags if f in _LOCAL_RANK_FLAGS), None)
+        if flag is None:
+            return
+        reads_env = "LOCAL_RANK" in file.text
+        yield self.report(
+            file,
+            node,
+            f"`{flag}` is passed only by the deprecated `torch.distributed.launch`: launch with "
+            '`torchrun` and read `int(os.environ["LOCAL_RANK"])`'
+            + (" (this file already reads it; drop the argument)" if reads_env else ""),
+            severity=Severity.INFO if reads_env else None,
+        )

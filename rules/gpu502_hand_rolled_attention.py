@@ -1,0 +1,523 @@
+import ast
+import re
+
+from gpulint.frontends.python.names import terminal_name
+from gpulint.frontends.python.timing import end_position, position, scope_nodes
+from gpulint.rule import Rule
+
+_SOFTMAX = {
+    "torch.softmax",
+    "torch.nn.functional.softmax",
+    "torch.special.softmax",
+    "torch.Tensor.softmax",
+}
+_SOFTMAX_MODULE = {"torch.nn.Softmax", "torch.nn.modules.activation.Softmax"}
+_MATMUL = {"torch.matmul", "torch.bmm"}
+# Fused attention calls: a function (or its caller) that has one is the SDPA path's fallback.
+_FUSED = re.compile(
+    r"^(scaled_dot_product_attention|flash_attn\w*|memory_efficient_attention\w*|flex_attention"
+    r"|_flash_attention_forward|flash_attention\w*|sdpa\w*|fused_attention\w*)$"
+)
+# Reference implementations that fused kernels are checked against, and graph-rewrite patterns
+# that a compiler replaces with a fused kernel: deliberate, and not a model's hot path.
+_REFERENCE_NAME = re.compile(
+    r"(^|_)(ref|reference|naive|baseline|golden|vanilla|pattern|replacement|expected)(_|$)"
+    r"|^(run_)?torch_|_torch(_|$)",
+    re.IGNORECASE,
+)
+_REFERENCE_FILE = re.compile(
+    r"^(naive|ref|reference|bench)|_(ref|reference|naive)\.py$", re.IGNORECASE
+)
+_BENCH_DIRS = {"benchmark", "benchmarks", "bench"}
+_FUSED_FLAG = re.compile(r"flash|sdpa|scaled_dot_product|fused|xformers|mem_eff", re.IGNORECASE)
+# Shape and dtype changes that leave the scores (or probabilities) the same values.
+_SAME_VALUES = {
+    "float", "half", "bfloat16", "double", "to", "type", "type_as", "view", "reshape", "contiguous",
+    "clone", "view_as", "reshape_as",
+}  # fmt: skip
+_SCALE_METHODS = {
+    "mul",
+    "mul_",
+    "div",
+    "div_",
+    "add",
+    "add_",
+    "masked_fill",
+    "masked_fill_",
+    "sub",
+    "sub_",
+}
+_TRANSPOSE_METHODS = {"transpose", "permute", "t", "swapaxes", "swapdims", "transpose_"}
+_DEPTH = 24
+
+
+def _einsum_spec(file, node: ast.AST) -> tuple[list[str], str, list[ast.AST]] | None:
+    """`torch.einsum("bhqd,bhkd->bhqk", q, k)` -> (["bhqd", "bhkd"], "bhqk", [q, k])."""
+    if not isinstance(node, ast.Call) or file.qualname(node) not in {
+        "torch.einsum",
+        "opt_einsum.contract",
+    }:
+        return None
+    if (
+        len(node.args) != 3
+        or not isinstance(node.args[0], ast.Constant)
+        or not isinstance(node.args[0].value, str)
+    ):
+        return None
+    spec = node.args[0].value.replace(" ", "").replace("...", "")
+    if "->" not in spec:
+        return None
+    inputs, output = spec.split("->")
+    parts = inputs.split(",")
+    if len(parts) != 2 or not all(parts) or not output:
+        return None
+    return parts, output, list(node.args[1:])
+
+
+class HandRolledAttention(Rule):
+    """
+    ## What it does
+    Finds attention written out by hand, `softmax(q @ k.transpose(-2, -1) * scale [+ mask]) @ v`,
+    in any spelling: `@`, `torch.matmul`, `torch.bmm`, `torch.baddbmm`, `torch.einsum`;
+    `.transpose(-2, -1)`, `.mT`, `.permute(...)`; the scale before or after the product; masks
+    added, `masked_fill`ed or chosen with `torch.where`; `F.softmax`, `torch.softmax`,
+    `.softmax(dim=-1)` or an `nn.Softmax` module; dropout on the probabilities; all through
+    intermediate variables within one function. Reported once, at the softmax.
+
+    Left alone: a manual path that runs only when the fused one is unavailable (a function that
+    also calls `scaled_dot_product_attention` or a FlashAttention/xFormers kernel, or is called
+    from one; a branch chosen by a `flash`/`sdpa` flag); variants SDPA cannot express, such as
+    talking heads (a projection that mixes heads between the product and the softmax or after
+    it) and logit soft-capping (`tanh` on the scores); reference implementations in tests.
+
+    ## Why is this bad?
+    The hand-written form materialises the full `L x L` score matrix in global memory, reads it
+    back for the softmax, writes the probabilities, and reads them again for the second matmul:
+    memory traffic and memory use grow with the square of the sequence length, and every step is
+    a separate kernel. `torch.nn.functional.scaled_dot_product_attention` dispatches to fused
+    FlashAttention, memory-efficient or cuDNN kernels that keep the tile in on-chip memory and
+    never write the score matrix, which is several times faster on long sequences and supports
+    masks, causal masking and dropout.
+
+    ## Example
+    ```python
+    attn = (q @ k.transpose(-2, -1)) * self.scale
+    attn = attn.masked_fill(mask == 0, float("-inf"))
+    attn = self.attn_drop(attn.softmax(dim=-1))
+    out = attn @ v
+    ```
+
+    ## Use instead
+    ```python
+    out = F.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask.bool(), dropout_p=self.attn_drop.p if self.training else 0.0,
+        scale=self.scale,
+    )
+    ```
+
+    ## References
+    - [torch.nn.functional.scaled_dot_product_attention](https://docs.pytorch.org/docs/stable/generated/torch.nn.functional.scaled_dot_product_attention.html)
+    - [torch.nn.attention (backends, sdpa_kernel)](https://docs.pytorch.org/docs/stable/nn.attention.html)
+    - [cuDNN attention (FlashAttention-2-based SDPA)](https://docs.nvidia.com/deeplearning/cudnn/frontend/latest/operations/Attention.html)
+    """
+
+    code = "GPU502"
+    name = "hand-rolled-attention"
+    bench = "attention"
+    triggers = ("softmax", "Softmax")
+    message = (
+        "hand-rolled attention (softmax of q·kᵀ, then ·v) materialises the full score matrix; "
+        "use `F.scaled_dot_product_attention(q, k, v, attn_mask=..., dropout_p=..., scale=...)`"
+    )
+    tags = ("attention", "memory")
+
+    VALID = [
+        # Fallback branch used only without SDPA.
+        """
+import math
+import torch.nn.functional as F
+def attend(self, q, k, v):
+    if self.flash:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+    att = F.softmax(att, dim=-1)
+    return att @ v
+""",
+        # Logit soft-capping.
+        """
+import torch
+def attend(q, k, v, cap):
+    scores = torch.matmul(q, k.transpose(-1, -2))
+    scores = cap * torch.tanh(scores / cap)
+    return torch.matmul(scores.softmax(-1), v)
+""",
+        # Talking heads after the softmax.
+        """
+import torch
+def attend(self, q, k, v):
+    dots = torch.einsum("bhid,bhjd->bhij", q, k) * self.scale
+    attn = dots.softmax(dim=-1)
+    attn = torch.einsum("bhij,hk->bkij", attn, self.post_softmax_proj)
+    return torch.einsum("bhij,bhjd->bhid", attn, v)
+""",
+        # A softmax that is not attention.
+        """
+import torch.nn.functional as F
+def loss(logits, targets):
+    probs = F.softmax(logits, dim=-1)
+    return (probs @ targets).mean()
+""",
+    ]
+    INVALID = [
+        """
+import math
+import torch.nn.functional as F
+def forward(self, q, k, v, mask):
+    scores = q @ k.transpose(-2, -1)
+    scores = scores / math.sqrt(q.size(-1))
+    scores = scores.masked_fill(mask == 0, float("-inf"))
+    attn = scores.softmax(-1)
+    attn = self.dropout(attn)
+    return attn @ v
+""",
+        """
+import torch
+from torch import nn
+class WindowAttention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.softmax = nn.Softmax(dim=-1)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        q = q * self.scale
+        attn = torch.bmm(q, k.permute(0, 2, 1))
+        attn = self.softmax(attn + self.relative_position_bias)
+        return torch.bmm(attn, v)
+""",
+        """
+import torch
+def forward(self, q, k, v):
+    weight = torch.einsum("bct,bcs->bts", q * self.scale, k * self.scale)
+    weight = torch.softmax(weight.float(), dim=-1).type(weight.dtype)
+    return torch.einsum("bts,bcs->bct", weight, v)
+""",
+    ]
+
+    def visit_Module(self, node: ast.Module, file):
+        if file.is_test or self._reference_file(file):
+            return
+        # A module that also has a fused attention path (an `eager` class next to a flash one,
+        # a fallback method next to an SDPA one) keeps the manual one as the alternative.
+        if any(_FUSED.match(terminal_name(c.func) or "") for c in file.nodes(ast.Call)):
+            return
+        reported: set[int] = set()
+        for scope in file.nodes(ast.FunctionDef, ast.AsyncFunctionDef):
+            if self._reference_function(file, scope):
+                continue
+            nodes = [n for n in scope_nodes(scope) if hasattr(n, "lineno")]
+            if not any(self._is_softmax(file, n) for n in nodes):
+                continue
+            for candidate in nodes:
+                for probs in self._av_operands(file, candidate):
+                    softmax = self._trace_probs(file, scope, probs, candidate, _DEPTH)
+                    if softmax is None or id(softmax) in reported:
+                        continue
+                    scores = self._softmax_input(file, softmax)
+                    if scores is None or not self._trace_scores(
+                        file, scope, scores, softmax, _DEPTH
+                    ):
+                        continue
+                    if self._in_fused_branch(file, softmax, scope):
+                        continue
+                    reported.add(id(softmax))
+                    yield self.report(file, softmax)
+
+    # -- the fused path elsewhere ----------------------------------------------------------------
+    @staticmethod
+    def _reference_file(file) -> bool:
+        parts = file.display_path.replace("\\", "/").split("/")
+        return bool(_REFERENCE_FILE.search(parts[-1])) or any(
+            p.lower() in _BENCH_DIRS for p in parts[:-1]
+        )
+
+    @staticmethod
+    def _reference_function(file, function: ast.AST) -> bool:
+        names = [function.name] + [
+            a.name
+            for a in file.ancestors(function)
+            if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        ]
+        return any(_REFERENCE_NAME.search(n) for n in names)
+
+    @staticmethod
+    def _in_fused_branch(file, node: ast.AST, scope: ast.AST) -> bool:
+        for parent in file.ancestors(node):
+            if parent is scope:
+                return False
+            if isinstance(parent, (ast.If, ast.IfExp)) and _FUSED_FLAG.search(
+                file.segment(parent.test)
+            ):
+                return True
+        return False
+
+    # -- softmax ---------------------------------------------------------------------------------
+    def _is_softmax(self, file, node: ast.AST) -> bool:
+        return self._softmax_input(file, node) is not None
+
+    @staticmethod
+    def _softmax_input(file, node: ast.AST) -> ast.AST | None:
+        if not isinstance(node, ast.Call):
+            return None
+        func = node.func
+        qualified = file.qualname(node)
+        if qualified in _SOFTMAX:
+            return (
+                node.args[0]
+                if node.args
+                else next((k.value for k in node.keywords if k.arg == "input"), None)
+            )
+        name = terminal_name(func)
+        if name and name in _softmax_modules(file) and len(node.args) == 1:
+            return node.args[0]  # self.softmax = nn.Softmax(dim=-1); self.softmax(attn)
+        if isinstance(func, ast.Attribute) and func.attr == "softmax" and qualified is None:
+            if not (isinstance(func.value, ast.Name) and func.value.id == "self"):
+                return func.value  # x.softmax(dim=-1)
+        return None
+
+    # -- values through assignments --------------------------------------------------------------
+    @staticmethod
+    def _binding(file, scope, name: str, at: ast.AST) -> ast.AST | None:
+        """The last statement before `at` in `scope` that binds `name` on its own."""
+        best = None
+        for node in scope_nodes(scope):
+            if not isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) or end_position(
+                node
+            ) > position(at):
+                continue
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if not any(
+                isinstance(n, ast.Name) and n.id == name for t in targets for n in ast.walk(t)
+            ):
+                continue
+            if _exclusive_branches(file, node, at):
+                continue  # `if mask: attn = f(attn) else: attn = g(attn)`: the if side never reaches else
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                if best is None or position(node) > position(best):
+                    best = node
+            elif any(
+                isinstance(n, ast.Name) and n.id == name for t in targets for n in ast.walk(t)
+            ):
+                if best is None or position(node) > position(best):
+                    best = ast.Pass()  # bound as part of a tuple: unknown
+                    best.lineno, best.col_offset = node.lineno, node.col_offset
+        return best
+
+    # -- q @ k^T ---------------------------------------------------------------------------------
+    def _trace_scores(self, file, scope, expr: ast.AST, at: ast.AST, depth: int) -> bool:
+        """Does `expr` reach q·kᵀ through scaling, masking, bias and dtype or shape changes only?"""
+        if depth <= 0:
+            return False
+        if self._is_qk(file, scope, expr, at):
+            return True
+        again = lambda e: self._trace_scores(file, scope, e, at, depth - 1)  # noqa: E731
+        if isinstance(expr, ast.BinOp):
+            if isinstance(expr.op, (ast.Mult, ast.Add)):
+                return again(expr.left) or again(expr.right)
+            if isinstance(expr.op, (ast.Div, ast.Sub)):
+                return again(expr.left)
+            return False
+        if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
+            return False
+        if isinstance(expr, ast.Call):
+            func = expr.func
+            qualified = file.qualname(expr)
+            if qualified == "torch.where" and len(expr.args) == 3:
+                return again(expr.args[1]) or again(expr.args[2])
+            if (
+                qualified in {"torch.mul", "torch.add", "torch.div", "torch.masked_fill"}
+                and expr.args
+            ):
+                return again(expr.args[0]) or (
+                    qualified in {"torch.mul", "torch.add"}
+                    and len(expr.args) > 1
+                    and again(expr.args[1])
+                )
+            if (
+                isinstance(func, ast.Attribute)
+                and qualified is None
+                and (func.attr in _SAME_VALUES or func.attr in _SCALE_METHODS)
+            ):
+                return again(func.value)
+            return False
+        if isinstance(expr, ast.Name):
+            binding = self._binding(file, scope, expr.id, at)
+            if isinstance(binding, ast.Assign):
+                return self._trace_scores(file, scope, binding.value, binding, depth - 1)
+            if isinstance(binding, ast.AnnAssign) and binding.value is not None:
+                return self._trace_scores(file, scope, binding.value, binding, depth - 1)
+            if isinstance(binding, ast.AugAssign) and isinstance(
+                binding.op, (ast.Mult, ast.Div, ast.Add, ast.Sub)
+            ):
+                return self._trace_scores(file, scope, expr, binding, depth - 1)
+        return False
+
+    def _is_qk(self, file, scope, expr: ast.AST, at: ast.AST) -> bool:
+        if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.MatMult):
+            return self._transposed(file, scope, expr.right, at, 4)
+        if isinstance(expr, ast.Call):
+            qualified = file.qualname(expr)
+            if qualified in _MATMUL and len(expr.args) == 2:
+                return self._transposed(file, scope, expr.args[1], at, 4)
+            if qualified == "torch.baddbmm" and len(expr.args) >= 3:
+                return self._transposed(file, scope, expr.args[2], at, 4)
+            func = expr.func
+            if (
+                isinstance(func, ast.Attribute)
+                and qualified is None
+                and func.attr in {"matmul", "bmm"}
+                and len(expr.args) == 1
+            ):
+                return self._transposed(file, scope, expr.args[0], at, 4)
+            spec = _einsum_spec(file, expr)
+            if spec:
+                (left, right), output, _ = spec
+                # The softmax axis (the output's last index) comes from the keys only, and one
+                # index is summed: q·kᵀ. A head-mixing einsum keeps its last index from the scores.
+                contracted = (set(left) & set(right)) - set(output)
+                return bool(contracted) and output[-1] in right and output[-1] not in left
+        return False
+
+    def _transposed(self, file, scope, expr: ast.AST, at: ast.AST, depth: int) -> bool:
+        if isinstance(expr, ast.Attribute) and expr.attr in {"mT", "T", "mH"}:
+            return True
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+            if expr.func.attr in _TRANSPOSE_METHODS and file.qualname(expr) is None:
+                return True
+            if expr.func.attr in _SAME_VALUES and file.qualname(expr) is None and depth > 0:
+                return self._transposed(file, scope, expr.func.value, at, depth - 1)
+        if isinstance(expr, ast.Call) and file.qualname(expr) in {
+            "torch.transpose",
+            "torch.permute",
+        }:
+            return True
+        if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Mult, ast.Div)) and depth > 0:
+            return self._transposed(file, scope, expr.left, at, depth - 1) or self._transposed(
+                file, scope, expr.right, at, depth - 1
+            )
+        if isinstance(expr, ast.Name) and depth > 0:
+            binding = self._binding(file, scope, expr.id, at)
+            if isinstance(binding, ast.Assign):
+                return self._transposed(file, scope, binding.value, binding, depth - 1)
+        return False
+
+    # -- probabilities @ v -----------------------------------------------------------------------
+    @staticmethod
+    def _av_operands(file, node: ast.AST) -> list[ast.AST]:
+        """The probabilities operand of a candidate `p @ v`."""
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+            return [node.left]
+        if not isinstance(node, ast.Call):
+            return []
+        qualified = file.qualname(node)
+        if qualified in _MATMUL and len(node.args) == 2:
+            return [node.args[0]]
+        func = node.func
+        if (
+            isinstance(func, ast.Attribute)
+            and qualified is None
+            and func.attr in {"matmul", "bmm"}
+            and len(node.args) == 1
+        ):
+            return [func.value]
+        spec = _einsum_spec(file, node)
+        if spec:
+            parts, output, operands = spec
+            out = []
+            # The probabilities are summed over their last index (the keys), which v shares.
+            for i, part in enumerate(parts):
+                other = parts[1 - i]
+                if part[-1] in other and part[-1] not in output:
+                    out.append(operands[i])
+            return out
+        return []
+
+    def _trace_probs(self, file, scope, expr: ast.AST, at: ast.AST, depth: int) -> ast.Call | None:
+        """The softmax that `expr` is, through dropout and dtype or shape changes only."""
+        if depth <= 0:
+            return None
+        if self._softmax_input(file, expr) is not None:
+            return expr
+        if isinstance(expr, ast.Call):
+            func = expr.func
+            name = terminal_name(func) or ""
+            if (
+                isinstance(func, ast.Attribute)
+                and file.qualname(expr) is None
+                and func.attr
+                in _SAME_VALUES
+                | {
+                    "masked_fill",
+                    "masked_fill_",
+                    "nan_to_num",
+                }
+            ):
+                return self._trace_probs(file, scope, func.value, at, depth - 1)
+            if "drop" in name.lower() and expr.args:
+                return self._trace_probs(file, scope, expr.args[0], at, depth - 1)
+            return None
+        if isinstance(expr, ast.Name):
+            binding = self._binding(file, scope, expr.id, at)
+            if isinstance(binding, ast.Assign):
+                return self._trace_probs(file, scope, binding.value, binding, depth - 1)
+        return None
+
+
+def _softmax_modules(file) -> set[str]:
+    """Names bound to `nn.Softmax(...)` anywhere in the file (`self.softmax`, `attend`)."""
+    cached = file.__dict__.get("_softmax_modules")
+    if cached is None:
+        cached = set()
+        for assign in file.nodes(ast.Assign):
+            if (
+                isinstance(assign.value, ast.Call)
+                and file.qualname(assign.value) in _SOFTMAX_MODULE
+            ):
+                cached |= {terminal_name(t) for t in assign.targets} - {None}
+        file.__dict__["_softmax_modules"] = cached
+    return cached
+
+
+def _exclusive_branches(file, a: ast.AST, b: ast.AST) -> bool:
+    """`a` and `b` sit on different sides (body / orelse) of one `if`."""
+    path_a = {id(p): child for child, p in _edges(file, a)}
+    for child_b, parent in _edges(file, b):
+        child_a = path_a.get(id(parent))
+        if child_a is None:
+            continue
+        if isinstance(parent, ast.If):
+            side_a = (
+                "body"
+                if child_a in parent.body
+                else "orelse"
+                if child_a in parent.orelse
+                else "test"
+            )
+            side_b = (
+                "body"
+                if child_b in parent.body
+                else "orelse"
+                if child_b in parent.orelse
+                else "test"
+            )
+            return {side_a, side_b} == {"body", "orelse"}
+        return False
+    return False
+
+
+def _edges(file, node: ast.AST):
+    """(child, parent) pairs from `node` up to the module."""
+    child = node
+    for parent in file.ancestors(node):
+        yield child, parent
+        child = parent

@@ -1,0 +1,136 @@
+import ast
+import re
+
+from gpulint.frontends.python.loops import is_step_marker
+from gpulint.frontends.python.names import terminal_name
+from gpulint.frontends.python.timing import cuda_work, intervals, is_sync
+from gpulint.rule import Rule
+
+# `if device == "cpu":` / `if not torch.cuda.is_available():`: the work in there is CPU work.
+_CPU_TEST = re.compile(r"""["']cpu["']|not\s+torch\.cuda\.is_available""")
+# An argument that is the whole model: the callee may run (and sync) anything on it.
+_MODEL_ARG = re.compile(r"^(model|net|module|pipe|pipeline)$|_model$", re.IGNORECASE)
+# Callees that run whole loops of their own (and log, evaluate, sync inside): opaque.
+_DRIVER = re.compile(r"train|eval|valid|test|epoch|fit|benchmark|bench|profile|loop", re.IGNORECASE)
+
+
+class UnsynchronizedWallClockTiming(Rule):
+    """
+    ## What it does
+    Finds wall-clock timing (`time.time()`, `time.perf_counter()`, `time.monotonic()`,
+    `timeit.default_timer()`) around CUDA work, with no `torch.cuda.synchronize()`, event or
+    stream `.synchronize()`, or other host sync (`.item()`, `.cpu()`, `.tolist()`...) between the
+    work and the second clock read, in one function. CUDA work is a model call, `.backward()`,
+    an optimizer step, a copy to the device, a Triton launch, or a torch op in a function that
+    uses CUDA. Intervals with a sync before the second read, CPU-only work, and tests are left
+    alone.
+
+    ## Why is this bad?
+    CUDA calls return as soon as the kernel is queued. Without a sync, the second clock read
+    measures how long Python took to launch the kernels, not how long the GPU took to run them;
+    the number is too small by an arbitrary amount and moves with the queue depth. Whatever runs
+    next then absorbs the missing time, so even neighbouring measurements are wrong.
+
+    ## Example
+    ```python
+    start = time.perf_counter()
+    out = model(x)
+    elapsed = time.perf_counter() - start
+    ```
+
+    ## Use instead
+    ```python
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    out = model(x)
+    torch.cuda.synchronize()
+    elapsed = time.perf_counter() - start
+    ```
+    or time on the device with `torch.cuda.Event(enable_timing=True)`, or use
+    `torch.utils.benchmark.Timer` / `triton.testing.do_bench`, which synchronise for you.
+
+    ## References
+    - [CUDA semantics: asynchronous execution (timing with events and synchronize)](https://docs.pytorch.org/docs/stable/notes/cuda.html#asynchronous-execution)
+    - [PyTorch benchmark recipe (torch.utils.benchmark)](https://docs.pytorch.org/tutorials/recipes/recipes/benchmark.html)
+    - [triton.testing.do_bench](https://triton-lang.org/main/python-api/generated/triton.testing.do_bench.html)
+    """
+
+    code = "GPU601"
+    name = "unsynchronized-wall-clock-timing"
+    triggers = ("time", "perf_counter", "monotonic", "timer")
+    message = (
+        "wall-clock read of CUDA work started at line {line} with no sync before it: it measures "
+        "kernel launches, not execution; call `torch.cuda.synchronize()` before reading the clock "
+        "(or time with `torch.cuda.Event(enable_timing=True)`)"
+    )
+    tags = ("benchmarking",)
+
+    VALID = [
+        "import time\nimport torch\ndef bench(model, x):\n    torch.cuda.synchronize()\n"
+        "    t0 = time.perf_counter()\n    y = model(x.cuda())\n    torch.cuda.synchronize()\n"
+        "    return time.perf_counter() - t0\n",
+        "import time\nimport torch\ndef step(model, x):\n    t0 = time.time()\n    loss = model(x.cuda())\n"
+        "    print(loss.item())\n    dt = time.time() - t0\n",
+        # CPU-only work.
+        "import time\ndef load(path):\n    t0 = time.time()\n    data = read(path)\n    return time.time() - t0\n",
+    ]
+    INVALID = [
+        "import time\nimport torch\ndef bench(model, x):\n    t0 = time.perf_counter()\n"
+        "    y = model(x.cuda())\n    return time.perf_counter() - t0\n",
+        "import torch\nfrom timeit import default_timer as timer\nstart = timer()\n"
+        "for _ in range(10):\n    out = net(inputs.to(device))\nend = timer()\nprint(end - start)\n",
+    ]
+
+    def visit_Module(self, node: ast.Module, file):
+        if file.is_test or not file.uses_cuda:
+            return
+        for interval in intervals(file):
+            region = interval.region()
+            work = [n for n in region if cuda_work(file, n, interval.scope)]
+            if not work:
+                continue
+            if _cpu_branch(file, interval.end):
+                continue
+            # Timing whole training steps: in steady state the step loop is paced by the device
+            # (the launch queue fills), so per-step and running totals come out right.
+            if any(is_step_marker(n) for n in region):
+                continue
+            if any(_opaque_driver(file, n, interval.scope) for n in region):
+                continue
+            # Any sync in the interval counts: inside loops "before" and "after" the work overlap.
+            if any(is_sync(file, n) for n in region):
+                continue
+            yield self.report(file, interval.end, line=interval.start.lineno)
+
+
+def _opaque_driver(file, node: ast.AST, scope: ast.AST) -> bool:
+    """`train_one_epoch(...)`, `evaluate(...)`: a callee that runs (and syncs) a loop of its own."""
+    if not isinstance(node, ast.Call) or cuda_work(file, node, scope):
+        return False
+    name = terminal_name(node.func) or ""
+    if name in {"train", "eval"} and isinstance(node.func, ast.Attribute):
+        return False  # model.train() / model.eval(): a mode switch
+    if _DRIVER.search(name):
+        return True
+    # `quantize_(model, config)`, `sequential_quantize(model, data)`: a helper that takes the
+    # whole model may run anything on it, syncs included; not torch's own ops.
+    if (file.qualname(node) or "").startswith("torch."):
+        return False
+    return any(
+        isinstance(a, (ast.Name, ast.Attribute)) and _MODEL_ARG.search(terminal_name(a) or "")
+        for a in [*node.args, *(k.value for k in node.keywords)]
+    )
+
+
+def _cpu_branch(file, node: ast.AST) -> bool:
+    """Inside `if device == "cpu":` (or the else of a CUDA test): CPU work."""
+    child = node
+    for parent in file.ancestors(node):
+        if isinstance(parent, ast.If):
+            test = file.segment(parent.test)
+            if child in parent.body and _CPU_TEST.search(test):
+                return True
+            if child in parent.orelse and "cuda" in test and "not " not in test:
+                return True
+        child = parent
+    return False

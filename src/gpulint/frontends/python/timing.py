@@ -1,0 +1,246 @@
+"""Wall-clock timing in Python: which clock reads pair up, and what runs between them.
+
+An *interval* is a pair of clock reads in one scope (a function, or the module body) whose
+difference the code takes: `t0 = time.perf_counter()` ... `time.perf_counter() - t0`, or
+`t1 = time.time()` ... `t1 - t0`. Its *region* is every node after the first read and before
+the second, positionally, not descending into nested functions or classes.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from gpulint.frontends.python.loops import SCOPES, is_step_marker
+from gpulint.frontends.python.names import keyword, terminal_name
+from gpulint.frontends.python.syncs import host_sync
+from gpulint.frontends.python.tensors import _torch_call
+
+CLOCKS = {
+    "time.time",
+    "time.time_ns",
+    "time.perf_counter",
+    "time.perf_counter_ns",
+    "time.monotonic",
+    "time.monotonic_ns",
+    "timeit.default_timer",
+}
+# Callees that run a model on the device: `model(x)`, `self.net(x)`, `teacher_model(x)`,
+# `model.forward(x)`. Whole words only: `pipeline.add_model(m)` is not a model call.
+_MODEL = re.compile(
+    r"^(model|net|network|module|encoder|decoder|classifier|policy|backbone|transformer|gpt|llm)$"
+    r"|_(model|net|encoder|decoder|backbone)$|^(model|net)_\w+$|^forward$",
+    re.IGNORECASE,
+)
+_DEVICE_ARG = re.compile(r"cuda|device|dev\b|rank|gpu", re.IGNORECASE)
+# Building or loading a model is setup, not device work.
+_SETUP = re.compile(
+    r"^(build|load|get|create|make|init|save|setup|prepare|register|add|set|wrap|export|convert|print|log)_"
+    r"|_(builder|factory|config|cfg|cls|class|args|kwargs|path|name|type|init|provider)$",
+    re.IGNORECASE,
+)
+# Tensor factories launch at most a fill kernel: not the work anyone times.
+_FACTORIES = {
+    "arange", "zeros", "ones", "empty", "full", "tensor", "as_tensor", "from_numpy", "rand", "randn",
+    "randint", "randperm", "zeros_like", "ones_like", "empty_like", "full_like", "rand_like",
+    "randn_like", "linspace", "manual_seed", "empty_strided", "eye",
+    # Not device work at all: files, seeds, grad modes.
+    "load", "save", "seed", "no_grad", "inference_mode", "enable_grad", "autocast", "Generator",
+}  # fmt: skip
+# Helpers whose name says they wait: `synchronize()`, `cuda_sync()`, `barrier()`. Hugging Face
+# `generate()` reads the stopping criteria back to the host after every token.
+_SYNC_NAME = re.compile(r"sync|barrier|block_until_ready|^generate$", re.IGNORECASE)
+# Ops whose output size depends on the data: the host waits for the device to know it.
+_DATA_DEPENDENT = {"nonzero", "unique", "unique_consecutive", "masked_select", "argwhere"}
+
+
+def position(node: ast.AST) -> tuple[int, int]:
+    return node.lineno, node.col_offset
+
+
+def end_position(node: ast.AST) -> tuple[int, int]:
+    return node.end_lineno, node.end_col_offset
+
+
+def is_clock(file, node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and not node.args and file.qualname(node) in CLOCKS
+
+
+def scope_nodes(scope: ast.AST) -> Iterator[ast.AST]:
+    """Nodes of a function (or module) body, not descending into nested functions or classes."""
+    body = (
+        scope.body
+        if isinstance(scope, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef))
+        else [scope]
+    )
+    stack = list(reversed(body))
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, SCOPES):
+            continue
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
+@dataclass(frozen=True)
+class Interval:
+    start: ast.Call  # the first clock read
+    end: ast.Call  # the second clock read
+    scope: ast.AST
+
+    def region(self) -> list[ast.AST]:
+        lo, hi = end_position(self.start), position(self.end)
+        return [
+            n
+            for n in scope_nodes(self.scope)
+            if hasattr(n, "lineno") and lo <= position(n) and position(n) < hi
+        ]
+
+
+def _clock_assignments(file, scope: ast.AST) -> dict[str, list[ast.Call]]:
+    """`t0 = time.time()` / `self.start = perf_counter()`: target text -> the clock calls."""
+    out: dict[str, list[ast.Call]] = {}
+    for node in scope_nodes(scope):
+        if isinstance(node, ast.Assign) and is_clock(file, node.value):
+            for target in node.targets:
+                if isinstance(target, (ast.Name, ast.Attribute)):
+                    out.setdefault(file.segment(target), []).append(node.value)
+    return out
+
+
+def intervals(file) -> list[Interval]:
+    cache = file.__dict__.get("_timing_intervals")
+    if cache is not None:
+        return cache
+    found: dict[tuple[int, int], Interval] = {}
+    scopes = [file.tree, *file.nodes(ast.FunctionDef, ast.AsyncFunctionDef)]
+    for scope in scopes:
+        assigned = None
+        for node in scope_nodes(scope):
+            if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub)):
+                continue
+            if not isinstance(node.right, (ast.Name, ast.Attribute)):
+                continue
+            if assigned is None:
+                assigned = _clock_assignments(file, scope)
+                if not assigned:
+                    break
+            starts = assigned.get(file.segment(node.right))
+            if not starts:
+                continue
+            if is_clock(file, node.left):
+                end = node.left
+            elif isinstance(node.left, (ast.Name, ast.Attribute)):
+                ends = [
+                    c
+                    for c in assigned.get(file.segment(node.left), [])
+                    if position(c) < position(node)
+                ]
+                if not ends:
+                    continue
+                end = max(ends, key=position)
+            else:
+                continue
+            before = [c for c in starts if position(c) < position(end)]
+            if not before:
+                continue
+            start = max(before, key=position)
+            found.setdefault((id(start), id(end)), Interval(start, end, scope))
+    result = list(found.values())
+    file.__dict__["_timing_intervals"] = result
+    return result
+
+
+def local_functions(file) -> dict[str, ast.AST]:
+    cache = file.__dict__.get("_local_functions")
+    if cache is None:
+        cache = {}
+        for f in file.nodes(ast.FunctionDef, ast.AsyncFunctionDef):
+            cache.setdefault(f.name, f)
+        file.__dict__["_local_functions"] = cache
+    return cache
+
+
+def is_sync(file, node: ast.AST, depth: int = 1) -> bool:
+    """A call that waits for the device, directly or (one level) through a helper in this file."""
+    if isinstance(node, ast.Subscript) and _boolean_mask(node.slice):
+        return True  # x[x[:, 4] > threshold]: the result's size is read back
+    if not isinstance(node, ast.Call):
+        return False
+    if host_sync(file, node) is not None:
+        return True
+    name = terminal_name(node.func)
+    if name and (_SYNC_NAME.search(name) or name in _DATA_DEPENDENT):
+        return True
+    if isinstance(node.func, ast.Name) and _pipeline(file, node.func, node):
+        return True  # pipelines hand back host objects (images, text): they read back
+    if depth and name in local_functions(file):
+        helper = local_functions(file)[name]
+        return any(is_sync(file, n, depth - 1) for n in scope_nodes(helper))
+    return False
+
+
+def _pipeline(file, name: ast.Name, at: ast.AST) -> bool:
+    """`pipe = DiffusionPipeline.from_pretrained(...)` / `pipe = pipeline("text-generation")`."""
+    scope = file.enclosing_function(at) or file.tree
+    for node in scope_nodes(scope):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name.id for t in node.targets
+        ):
+            if re.search(r"Pipeline|\bpipeline\(", file.segment(node.value)):
+                return True
+    return False
+
+
+def _boolean_mask(index: ast.AST) -> bool:
+    if isinstance(index, ast.Tuple):
+        return any(_boolean_mask(e) for e in index.elts)
+    return isinstance(index, ast.Compare) or (
+        isinstance(index, ast.BinOp) and isinstance(index.op, (ast.BitAnd, ast.BitOr))
+    )
+
+
+def cuda_work(file, node: ast.AST, scope: ast.AST) -> bool:
+    """A call that queues work on the GPU: a model call, backward, optimizer step, a copy to the
+    device, a Triton launch, or a torch op in a function that uses CUDA."""
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    if is_step_marker(node):
+        return True
+    if isinstance(func, ast.Attribute) and func.attr in {"cuda", "to"}:
+        # A copy from pageable host memory returns when the copy is done; only
+        # `non_blocking=True` leaves it running on the device.
+        blocking = keyword(node, "non_blocking")
+        if (
+            isinstance(getattr(blocking, "value", None), ast.Constant)
+            and blocking.value.value is True
+        ):
+            return func.attr == "cuda" or any(
+                _DEVICE_ARG.search(file.segment(a)) for a in node.args
+            )
+        return False
+    if isinstance(func, ast.Subscript) and "triton" in file.bindings.values():
+        return True  # kernel[grid](...)
+    # A model is a local object: `model(x)`, `self.net(x)`; a library's `MLModel(...)` is not.
+    # `Transformer(args)` builds a model; it does not run one.
+    name = terminal_name(func)
+    if (
+        name
+        and name[0].islower()
+        and _MODEL.search(name)
+        and not _SETUP.search(name)
+        and file.qualname(node) is None
+    ):
+        return True
+    if _torch_call(file, node) and _scope_uses_cuda(file, scope):
+        return (file.qualname(node) or "").rsplit(".", 1)[-1] not in _FACTORIES
+    return False
+
+
+def _scope_uses_cuda(file, scope: ast.AST) -> bool:
+    if isinstance(scope, ast.Module):
+        return file.uses_cuda
+    return bool(re.search(r"\bcuda\b|device", file.segment(scope)))
