@@ -6,6 +6,7 @@ from gpulint.rule import Rule
 
 _LAUNCH = "torch.distributed.launch"
 _DASH_M = re.compile(r"-m\s+torch\.distributed\.launch\b")
+_VERSION = re.compile(r"version|__version__|TORCH_VERSION", re.IGNORECASE)
 _LOCAL_RANK_FLAGS = {"--local_rank", "--local-rank"}
 # Strings that only describe, never run: help texts, log lines, error messages.
 _DESCRIBING_CALLS = re.compile(r"^(print|warn|warning|info|debug|error|exception|echo|log\w*)$")
@@ -61,6 +62,7 @@ class DistributedLaunch(Rule):
         'parser.add_argument("--rank", type=int, help="use torchrun, not torch.distributed.launch")\n',
         'import subprocess\nsubprocess.run(["torchrun", "--nproc-per-node=8", "train.py"])\n',
         'def main():\n    """Run with python -m torch.distributed.launch (deprecated)."""\n',
+        'import sys\nif torch_version < (1, 10):\n    cmd = [sys.executable, "-m", "torch.distributed.launch"]\n',
     ]
     INVALID = [
         "import argparse\nparser = argparse.ArgumentParser()\n"
@@ -90,7 +92,7 @@ class DistributedLaunch(Rule):
     def visit_Constant(self, node: ast.Constant, file):
         if not isinstance(node.value, str) or "torch.distributed.launch" not in node.value:
             return
-        if self._describes(node, file):
+        if self._describes(node, file) or self._behind_version_check(node, file):
             return
         if _DASH_M.search(node.value):
             yield self.report(file, node)
@@ -102,6 +104,15 @@ class DistributedLaunch(Rule):
             before = parent.elts[index - 1] if index else None
             if isinstance(before, ast.Constant) and before.value == "-m":
                 yield self.report(file, node)
+
+    @staticmethod
+    def _behind_version_check(node: ast.AST, file) -> bool:
+        """`if torch_version < (1, 10): cmd = [..., "torch.distributed.launch"]`: a shim for old
+        PyTorch, which had no torchrun."""
+        return any(
+            isinstance(parent, (ast.If, ast.IfExp)) and _VERSION.search(file.segment(parent.test))
+            for parent in file.ancestors(node)
+        )
 
     @staticmethod
     def _describes(node: ast.AST, file) -> bool:
@@ -142,7 +153,11 @@ class DistributedLaunch(Rule):
         flag = next((f for f in flags if f in _LOCAL_RANK_FLAGS), None)
         if flag is None:
             return
-        reads_env = "LOCAL_RANK" in file.text
+        required = next((k.value for k in node.keywords if k.arg == "required"), None)
+        # Reading LOCAL_RANK too makes the argument a harmless leftover; requiring it breaks torchrun.
+        reads_env = "LOCAL_RANK" in file.text and not (
+            isinstance(required, ast.Constant) and required.value is True
+        )
         yield self.report(
             file,
             node,

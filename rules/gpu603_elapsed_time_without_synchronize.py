@@ -1,6 +1,5 @@
 import ast
 
-from gpulint.frontends.python.names import terminal_name
 from gpulint.frontends.python.timing import is_sync, position, scope_nodes
 from gpulint.rule import Rule
 
@@ -96,31 +95,69 @@ class ElapsedTimeWithoutSynchronize(Rule):
 
     @staticmethod
     def _is_event(receiver: ast.AST, file) -> bool:
-        """The receiver's name is bound to `torch.cuda.Event(...)` somewhere in the file."""
+        """The receiver is bound to `torch.cuda.Event(...)` in its own scope (or an enclosing one),
+        directly, through a list of events, or as the loop variable over such a list. Parameters
+        are unknown."""
         while isinstance(receiver, ast.Subscript):
             receiver = receiver.value
-        name = terminal_name(receiver)
-        if name is None:
+        if isinstance(receiver, ast.Attribute):
+            return receiver.attr in _event_bindings(file, None)[1]
+        if not isinstance(receiver, ast.Name):
             return False
-        events = file.__dict__.get("_cuda_event_names")
-        if events is None:
-            events = set()
-            for assign in file.nodes(ast.Assign, ast.AnnAssign):
-                value = assign.value
-                if value is None or not any(
-                    isinstance(c, ast.Call) and file.qualname(c) in _EVENT for c in ast.walk(value)
-                ):
-                    continue
-                targets = assign.targets if isinstance(assign, ast.Assign) else [assign.target]
-                for target in targets:
-                    for t in ast.walk(target):
-                        if isinstance(t, (ast.Name, ast.Attribute)):
-                            events.add(terminal_name(t))
-            file.__dict__["_cuda_event_names"] = events
-        return name in events
+        scopes = [
+            a
+            for a in file.ancestors(receiver)
+            if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        ]
+        for scope in [*scopes, None]:
+            names, _, params = _event_bindings(file, scope)
+            if receiver.id in params:
+                return False
+            if receiver.id in names:
+                return True
+        return False
 
 
 def _base(node: ast.AST) -> str | None:
     while isinstance(node, (ast.Attribute, ast.Subscript)):
         node = node.value
     return node.id if isinstance(node, ast.Name) else None
+
+
+def _event_bindings(file, scope) -> tuple[set[str], set[str], set[str]]:
+    """(names bound to events in `scope`, attribute names bound to events anywhere, parameters)."""
+    cache = file.__dict__.setdefault("_cuda_event_bindings", {})
+    key = id(scope)
+    if key in cache:
+        return cache[key]
+    root = scope if scope is not None else file.tree
+    names: set[str] = set()
+    attrs: set[str] = set()
+    if scope is None:
+        nodes = list(ast.walk(root))  # attributes (`self.start`) are looked up file-wide
+    else:
+        nodes = [n for n in ast.walk(root) if file.enclosing_function(n) is scope]
+    for node in nodes:
+        value = getattr(node, "value", None)
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and value is not None:
+            if any(isinstance(c, ast.Call) and file.qualname(c) in _EVENT for c in ast.walk(value)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    for t in ast.walk(target):
+                        if isinstance(t, ast.Attribute):
+                            attrs.add(t.attr)
+                        elif isinstance(t, ast.Name) and (
+                            scope is not None or file.enclosing_function(t) is None
+                        ):
+                            names.add(t.id)
+    # `for s, e in zip(starts, ends)` / `[s.elapsed_time(e) for s, e in zip(starts, ends)]`
+    for node in ast.walk(root):
+        if isinstance(node, (ast.For, ast.comprehension)):
+            if any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node.iter)):
+                names |= {t.id for t in ast.walk(node.target) if isinstance(t, ast.Name)}
+    params: set[str] = set()
+    if scope is not None:
+        args = scope.args
+        params = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}
+    cache[key] = (names, attrs, params)
+    return cache[key]
