@@ -51,7 +51,7 @@ class FakeProc:
         self.usedGpuMemory = used
 
 
-def fake_nvml(procs_per_gpu, util_per_gpu=None, fail_init=False):
+def _fake_nvml(procs_per_gpu, util_per_gpu=None, fail_init=False):
     """A stand-in for pynvml with ``len(procs_per_gpu)`` GPUs."""
     util_per_gpu = util_per_gpu or [0] * len(procs_per_gpu)
     m = types.SimpleNamespace()
@@ -70,3 +70,15 @@ def fake_nvml(procs_per_gpu, util_per_gpu=None, fail_init=False):
     m.nvmlDeviceGetGraphicsRunningProcesses = lambda h: []
     m.nvmlDeviceGetUtilizationRates = lambda h: types.SimpleNamespace(gpu=util_per_gpu[h])
     return m
+
+
+@pytest.fixture
+def fake_nvml():
+    """Factory: fake_nvml([[FakeProc(pid)], []], util_per_gpu=[0, 93], fail_init=False)."""
+    return _fake_nvml
+
+
+@pytest.fixture
+def proc():
+    """Factory for a process entry as NVML lists it."""
+    return FakeProc

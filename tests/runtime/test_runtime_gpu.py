@@ -1,0 +1,47 @@
+"""Runs only where torch sees a CUDA GPU (never on CI); skipped cleanly elsewhere."""
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
+
+from gpulint.runtime import evidence, probe  # noqa: E402
+from gpulint.runtime.__main__ import main  # noqa: E402
+
+
+def _bench(argv, capsys):
+    rc = main(argv)
+    out = capsys.readouterr()
+    if rc == 1 and "refused" in out.err and "shared GPU" in out.err:
+        pytest.skip("the GPU is shared; the guard refused, as it should")
+    return rc, out
+
+
+def test_probe_reads_the_device():
+    info = probe.collect()
+    dev = info["torch"]["devices"][0]
+    assert dev["sm_count"] > 0 and dev["memory_bytes"] > 0
+    assert dev["shared_memory_per_block_optin"] >= dev["shared_memory_per_block"]
+
+
+def test_copy_bench_writes_a_valid_record(tmp_path, capsys):
+    rc, out = _bench(["bench", "copy", "--runs", "3", "--evidence-dir", str(tmp_path), "--json"],
+                     capsys)  # fmt: skip
+    assert rc == 0, out.err
+    (rec,) = json.loads(out.out)
+    assert evidence.validate_record(rec) == [] and rec["ok"]
+    assert rec["variants"][0]["runs"] == 3 and rec["variants"][0]["median"] > 0
+    assert len(evidence.load_records([tmp_path])) == 1
+
+
+def test_nccl_ddp_fsdp_pass_on_one_gpu(tmp_path, capsys):
+    argv = ["bench", "nccl", "ddp", "fsdp", "--nproc", "1", "--runs", "3",
+            "--evidence-dir", str(tmp_path), "--json"]  # fmt: skip
+    rc, out = _bench(argv, capsys)
+    assert rc == 0, out.err
+    recs = json.loads(out.out)
+    assert [r["bench"] for r in recs] == ["nccl", "ddp", "fsdp"]
+    for r in recs:
+        assert r["ok"] and all(c["ok"] for c in r["checks"].values())
