@@ -12,37 +12,44 @@ class AutotuneConfigExceedsSharedMemory(Rule):
     the per-block shared-memory limit of a configured hardware target (`[tool.gpulint] targets`
     or `--targets`). With no targets configured the rule is silent.
 
-    The estimate is the one Triton's own matmul pruning uses:
-    `num_stages × (BLOCK_M + BLOCK_N) × BLOCK_K × element bytes`, one A tile and one B tile per
-    pipeline stage. `BLOCK_M`, `BLOCK_N` and `BLOCK_K` are read from the config's meta-parameters
-    (spelled `BLOCK_M`, `BLOCK_SIZE_M`, `BLOCK_M_SIZE`, `BM` or `TILE_M`); `num_stages` defaults
-    to Triton's 3. The element size is 1 byte when the kernel names an 8-bit type (fp8, int8),
-    else 2 bytes (fp16/bf16), and the message says which; fp32 operands would need twice that,
-    so the estimate is a lower bound. Configs whose block sizes cannot be read (a block size from
-    a variable, an attention kernel whose K is the head dimension passed at launch) are left
-    alone, as are lists the rule cannot evaluate.
+    The estimate is the A and B tiles of the software pipeline:
+    `buffers × (BLOCK_M + BLOCK_N) × BLOCK_K × element bytes`, where `buffers` depends on the
+    target, as measured with Triton 3.6.0 (the compiled kernel's `metadata.shared` for the
+    tutorial matmul, fp16 and fp8, 14 configs, equal to this estimate on an H200 and when
+    cross-compiled for sm_80/86/89/100/120/121): Hopper and datacenter Blackwell (sm_90,
+    sm_100) keep `num_stages` buffers when `BLOCK_M >= 64` (the wgmma/tcgen05 pipelines); the
+    cp.async pipeline of sm_80/86/89/120/121, and of any target when `BLOCK_M < 64`, keeps
+    `num_stages - 1` (at least one). So `BLOCK 128×256×64, num_stages=3` in fp16 is 98,304 B
+    on sm_121 (fits) and 147,456 B on sm_90 (fits); `num_stages=4` is 147,456 B on sm_121
+    (does not fit). Triton's own `early_config_prune` uses `num_stages` for every target, which
+    over-counts by one stage off Hopper.
 
-    Per-block limits (opt-in maximum): sm_80 166,912 B; sm_86/sm_89 101,376 B; sm_90/sm_100
-    232,448 B; sm_120/sm_121 101,376 B (from the one hardware table, `gpulint/data/hardware.toml`).
-
-    Left alone: autotuners with `prune_configs_by=` (an `early_config_prune` hook sees the real
-    device and dtype at run time and can drop the config before it is compiled, which is the fix
-    this rule asks for), and kernels without `tl.dot`, whose shared memory is not dominated by
-    staged tiles.
+    `BLOCK_M`, `BLOCK_N` and `BLOCK_K` are read from the config's meta-parameters (spelled
+    `BLOCK_M`, `BLOCK_SIZE_M`, `BLOCK_M_SIZE`, `BM` or `TILE_M`) or the kernel's constexpr
+    defaults; `num_stages` defaults to Triton's 3. Configs written as list comprehensions over
+    literal lists, module-level lists and `+` of lists are expanded. The element size is 1 byte
+    when the kernel or its file names an 8-bit type (fp8, int8), else 2 bytes (fp16/bf16), and
+    the message says which; fp32 operands would need twice that, so the estimate is a lower
+    bound. Kernels with packed 4-bit operands (int4/nf4/fp4, `(b >> s) & 0xF`), configs whose
+    block sizes cannot be read (a block size from a variable, an attention kernel whose K is
+    the head dimension passed at launch) and lists the rule cannot evaluate (built by a helper
+    function) are left alone. The epilogue's own scratch space (converting the accumulator's
+    layout before the store) is not counted.
 
     ## Why is this bad?
-    A config that needs more shared memory than the device has cannot launch. Triton raises
-    `OutOfResources` when it is compiled; depending on the Triton version the autotuner skips
-    it after paying its compile time, or the run fails. Configs tuned on an H100 (227 KiB per
-    block) routinely exceed the 99 KiB of consumer and workstation Blackwell parts (sm_120) and
-    DGX Spark (GB10, sm_121), where oversized autotune configs have been reported to crash.
+    A config that needs more shared memory than the device allows per block cannot launch.
+    Triton raises `OutOfResources` when it compiles it; recent autotuners catch that and drop
+    the config after paying its compile time on every new key, older ones and direct launches
+    fail. Configs tuned on an H100 (227 KiB per block) routinely exceed the 99 KiB of Ada,
+    consumer and workstation Blackwell (sm_120) and DGX Spark (GB10, sm_121); on GB10 such
+    configs have been reported to crash (an unverified field note).
 
     ## Example
     ```python
     # targets = ["GB10"]
     @triton.autotune(
         configs=[
-            triton.Config({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64}, num_stages=3, num_warps=8),
+            triton.Config({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64}, num_stages=4, num_warps=8),
         ],
         key=["M", "N", "K"],
     )
@@ -79,9 +86,8 @@ class AutotuneConfigExceedsSharedMemory(Rule):
     name = "autotune-config-exceeds-shared-memory"
     triggers = ("autotune",)
     message = (
-        "autotune {config} needs about {estimate:,} B of shared memory ({stages} stages × "
-        "({bm} + {bn}) × {bk} × {bytes} B, assuming {why}), more than the {limits}; prune it "
-        "(lower num_stages or BLOCK sizes, or add `prune_configs_by`)"
+        "autotune config exceeds shared memory: {details} (assuming {why}); prune it (lower "
+        "num_stages or BLOCK sizes for that target, or add `prune_configs_by`)"
     )
     tags = ("triton", "hardware")
 
@@ -132,34 +138,36 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
             nbytes, why = tt.element_bytes(file, kernel)
             if nbytes is None:
                 continue
-            worst: dict[int, tuple[int, tt.Config, dict[str, int]]] = {}
+            # Per config node (a comprehension yields many) and target: the largest estimate.
+            worst: dict[int, dict[str, tuple[int, int, tt.Config, dict[str, int]]]] = {}
             for config in configs:
                 dims = _dims(config, kernel)
                 if dims is None or config.num_stages is None:
                     continue
-                estimate = config.num_stages * (dims["M"] + dims["N"]) * dims["K"] * nbytes
-                key = id(config.node)
-                if key not in worst or estimate > worst[key][0]:
-                    worst[key] = (estimate, config, dims)
-            for key, (estimate, config, dims) in worst.items():
-                over = [t for t in targets if estimate > t.arch.smem_per_block]
-                if not over or key in reported:
+                for target in targets:
+                    buffers = tt.pipeline_buffers(target.arch, config.num_stages, dims["M"])
+                    estimate = buffers * (dims["M"] + dims["N"]) * dims["K"] * nbytes
+                    per_target = worst.setdefault(id(config.node), {})
+                    if estimate > per_target.get(target.label, (-1,))[0]:
+                        per_target[target.label] = (estimate, buffers, config, dims)
+            for key, per_target in worst.items():
+                if key in reported:
+                    continue
+                over = []
+                for target in targets:
+                    estimate, buffers, config, dims = per_target[target.label]
+                    if estimate > target.arch.smem_per_block:
+                        over.append(
+                            f"on {target.label} {config.label()} needs about {estimate:,} B "
+                            f"({buffers} stage buffer{'s' if buffers > 1 else ''} × "
+                            f"({dims['M']} + {dims['N']}) × {dims['K']} × {nbytes} B), more than "
+                            f"its {target.arch.smem_per_block:,} B per block"
+                        )
+                        node = config.node
+                if not over:
                     continue
                 reported.add(key)
-                limits = ", ".join(f"{t.label} limit of {t.arch.smem_per_block:,} B" for t in over)
-                yield self.report(
-                    file,
-                    config.node,
-                    config=config.label(),
-                    estimate=estimate,
-                    stages=config.num_stages,
-                    bm=dims["M"],
-                    bn=dims["N"],
-                    bk=dims["K"],
-                    bytes=nbytes,
-                    why=why,
-                    limits=limits,
-                )
+                yield self.report(file, node, details="; ".join(over), why=why)
 
 
 def _calls_dot(file, kernel) -> bool:

@@ -138,7 +138,7 @@ def test_cli_reads_pyproject_targets(tmp_path, capsys):
     kernel = _project(tmp_path, '["GB10"]')
     assert _check(str(kernel)) == 1
     out = capsys.readouterr().out
-    assert "GPU702" in out and "GB10 (sm_121) limit of 101,376 B" in out
+    assert "GPU702" in out and "on GB10 (sm_121) Config(" in out and "101,376 B per block" in out
 
 
 def test_cli_targets_flag_overrides_pyproject(tmp_path, capsys):
@@ -146,8 +146,8 @@ def test_cli_targets_flag_overrides_pyproject(tmp_path, capsys):
     assert _check("--targets", "sm_90", str(kernel)) == 0
     assert _check("--targets", "sm_121,H100", str(kernel)) == 1
     out = capsys.readouterr().out
-    assert "sm_121 limit of 101,376 B" in out
-    assert "H100 (sm_90) limit" not in out  # 196,608 B fits in 232,448 B
+    assert "on sm_121 Config(" in out
+    assert "on H100 (sm_90)" not in out  # 4 buffers, 196,608 B, fit in 232,448 B
 
 
 def test_cli_unknown_target_exits_2_with_known_names(tmp_path, capsys):
@@ -175,4 +175,23 @@ def test_gpu702_depends_only_on_the_configured_targets():
     assert codes(("sm_121",)) == ["GPU702"] * 3
     assert codes(("GB10",)) == ["GPU702"] * 3
     assert codes(("RTX 5090",)) == ["GPU702"] * 3
-    assert codes(("A100",)) == ["GPU702"]  # only the 196,608 B comprehension config
+    assert codes(("A100",)) == []  # at most 3 buffers × 384 × 64 × 2 B = 147,456 B < 166,912 B
+
+
+@pytest.mark.parametrize(
+    ("arch", "stages", "block_m", "buffers"),
+    [
+        # Measured with Triton 3.6.0 (compiled metadata.shared of a tutorial matmul).
+        ("sm_90", 3, 128, 3),
+        ("sm_100", 4, 64, 4),
+        ("sm_90", 2, 32, 1),  # BLOCK_M < 64: no wgmma, the cp.async pipeline
+        ("sm_80", 3, 128, 2),
+        ("sm_89", 4, 128, 3),
+        ("sm_120", 3, 128, 2),
+        ("sm_121", 1, 128, 1),
+    ],
+)
+def test_pipeline_buffers_per_arch(arch, stages, block_m, buffers):
+    from gpulint.frontends.python.triton import pipeline_buffers
+
+    assert pipeline_buffers(table().archs[arch], stages, block_m) == buffers

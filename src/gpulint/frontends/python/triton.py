@@ -383,6 +383,20 @@ def block_role(name: str) -> str | None:
     return m.group(1) if m else None
 
 
+def pipeline_buffers(arch, num_stages: int, block_m: int) -> int:
+    """How many A/B tile buffers Triton's software pipeline allocates for `num_stages`.
+
+    Measured with Triton 3.6.0 (compiled `metadata.shared` of a tutorial matmul, fp16 and fp8,
+    on an H200 and cross-compiled for sm_80/86/89/100/120/121): the Hopper and datacenter
+    Blackwell MMA pipelines (sm_90, sm_100; BLOCK_M >= 64) keep `num_stages` buffers; the
+    cp.async pipeline of sm_80/86/89/120/121, and of any arch with BLOCK_M < 64, keeps
+    `num_stages - 1` (at least one).
+    """
+    if arch.major in (9, 10) and block_m >= 64:
+        return max(num_stages, 1)
+    return max(num_stages - 1, 1)
+
+
 _EIGHT_BIT = re.compile(r"\b(?:float8\w*|fp8\w*|int8|uint8|e4m3\w*|e5m2\w*)\b", re.I)
 _SUB_BYTE = re.compile(r"\b(?:u?int4|nf4|fp4\w*|\w*e2m1\w*|w4a\d+|mxfp4|nvfp4)\b", re.I)
 _UNPACK = re.compile(r">>\s*\w+[^\n]*&\s*0x[fF]\b")
@@ -400,8 +414,8 @@ def element_bytes(file, kernel: Kernel) -> tuple[int | None, str]:
     if _SUB_BYTE.search(file.text) or _UNPACK.search(body):
         return None, "packed 4-bit operands"
     if _EIGHT_BIT.search(body) or _EIGHT_BIT.search(file.text):
-        return 1, "1-byte elements (an 8-bit type is named in the kernel or its file)"
-    return 2, "2-byte elements (fp16/bf16; the dtype is not known from the source)"
+        return 1, "1-byte elements, as an 8-bit type is named in the kernel or its file"
+    return 2, "2-byte fp16/bf16 elements, as the dtype is not known from the source"
 
 
 # -- offsets tiled by program_id (GPU701) ----------------------------------------------------
