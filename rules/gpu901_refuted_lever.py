@@ -42,9 +42,11 @@ class RefutedLever(Rule):
     `te.fp8_autocast(...)`), a config key (`attn_implementation="flash_attention_2"` in a call
     or a YAML config) or a package installed in a shell script (`pip install flash-attn`). The
     message quotes the refuting fact and its status; an UNSOURCED refutation is flagged as
-    needing a source itself. It is silent with no targets configured, for targets a lever is not
-    refuted for, for imports guarded by `try: ... except ImportError` (optional backends), and
-    for calls made with a literal `enabled=False`.
+    needing a source itself. In Python it reports the first re-attempt of each lever in a file
+    (one finding per lever per file). It is silent with no targets configured, for targets a
+    lever is not refuted for, in test code (tests exercise every backend on purpose), for
+    imports guarded by `try: ... except ImportError` (optional backends), and for calls made
+    with a literal `enabled=False`.
 
     The built-in registry (`gpulint/data/levers.toml`) reproduces the refuted-lever table of the
     cuda-dev-routing document:
@@ -169,7 +171,8 @@ class RefutedLever(Rule):
 
     # -- Python ------------------------------------------------------------------------------
     def finish(self, file):
-        if not self.active or not hasattr(file, "tree"):
+        # Test code exercises every backend on purpose; it re-attempts nothing.
+        if not self.active or not hasattr(file, "tree") or file.is_test:
             return
         imports, calls = self._python_sites(file)
         for lever, targets in self.active:
@@ -184,7 +187,8 @@ class RefutedLever(Rule):
                         for kw in node.keywords:
                             if kw.arg and (what := _config_hit(lever, kw.arg, _literal(kw.value))):
                                 hits.append((kw, what))
-            for node, what in hits:
+            if hits:  # one finding per lever per file: the first place that re-attempts it
+                node, what = min(hits, key=lambda h: (h[0].lineno, h[0].col_offset))
                 yield self._report(file, node, lever, targets, what)
 
     def _python_sites(self, file):
@@ -243,6 +247,8 @@ class RefutedLever(Rule):
 
     # -- YAML config keys and shell installs -------------------------------------------------
     def visit_ConfigKey(self, node, file):
+        if "/tests/" in f"/{file.display_path}":
+            return
         for lever, targets in self.active:
             if lever.context:
                 continue  # context needs code, not a config file

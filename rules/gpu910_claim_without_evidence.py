@@ -1,6 +1,7 @@
-from gpulint.diagnostics import Severity
-from gpulint.rule import Invalid, Rule, Valid
 from gpulint.rules._claim_rule import claim_findings
+
+from gpulint.diagnostics import Severity
+from gpulint.rule import Invalid, Rule
 
 
 class ClaimWithoutEvidence(Rule):

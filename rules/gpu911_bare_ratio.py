@@ -1,6 +1,7 @@
+from gpulint.rules._claim_rule import claim_findings
+
 from gpulint.diagnostics import Severity
 from gpulint.rule import Rule
-from gpulint.rules._claim_rule import claim_findings
 
 
 class BareRatio(Rule):

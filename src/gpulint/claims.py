@@ -74,13 +74,13 @@ _DISPERSION = re.compile(
     re.IGNORECASE,
 )
 _TIME_UNIT = r"(?:ms|µs|us|ns|s|sec|secs|seconds?|minutes?|mins?|hours?|hrs?|h)"
-_THROUGHPUT_UNIT = r"(?:[PT]FLOP/?s|[PT]FLOPS|tokens?/s(?:ec)?|tok/s|samples/s|images/s|img/s|it/s|[GMT]B/s|qps|QPS)"
+_THROUGHPUT_UNIT = r"(?:[PT]FLOP/?s|[PT]FLOPS|tokens?/s(?:ec)?|tok/s|samples/s|images/s|img/s|it/s|[GMT]B/s|qps|QPS|req/s|reqs/s|requests/s|TPS)"
 ABSOLUTE = re.compile(
     rf"(?<![\w.])\d+(?:[.,]\d+)?\s?(?P<unit>{_TIME_UNIT}|{_THROUGHPUT_UNIT})(?:/(?:step|query|iter|it|batch|token|epoch|sample))?(?![\w])",
     re.IGNORECASE,
 )
 PAIR = re.compile(
-    rf"(?<![\w.])\d[\d,]*(?:\.\d+)?\s?(?:{_TIME_UNIT}|{_THROUGHPUT_UNIT})?(?:/\w+)?\s*(?:→|->|=>|⇒|\bto\b|\bvs\.?|\bversus\b|/)\s*"
+    rf"(?<![\w.])\d[\d,]*(?:\.\d+)?\s?(?:{_TIME_UNIT}|{_THROUGHPUT_UNIT})?(?:/\w+)?\s*(?:→|->|—>|=>|⇒|\bto\b|\bvs\.?|\bversus\b|/)\s*"
     rf"\d[\d,]*(?:\.\d+)?\s?(?:{_TIME_UNIT}|{_THROUGHPUT_UNIT})(?![\w])",
     re.IGNORECASE,
 )
@@ -134,6 +134,8 @@ class Unit:
     kind: str = "paragraph"  # paragraph / heading / table-row / list-item / docstring
     references: list[str] = field(default_factory=list)  # record paths cited
     external_link: bool = False  # cites an outside source (paper, blog, upstream release)
+    section: str = ""  # for a heading: the prose of the section under it (where its evidence is)
+    link_texts: list[tuple[int, int]] = field(default_factory=list)  # link-text spans, unit offsets
 
 
 @dataclass
@@ -231,11 +233,16 @@ def _same_unit(quoted: str, recorded: str) -> float | None:
 
 # -- the analysis --------------------------------------------------------------------------------
 def analyse(unit: Unit, evidence: EvidenceContext, changelog: bool = False) -> list[Claim]:
+    if changelog:
+        # Release notes record what was announced at the time, often quoting upstream
+        # (a new flash-attn, a new CUDA): history, not the docs a claim lives in.
+        return _peak_claims(unit)
     claims: list[Claim] = []
-    text = unit.text
-    if changelog and unit.kind == "heading":
-        return claims  # release headings quote upstream's own claims
-    speed = _speed_claims(text)
+    speed = [
+        c
+        for c in _speed_claims(unit.text)
+        if not _hypothetical(unit.text, c[0]) and not _in_link(unit, c[0])
+    ]
     if speed:
         claims.extend(_judge_speed(unit, speed, evidence))
     claims.extend(_peak_claims(unit))
@@ -273,9 +280,16 @@ def _speed_claims(text: str) -> list[tuple[int, int, str, float | None]]:
 def _judge_speed(unit: Unit, speed, evidence: EvidenceContext) -> list[Claim]:
     out: list[Claim] = []
     text = unit.text
-    self_evident = bool(_RUNS.search(text) and _DISPERSION.search(text))
+    context = f"{text}\n{unit.section}"
+    self_evident = bool(_RUNS.search(context) and _DISPERSION.search(context))
+    quoting = unit.external_link or bool(_QUOTING.search(context))
     records, problem = _cited_records(unit, evidence)
-    absolutes = [m for m in ABSOLUTE.finditer(text)]
+    absolutes = list(ABSOLUTE.finditer(text))
+    section_absolutes = list(ABSOLUTE.finditer(unit.section)) if unit.section else []
+    paired = _has_absolute_pair(unit, absolutes) or bool(
+        unit.section and (len(section_absolutes) >= 2 or PAIR.search(unit.section))
+    )
+    results_row = unit.kind == "table-row" and paired  # a results table: the row is the data
     for start, end, kind, ratio in speed:
         at, until = unit.start + start, unit.start + end
         claim_text = " ".join(text[start:end].split())
@@ -285,7 +299,7 @@ def _judge_speed(unit: Unit, speed, evidence: EvidenceContext) -> list[Claim]:
             drift = _drift(claim_text, kind, ratio, absolutes, records)
             if drift:
                 out.append(Claim("GPU910", at, until, drift))
-        elif not self_evident and not unit.external_link:
+        elif not self_evident and not quoting and not results_row:
             out.append(
                 Claim(
                     "GPU910",
@@ -296,11 +310,7 @@ def _judge_speed(unit: Unit, speed, evidence: EvidenceContext) -> list[Claim]:
                     f"or state the runs count and dispersion (≥3 runs, median ± spread)",
                 )
             )
-        if (
-            kind in ("ratio", "percent")
-            and not unit.external_link
-            and not _has_absolute_pair(unit, absolutes)
-        ):
+        if kind in ("ratio", "percent") and not quoting and not paired:
             out.append(
                 Claim(
                     "GPU911",
@@ -311,6 +321,28 @@ def _judge_speed(unit: Unit, speed, evidence: EvidenceContext) -> list[Claim]:
                 )
             )
     return out
+
+
+# Someone else's result, named: "Press et al. report", "the authors found", "according to".
+_QUOTING = re.compile(
+    r"\bet\s+al\.?|\b(?:they|authors?)\s+(?:report|found|show|claim)|\breports?\s+that\b|\baccording\s+to\b",
+    re.IGNORECASE,
+)
+# A figure someone expects rather than measured: "we expect it to run 4 times faster".
+_HYPOTHETICAL = re.compile(
+    r"\b(?:expect(?:s|ed)?|ideally|in\s+theory|theoretical(?:ly)?|would|hope|if\s+we|assum(?:e|ing))\b",
+    re.IGNORECASE,
+)
+
+
+def _hypothetical(text: str, at: int) -> bool:
+    sentence_start = max(text.rfind(". ", 0, at), text.rfind("\n\n", 0, at), 0)
+    return bool(_HYPOTHETICAL.search(text, sentence_start, at))
+
+
+def _in_link(unit: Unit, at: int) -> bool:
+    """The claim is the text of a link: the link is its source (a model card, a results page)."""
+    return any(start <= at < end for start, end in unit.link_texts)
 
 
 def _has_absolute_pair(unit: Unit, absolutes) -> bool:

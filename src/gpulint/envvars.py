@@ -49,6 +49,11 @@ NAMES = frozenset(DEBUG_VARIABLES) | NCCL_TUNING
 # Trigger substrings: every name above contains one of these.
 TRIGGERS = ("CUDA_LAUNCH_BLOCKING", "TORCH_USE_CUDA_DSA", "NCCL_")
 
+# Tool directives are not reasons: `# noqa: GPU904`, `# type: ignore`, `# shellcheck disable=...`.
+_PRAGMA = re.compile(
+    r"^(noqa|type:|pylint:|expect:|fixture:|shellcheck|yamllint|fmt:|isort:|pragma|nosec)",
+    re.IGNORECASE,
+)
 _FALSE = {"", "0", "false", "no", "off", "n"}
 _CODE_LIKE = re.compile(r"^\s*(export\s+)?[A-Z_][A-Z0-9_]*\s*[=:]")
 
@@ -84,7 +89,7 @@ def says_why(comments: tuple[str, ...]) -> bool:
     """A comment that gives a reason: prose, not a commented-out setting."""
     for comment in comments:
         text = comment.lstrip("#").strip()
-        if not text or _CODE_LIKE.match(text):
+        if not text or _CODE_LIKE.match(text) or _PRAGMA.match(text):
             continue
         if sum(ch.isalpha() for ch in text) >= 3:
             return True

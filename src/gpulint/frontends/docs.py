@@ -73,7 +73,7 @@ _CITATION_URL = re.compile(
     re.IGNORECASE,
 )
 _CHANGELOG = re.compile(
-    r"^(changelog|changes|history|news|release[-_ ]?notes?|releases?)\b", re.IGNORECASE
+    r"^(changelog|changes|history|news|release[-_ ]?notes?|releases?)(?![a-z])", re.IGNORECASE
 )
 
 
@@ -313,7 +313,7 @@ def units_from(
         if not stripped:
             flush(kind)
             kind = "paragraph"
-        elif _TABLE_ROW.match(raw_line) and not rst:
+        elif _TABLE_ROW.match(raw_line):
             flush(kind)
             if not _TABLE_RULE.match(raw_line):
                 current.append((offset, line))
@@ -342,6 +342,7 @@ def units_from(
         offset += len(line) + 1
     flush(kind)
     _attach(units, m, base)
+    _sections(units)
     return units
 
 
@@ -365,11 +366,39 @@ def _attach(units: list[Unit], m: Masker, base: int) -> None:
                     "gpulint/evidence" in url or "evidence" in text.lower()
                 ):
                     unit.references.append(url)
-                elif _CITATION_URL.search(url) or re.search(
-                    r"paper|blog|benchmark|report", text, re.IGNORECASE
-                ):
+                elif _CITATION_URL.search(url) or _CITATION_TEXT.search(text):
                     unit.external_link = True
+                local = at - unit.start
+                unit.link_texts.append((local, local + len(text) + 2))
                 break
+
+
+def _indent(unit: Unit) -> int:
+    first = unit.raw.split("\n", 1)[0]
+    return len(first) - len(first.lstrip())
+
+
+def _sections(units: list[Unit]) -> None:
+    """A heading's evidence is in the section under it, a list item's in the items nested
+    under it: give each that text (and its references)."""
+    for i, unit in enumerate(units):
+        if unit.kind not in ("heading", "list-item"):
+            continue
+        body = []
+        for later in units[i + 1 : i + 40]:
+            if later.kind == "heading":
+                break
+            if unit.kind == "list-item" and _indent(later) <= _indent(unit):
+                break
+            body.append(later.text)
+            unit.references.extend(later.references)
+            unit.external_link = unit.external_link or later.external_link
+        unit.section = "\n".join(body)
+
+
+_CITATION_TEXT = re.compile(
+    r"paper|blog|benchmark|results?|report|model card|details", re.IGNORECASE
+)
 
 
 class DocFile:
@@ -453,6 +482,7 @@ def _docstring(file, literal, evidence: EvidenceContext):
             base = file.source.offset(literal.lineno, literal.col_offset + 1) + prefix.end()
     masker = Masker(value)
     mask_rst(masker)
+    _mask_indented_blocks(masker)
     units = units_from(masker.text, value, masker.source, masker, rst=True)
     out = []
     for unit in units:
@@ -470,6 +500,24 @@ def _docstring(file, literal, evidence: EvidenceContext):
                 )
             out.append((claim, (line, col, end_line, end_col)))
     return out
+
+
+def _mask_indented_blocks(m: Masker) -> None:
+    """In a docstring, lines indented deeper than its body (after the first line) are examples,
+    expected output or argument lists, not the author's prose claims."""
+    src = m.source
+    indents = [
+        len(src.line_text(n)) - len(src.line_text(n).lstrip())
+        for n in range(2, src.line_count + 1)
+        if src.line_text(n).strip()
+    ]
+    if not indents:
+        return
+    base = min(indents)
+    for n in range(2, src.line_count + 1):
+        line = src.line_text(n)
+        if line.strip() and len(line) - len(line.lstrip()) > base:
+            m.blank_line(n)
 
 
 class DocsFrontend:
