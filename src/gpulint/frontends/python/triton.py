@@ -197,6 +197,29 @@ def evaluate(node: ast.AST, env: dict[str, object], file=None, depth: int = 0):
             return op(left, right)
         except Exception:
             raise Unknown from None
+    if isinstance(node, ast.Compare) and len(node.ops) == 1:
+        left, right = ev(node.left), ev(node.comparators[0])
+        compare = {
+            ast.Lt: lambda a, b: a < b,
+            ast.LtE: lambda a, b: a <= b,
+            ast.Gt: lambda a, b: a > b,
+            ast.GtE: lambda a, b: a >= b,
+            ast.Eq: lambda a, b: a == b,
+            ast.NotEq: lambda a, b: a != b,
+            ast.In: lambda a, b: a in b,
+            ast.NotIn: lambda a, b: a not in b,
+        }.get(type(node.ops[0]))
+        if compare is None:
+            raise Unknown
+        try:
+            return compare(left, right)
+        except Exception:
+            raise Unknown from None
+    if isinstance(node, ast.BoolOp):
+        values = [ev(v) for v in node.values]
+        return all(values) if isinstance(node.op, ast.And) else any(values)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return not ev(node.operand)
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range":
         args = [ev(a) for a in node.args]
         if not all(isinstance(a, int) for a in args) or not 1 <= len(args) <= 3:

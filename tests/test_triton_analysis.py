@@ -1,0 +1,193 @@
+"""The shared Triton analysis (frontends/python/triton.py) the GPU7xx rules build on."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from gpulint.frontends.python import parse_python
+from gpulint.frontends.python import triton as tt
+from gpulint.frontends.python.file import PythonFile
+
+
+def parse(text: str, name: str = "k.py") -> PythonFile:
+    return PythonFile(name, text, parse_python(text))
+
+
+@pytest.mark.parametrize(
+    "header, decorator",
+    [
+        ("import triton", "@triton.jit"),
+        ("import triton as tr", "@tr.jit"),
+        ("from triton import jit", "@jit"),
+        ("import triton", "@triton.jit(do_not_specialize=['T'])"),
+        ("from triton import jit", "@jit(debug=True)"),
+    ],
+)
+def test_kernels_found_through_any_import_form(header, decorator):
+    f = parse(
+        f"{header}\nimport triton.language as tl\n\n{decorator}\ndef k(x, B: tl.constexpr):\n    pass\n"
+    )
+    (kernel,) = tt.kernels(f)
+    assert kernel.name == "k"
+    assert list(kernel.constexprs) == ["B"]
+
+
+def test_plain_functions_and_other_jits_are_not_kernels():
+    f = parse(
+        "import numba\nimport torch\n@numba.jit\ndef a(x): pass\n@torch.jit.script\ndef b(x): pass\n"
+    )
+    assert tt.kernels(f) == []
+
+
+def test_constexpr_defaults_and_heuristics_flags():
+    f = parse(
+        "import triton\nimport triton.language as tl\n"
+        "@triton.heuristics({'EVEN_K': lambda args: args['K'] % args['BLOCK_K'] == 0})\n"
+        "@triton.jit\ndef k(x, K, BLOCK_K: tl.constexpr = 32, *, ACT: tl.constexpr = None):\n    pass\n"
+    )
+    (kernel,) = tt.kernels(f)
+    assert set(kernel.constexprs) == {"BLOCK_K", "ACT", "EVEN_K"}
+    assert isinstance(kernel.constexprs["BLOCK_K"], ast.Constant)
+
+
+CONFIGS = """
+import triton
+import triton.language as tl
+
+NUM_WARPS = [4, 8]
+BASE = [triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}, num_stages=2, num_warps=4)]
+
+@triton.autotune(
+    configs=BASE + [
+        triton.Config({"BLOCK_M": bm, "BLOCK_N": 128, "BLOCK_K": 64}, num_warps=w)
+        for bm in [64, 128] for w in NUM_WARPS if bm * w <= 512
+    ],
+    key=["M"],{prune}
+)
+@triton.jit
+def k(a, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    tl.dot(a, a)
+"""
+
+
+def test_autotune_configs_are_expanded():
+    f = parse(CONFIGS.replace("{prune}", ""))
+    (kernel,) = tt.kernels(f)
+    configs = tt.autotune_configs(f, kernel.autotune)
+    assert [(c.kwargs["BLOCK_M"], c.num_warps, c.num_stages, c.stages_given) for c in configs] == [
+        (64, 4, 2, True),
+        (64, 4, 3, False),  # Triton's default num_stages
+        (64, 8, 3, False),
+        (128, 4, 3, False),  # 128 * 8 > 512 filtered out by the comprehension's `if`
+    ]
+    assert not tt.prunes_configs(kernel.autotune)
+
+
+def test_prune_configs_by_is_seen():
+    f = parse(CONFIGS.replace("{prune}", '\n    prune_configs_by={"early_config_prune": prune},'))
+    (kernel,) = tt.kernels(f)
+    assert tt.prunes_configs(kernel.autotune)
+
+
+@pytest.mark.parametrize(
+    "configs",
+    ["get_configs()", "[triton.Config({'B': b}) for b in SIZES]", "CONFIGS if FAST else SLOW"],
+)
+def test_unknown_config_lists_are_none(configs):
+    f = parse(
+        f"import triton\nimport triton.language as tl\n@triton.autotune(configs={configs}, key=[])\n"
+        "@triton.jit\ndef k(x):\n    pass\n"
+    )
+    (kernel,) = tt.kernels(f)
+    assert tt.autotune_configs(f, kernel.autotune) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "role"),
+    [
+        ("BLOCK_M", "M"),
+        ("BLOCK_SIZE_N", "N"),
+        ("BLOCK_K_SIZE", "K"),
+        ("BM", "M"),
+        ("TILE_N", "N"),
+        ("BLOCK_DMODEL", None),
+        ("BT", None),
+        ("GROUP_SIZE_M", None),
+    ],
+)
+def test_block_roles(name, role):
+    assert tt.block_role(name) == role
+
+
+def test_element_bytes():
+    def kernel_bytes(body: str, extra: str = "") -> int | None:
+        f = parse(
+            f"import triton\nimport triton.language as tl\n{extra}\n@triton.jit\ndef k(a):\n{body}\n"
+        )
+        return tt.element_bytes(f, tt.kernels(f)[0])[0]
+
+    assert kernel_bytes("    x = tl.load(a)") == 2
+    assert kernel_bytes("    x = tl.load(a).to(tl.float8e4nv)") == 1
+    assert kernel_bytes("    x = tl.load(a)", extra="A = torch.int8") == 1
+    assert kernel_bytes("    b = (tl.load(a) >> s) & 0xF") is None
+    assert kernel_bytes("    x = tl.load(a)", extra="# int4 weights") is None
+
+
+def _tile_bits(body: str, expr: str) -> int:
+    f = parse(
+        "import triton\nimport triton.language as tl\n@triton.jit\n"
+        f"def k(x_ptr, n, stride, BLOCK: tl.constexpr, NC: tl.constexpr, D: tl.constexpr):\n{body}\n"
+        f"    probe = {expr}\n"
+    )
+    kernel = tt.kernels(f)[0]
+    probe = next(
+        n for n in ast.walk(kernel.node) if isinstance(n, ast.Assign) and n.targets[0].id == "probe"
+    )
+    return tt.flow(f, kernel).of(probe.value).bits & tt.TILE
+
+
+@pytest.mark.parametrize(
+    ("body", "expr", "tiled"),
+    [
+        (
+            "    pid = tl.program_id(0)\n    offs = pid * BLOCK + tl.arange(0, BLOCK)",
+            "x_ptr + offs",
+            True,
+        ),
+        (
+            "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)",
+            "x_ptr + offs[:, None] * stride",
+            True,
+        ),
+        ("    offs = (tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)) % n", "x_ptr + offs", False),
+        (
+            "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n    offs = tl.where(offs < n, offs, 0)",
+            "x_ptr + offs",
+            False,
+        ),
+        ("    row = tl.program_id(0)", "x_ptr + row * stride + tl.arange(0, D)", False),
+        (
+            "    row = tl.program_id(0)",
+            "x_ptr + row * D + tl.arange(0, D)",
+            False,
+        ),  # D is not a block
+        ("    i = tl.program_id(0) % NC", "x_ptr + i * BLOCK + tl.arange(0, BLOCK)", False),
+        ("    pid = tl.program_id(0)", "x_ptr + pid * BLOCK + tl.arange(0, 2 * BLOCK)", False),
+        (
+            "    pid = tl.program_id(0)",
+            "x_ptr + (pid + 1) * stride * BLOCK + tl.arange(0, BLOCK)",
+            False,
+        ),
+    ],
+)
+def test_offsets_tiled_by_program_id(body, expr, tiled):
+    assert bool(_tile_bits(body, expr)) is tiled
+
+
+def test_pipeline_buffers_never_below_one():
+    from gpulint.hardware import table
+
+    assert tt.pipeline_buffers(table().archs["sm_121"], 1, 128) == 1
+    assert tt.pipeline_buffers(table().archs["sm_90"], 1, 128) == 1

@@ -1,0 +1,115 @@
+"""GPU701-GPU704 beyond their examples and fixtures: messages, de-duplication, edge shapes."""
+
+from __future__ import annotations
+
+from gpulint.testing import lint_text
+
+MATMUL = """
+import triton
+import triton.language as tl
+
+CONFIGS = [
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64}, num_stages=4, num_warps=8),
+    triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}, num_stages=3, num_warps=4),
+]
+
+@triton.autotune(configs=CONFIGS, key=["M", "N", "K"])
+@triton.jit
+def fwd(a_ptr, b_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    acc = tl.dot(tl.load(a_ptr), tl.load(b_ptr))
+
+@triton.autotune(configs=CONFIGS, key=["M", "N", "K"])
+@triton.jit
+def bwd(a_ptr, b_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    acc = tl.dot(tl.load(a_ptr), tl.load(b_ptr))
+"""
+
+
+def codes(findings, code):
+    return [f for f in findings if f.code == code]
+
+
+def test_gpu702_message_names_config_estimate_target_and_limit():
+    (f,) = codes(lint_text(MATMUL, "mm.py", ("GB10", "H100")), "GPU702")
+    assert f.line == 6  # the Config(...) itself, once although two kernels share the list
+    assert (
+        "on GB10 (sm_121) Config(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, num_stages=4)" in f.message
+    )
+    assert "147,456 B (3 stage buffers × (128 + 256) × 64 × 2 B)" in f.message
+    assert "101,376 B per block" in f.message
+    assert "fp16/bf16" in f.message
+    assert "H100" not in f.message  # 196,608 B fits in 232,448 B
+
+
+def test_gpu702_names_every_exceeded_target():
+    (f,) = codes(
+        lint_text(MATMUL.replace("num_stages=4", "num_stages=6"), "mm.py", ("sm_121", "A100")),
+        "GPU702",
+    )
+    assert "on sm_121" in f.message and "on A100 (sm_80)" in f.message and "166,912 B" in f.message
+
+
+def test_gpu702_silent_without_targets_and_on_hopper():
+    assert codes(lint_text(MATMUL, "mm.py"), "GPU702") == []
+    assert codes(lint_text(MATMUL, "mm.py", ("sm_90", "B200")), "GPU702") == []
+
+
+def test_gpu702_kernel_constexpr_default_fills_a_missing_block():
+    text = MATMUL.replace('"BLOCK_K": 64}, num_stages=4', "}, num_stages=4").replace(
+        "BLOCK_K: tl.constexpr):\n    acc", "BLOCK_K: tl.constexpr = 64):\n    acc"
+    )
+    assert len(codes(lint_text(text, "mm.py", ("sm_121",)), "GPU702")) == 1
+
+
+def test_gpu701_silent_in_tests_and_with_static_assert():
+    kernel = """
+import triton
+import triton.language as tl
+
+@triton.jit
+def k(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs) + 1)
+"""
+    assert len(codes(lint_text(kernel, "ops/k.py"), "GPU701")) == 2
+    assert codes(lint_text(kernel, "tests/test_k.py"), "GPU701") == []
+    guarded = kernel.replace("    offs =", "    tl.static_assert(n % BLOCK == 0)\n    offs =")
+    assert codes(lint_text(guarded, "ops/k.py"), "GPU701") == []
+
+
+def test_gpu701_tile_guard_and_full_tile_fast_path():
+    kernel = """
+import triton
+import triton.language as tl
+
+@triton.jit
+def k(x_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    if pid * BLOCK + BLOCK <= n:
+        x = tl.load(x_ptr + offs)
+    else:
+        x = tl.load(x_ptr + offs, mask=offs < n)
+"""
+    assert codes(lint_text(kernel, "k.py"), "GPU701") == []
+
+
+def test_gpu703_environ_update_and_putenv():
+    text = 'import os\nos.environ.update({"TRITON_INTERPRET": "1"})\nos.putenv("TRITON_INTERPRET", "true")\n'
+    assert [f.line for f in codes(lint_text(text, "run.py"), "GPU703")] == [2, 3]
+    assert codes(lint_text(text, "tests/conftest.py"), "GPU703") == []
+
+
+def test_gpu703_device_assert_is_info():
+    from gpulint.diagnostics import Severity
+
+    text = "import triton\nimport triton.language as tl\n@triton.jit\ndef k(x):\n    v = tl.load(x)\n    tl.device_assert(v > 0)\n"
+    (f,) = codes(lint_text(text, "k.py"), "GPU703")
+    assert f.severity is Severity.INFO
+
+
+def test_gpu704_messages_suggest_the_neighbouring_powers():
+    text = "import triton\nimport triton.language as tl\nc = triton.Config({}, num_warps=6)\nx = tl.arange(0, 100)\n"
+    warps, arange = codes(lint_text(text, "k.py"), "GPU704")
+    assert "`num_warps=6`" in warps.message and "use 4 or 8" in warps.message
+    assert "size 100" in arange.message and "size 64 or 128 with a mask" in arange.message
