@@ -145,3 +145,46 @@ def test_no_note_without_a_record_or_headline(sync_record):
 def test_newest_filters_by_device(sync_record):
     assert evidence.newest([sync_record], "sync", "NVIDIA H200") is sync_record
     assert evidence.newest([sync_record], "sync", "NVIDIA B200") is None
+
+
+def _dataloader_record(sync_record):
+    from gpulint.runtime.harness import variant_from
+
+    r = json.loads(json.dumps(sync_record))
+    r["bench"] = "dataloader"
+    r["variants"] = [
+        variant_from("workers0", "num_workers=0", [2000, 2010, 1990], "samples/s", "higher"),
+        variant_from("workers8", "num_workers=8", [7500, 7600, 7400], "samples/s", "higher"),
+        variant_from("workers8_pin", "+pin", [7700, 7300, 7900], "samples/s", "higher"),
+        variant_from("persist", "+persistent", [12600, 12700, 12000], "samples/s", "higher"),
+    ]
+    r["headline"] = {"baseline": "workers0", "improved": "persist", "what": "num_workers=0"}
+    r["headlines"] = {
+        "pin_memory": {"baseline": "workers8", "improved": "workers8_pin",
+                       "what": "a DataLoader without pin_memory", "versus": "with it"},
+        "persistent": {"baseline": "workers8_pin", "improved": "persist",
+                       "what": "a DataLoader whose workers restart every epoch"},
+    }  # fmt: skip
+    return r
+
+
+def test_claims_pick_one_comparison_of_a_bench(sync_record):
+    r = _dataloader_record(sync_record)
+    assert validate_record(r) == []
+    assert "num_workers=0 was 6.3× slower" in evidence_note([r], "dataloader")
+    assert evidence_note([r], "dataloader", "persistent") == (
+        "on NVIDIA H200 a DataLoader whose workers restart every epoch cost +64% "
+        "(7,700 → 12,600 samples/s, 3 runs)"
+    )
+    assert "no difference beyond run-to-run spread" in evidence_note(
+        [r], "dataloader", "pin_memory"
+    )
+    assert evidence_note([r], "dataloader", "prefetch") is None
+
+
+def test_a_claim_must_name_real_variants(sync_record):
+    r = _dataloader_record(sync_record)
+    r["headlines"]["persistent"]["improved"] = "nope"
+    assert any("headlines.persistent.improved" in e for e in validate_record(r))
+    r["headlines"] = []
+    assert "headlines: expected an object" in validate_record(r)

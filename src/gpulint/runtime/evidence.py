@@ -19,6 +19,8 @@ Schema ``gpulint.evidence/1`` (``validate_record`` checks it)::
     variants    [{name, label, unit, better: lower|higher, status: ok|failed|unavailable,
                   median, min, max, mean, stdev, spread, runs, samples: [...], extra: {...}}]
     headline    {baseline, improved, what, per, versus} or null: the comparison a rule quotes
+    headlines   optional {claim: headline}: further comparisons in the same record, for rules
+                that cite one claim of a bench (e.g. dataloader "persistent")
     checks      {name: {ok: bool, ...}}: correctness gates (a faster wrong answer is a regression)
     ok          false when a check failed or a variant that must run did not
 """
@@ -124,15 +126,24 @@ def validate_record(record: object) -> list[str]:
                         errors.append(f"{at}: min <= median <= max does not hold")
             elif v.get("status") in ("failed", "unavailable"):
                 need("reason", str, v, at)
-    headline = record.get("headline")
-    if headline is not None:
+    heads = {"headline": record.get("headline")}
+    extra_heads = record.get("headlines", {})
+    if not isinstance(extra_heads, dict):
+        errors.append("headlines: expected an object")
+        extra_heads = {}
+    heads.update({f"headlines.{claim}": h for claim, h in extra_heads.items()})
+    for where, headline in heads.items():
+        if headline is None and where == "headline":
+            continue
         if not isinstance(headline, dict):
-            errors.append("headline: expected an object or null")
-        else:
-            for key in ("baseline", "improved", "what"):
-                if need(key, str, headline, "headline.") and key != "what":
-                    if headline[key] not in names:
-                        errors.append(f"headline.{key}: no variant named {headline[key]!r}")
+            errors.append(
+                f"{where}: expected an object" + (" or null" if where == "headline" else "")
+            )
+            continue
+        for key in ("baseline", "improved", "what"):
+            if need(key, str, headline, f"{where}.") and key != "what":
+                if headline[key] not in names:
+                    errors.append(f"{where}.{key}: no variant named {headline[key]!r}")
     if "checks" in record and not isinstance(record["checks"], dict):
         errors.append("checks: expected an object")
     return errors
@@ -233,8 +244,11 @@ def variant(record: dict, name: str) -> dict | None:
     return None
 
 
-def evidence_note(records: list[dict], bench: str) -> str | None:
+def evidence_note(records: list[dict], bench: str, claim: str | None = None) -> str | None:
     """One sentence on the newest record of ``bench`` with a usable headline, or None.
+
+    ``claim`` picks one of the record's ``headlines`` (e.g. ``("dataloader", "persistent")``)
+    instead of its main ``headline``; records without that claim are skipped.
 
     "on NVIDIA H200 an .item() every step cost +15% per step (1,535 → 1,334 µs, 5 runs)"
     The pair is always baseline → improved, in the bench's own unit. Where the two ranges
@@ -243,16 +257,16 @@ def evidence_note(records: list[dict], bench: str) -> str | None:
     """
     usable = []
     for r in records:
-        if r.get("bench") != bench or not r.get("headline") or not r.get("ok", False):
+        head = r.get("headline") if claim is None else (r.get("headlines") or {}).get(claim)
+        if r.get("bench") != bench or not head or not r.get("ok", False):
             continue
-        base = variant(r, r["headline"].get("baseline", ""))
-        better = variant(r, r["headline"].get("improved", ""))
+        base = variant(r, head.get("baseline", ""))
+        better = variant(r, head.get("improved", ""))
         if base and better and base.get("status") == "ok" and better.get("status") == "ok":
-            usable.append((r, base, better))
+            usable.append((r, head, base, better))
     if not usable:
         return None
-    record, base, better = max(usable, key=lambda t: t[0]["timestamp"])
-    head = record["headline"]
+    record, head, base, better = max(usable, key=lambda t: t[0]["timestamp"])
     device = record["device"]["name"]
     unit = UNIT_TEXT.get(base["unit"], base["unit"])
     runs = min(base["runs"], better["runs"])

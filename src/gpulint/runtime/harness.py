@@ -33,6 +33,7 @@ class BenchResult:
     variants: list[dict]
     headline: dict | None = None
     checks: dict = dataclasses.field(default_factory=dict)
+    headlines: dict = dataclasses.field(default_factory=dict)  # claim -> headline
 
 
 class Context:
@@ -274,6 +275,7 @@ def make_record(
         "versions": vers,
         "variants": result.variants,
         "headline": result.headline,
+        "headlines": result.headlines,
         "checks": result.checks,
         "ok": not failed_checks and not failed_variants,
     }

@@ -88,4 +88,25 @@ def run(ctx: Context) -> BenchResult:
             "versus": next(v["label"] for v in variants if v["name"] == best),
         },
         checks={"same_data_every_variant": {"ok": agree, "sums": total}},
+        # One variable at a time, for the rules that cite one setting.
+        headlines={
+            "workers": {
+                "baseline": "workers0",
+                "improved": f"workers{workers}",
+                "what": "a DataLoader with num_workers=0",
+                "versus": f"num_workers={workers}",
+            },
+            "pin_memory": {
+                "baseline": f"workers{workers}",
+                "improved": f"workers{workers}_pin",
+                "what": "a DataLoader without pin_memory",
+                "versus": "with pin_memory=True",
+            },
+            "persistent": {
+                "baseline": f"workers{workers}_pin",
+                "improved": f"workers{workers}_pin_persistent_prefetch4",
+                "what": "a DataLoader whose workers restart every epoch",
+                "versus": "persistent_workers=True, prefetch_factor=4",
+            },
+        },  # fmt: skip
     )
