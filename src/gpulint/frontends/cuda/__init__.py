@@ -27,6 +27,7 @@ Rule style (mirrors the Python front-end):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 from gpulint.diagnostics import Finding, unanalysable
@@ -35,6 +36,44 @@ from gpulint.frontends.cuda.file import CudaFile
 from gpulint.frontends.cuda.grammar import node_types, parser
 from gpulint.settings import Settings
 from gpulint.suppression import noqa_codes
+
+# Alignment attributes the grammar does not know (`struct __align__(16) S`, `__shared__
+# __align__(128) char smem[]`): the commonest cause of ERROR nodes in real CUDA code. They are
+# blanked with spaces of the same length before parsing, so every byte offset stays true.
+_ATTRIBUTES = re.compile(
+    rb"\b(?:__align__|__builtin_align__|__CUDA_ALIGN__|__attribute__)\s*\((?:[^()\n]|\((?:[^()\n]|\([^()\n]*\))*\))*\)"
+)
+
+
+# Execution-space macros of CUTLASS, CuTe, CK, c10 (`CUTLASS_DEVICE bool operator<(...)`) that
+# the grammar cannot place before a member function: at the start of a line they are rewritten to
+# the qualifier they stand for, padded to the same length (`__device__    `).
+_SPACE_MACRO = re.compile(
+    rb"(?m)^([ \t]*(?:template\s*<[^>\n]*>\s*)?)([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*?_(HOST_DEVICE|DEVICE|HOST|GLOBAL)(?:_INLINE)?)(?=\s+[A-Za-z_])"
+)
+_QUALIFIER = {
+    b"HOST_DEVICE": b"__device__",
+    b"DEVICE": b"__device__",
+    b"HOST": b"__host__",
+    b"GLOBAL": b"__global__",
+}
+
+
+def _qualifier(m: re.Match) -> bytes:
+    name = m.group(2)
+    qualifier = _QUALIFIER[m.group(3)]
+    if len(qualifier) > len(name):
+        return m.group(0)
+    return m.group(1) + qualifier + b" " * (len(name) - len(qualifier))
+
+
+def mask_attributes(data: bytes) -> bytes:
+    """Same-length rewrites of CUDA spellings the grammar does not know; offsets stay true."""
+    if b"__align" in data or b"__attribute__" in data or b"__CUDA_ALIGN__" in data:
+        data = _ATTRIBUTES.sub(lambda m: b" " * len(m.group(0)), data)
+    if b"_DEVICE" in data or b"_HOST" in data or b"_GLOBAL" in data:
+        data = _SPACE_MACRO.sub(_qualifier, data)
+    return data
 
 
 class CudaFrontend:
@@ -49,7 +88,7 @@ class CudaFrontend:
                 raise
             # C++ has no encoding cookie; a stray Latin-1 byte in a comment must not lose the file.
             text = data.decode("utf-8", errors="replace")
-        utf8 = text.encode("utf-8")
+        utf8 = mask_attributes(text.encode("utf-8"))
         try:
             tree = parser().parse(utf8)
         except (ValueError, MemoryError) as e:
