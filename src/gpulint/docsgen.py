@@ -32,8 +32,10 @@ def index_markdown(rules: tuple[type[Rule], ...]) -> str:
     lines = [
         "# gpulint rules",
         "",
-        f"<!-- Generated from the rule classes in rules/; do not edit. Regenerate with "
-        f"`{REGENERATE}` (CI runs `{REGENERATE} --check`). -->",
+        f"> Generated from each rule's own source (its class in `rules/`: metadata, documentation, "
+        f"examples) and the measured bench figures; do not edit by hand. Regenerate with "
+        f"`{REGENERATE}`; `{REGENERATE} --check` (run in CI by tests/test_docs_fresh.py) fails "
+        f"when a page is stale.",
         "",
         f"{len(rules)} rules. Each page is the text `gpulint rule CODE` prints: what the rule "
         "finds, why it costs, the bench that backs it with the measured H200 figure, examples, "
