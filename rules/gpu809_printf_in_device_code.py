@@ -51,7 +51,7 @@ class PrintfInDeviceCode(Rule):
     name = "printf-in-device-code"
     language = "cuda"
     triggers = ("printf",)
-    requires = ("__global__", "__device__")
+    requires = ("__global__", "__device__", "_DEVICE", "_GLOBAL")
     message = "`printf` in device code serialises threads and costs registers on every launch; remove it (or guard it with a debug macro)"
     tags = ("debug",)
 

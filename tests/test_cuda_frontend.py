@@ -187,3 +187,13 @@ def test_captures_mix_common_and_other_node_types():
     assert [n.type for n in found["if_statement"]] == ["if_statement"]
     assert [f.node_text(n) for n in found["call_expression"]] == ["g()", "h()"]
     assert f.nodes("preproc_include") == []
+
+
+def test_rewrites_keep_offsets_and_mark_device_code():
+    from gpulint.frontends.cuda import mask_attributes
+
+    data = b'struct __align__(16) S {\n  CUTLASS_DEVICE void f() { printf("x"); }\n};\n'
+    masked = mask_attributes(data)
+    assert len(masked) == len(data) and masked.count(b"\n") == data.count(b"\n")
+    found = lint_text(data.decode(), "x.cuh")
+    assert [(f.code, f.line, f.col) for f in found] == [("GPU809", 2, 29)]
