@@ -49,6 +49,7 @@ class DistributedLaunch(Rule):
 
     code = "GPU403"
     name = "distributed-launch"
+    language = ("python", "shell", "yaml")  # shell: launch scripts and YAML `run:` blocks
     triggers = ("launch", "local_rank", "local-rank")
     message = (
         "`torch.distributed.launch` is deprecated: launch with `torchrun` and read "
@@ -74,6 +75,13 @@ class DistributedLaunch(Rule):
     ]
 
     # -- imports -------------------------------------------------------------------------------
+    def visit_ShellCommand(self, node, file):
+        """`python -m torch.distributed.launch ...` in a shell script or a YAML `run:` block
+        (the shell front-end's simple commands; `echo "..."` text is one word, never a match)."""
+        words = list(node.words)
+        if any(w == "-m" and nxt == _LAUNCH for w, nxt in zip(words, words[1:], strict=False)):
+            yield self.report(file, node)
+
     def visit_Import(self, node: ast.Import, file):
         for alias in node.names:
             if alias.name == _LAUNCH or alias.name.startswith(_LAUNCH + "."):

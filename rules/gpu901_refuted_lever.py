@@ -1,10 +1,12 @@
 import ast
+import re
 
 from gpulint.levers import Lever, registry, table_markdown
 from gpulint.rule import Invalid, Rule, Valid
 
 _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
 _TRUE = {"true", "1", "yes", "on"}
+_AVAILABILITY = re.compile(r"available|installed|^has_|^is_.*(supported|enabled)$")
 _PIP = {"pip", "pip3", "uv", "pipx", "mamba", "conda", "micromamba"}
 
 
@@ -28,6 +30,16 @@ def _config_hit(lever: Lever, key: str, value: str | None) -> str | None:
     return None
 
 
+def _is_test_path(path: str) -> bool:
+    parts = path.replace("\\", "/").lower().split("/")
+    name = parts[-1]
+    return (
+        any(p in ("test", "tests", "qa") for p in parts[:-1])
+        or name.startswith("test")
+        or "_test." in name
+    )
+
+
 def _package_name(word: str) -> str:
     for stop in "=<>![;@ ":
         word = word.split(stop, 1)[0]
@@ -45,8 +57,8 @@ class RefutedLever(Rule):
     needing a source itself. In Python it reports the first re-attempt of each lever in a file
     (one finding per lever per file). It is silent with no targets configured, for targets a
     lever is not refuted for, in test code (tests exercise every backend on purpose), for
-    imports guarded by `try: ... except ImportError` (optional backends), and for calls made
-    with a literal `enabled=False`.
+    levers imported only under `try: ... except ImportError` (optional backends), and for
+    calls made with `enabled=False` or an `enabled=` from a variable (switched elsewhere).
 
     The built-in registry (`gpulint/data/levers.toml`) reproduces the refuted-lever table of the
     cuda-dev-routing document:
@@ -174,14 +186,18 @@ class RefutedLever(Rule):
         # Test code exercises every backend on purpose; it re-attempts nothing.
         if not self.active or not hasattr(file, "tree") or file.is_test:
             return
-        imports, calls = self._python_sites(file)
+        imports, calls, optional = self._python_sites(file)
         for lever, targets in self.active:
             if lever.context and not self._in_context(lever, imports, calls):
                 continue
+            if any(
+                _matches_module(name, lever.imports + lever.calls) for name in optional
+            ) and not any(_matches_module(name, lever.imports) for _, name in imports):
+                continue  # an optional backend (guarded import): used only where installed
             hits = [(node, name) for node, name in imports if _matches_module(name, lever.imports)]
             if not hits:
                 for node, name in calls:
-                    if name in lever.calls and not self._disabled(node):
+                    if name in lever.calls and not self._disabled(node, name):
                         hits.append((node, f"{name}()"))
                     elif isinstance(node, ast.Call):
                         for kw in node.keywords:
@@ -193,19 +209,34 @@ class RefutedLever(Rule):
 
     def _python_sites(self, file):
         imports: list[tuple[ast.AST, str]] = []
+        optional: list[str] = []  # modules and names imported under `try/except ImportError`
         for node in file.nodes(ast.Import, ast.ImportFrom):
-            if self._guarded(file, node):
-                continue
             if isinstance(node, ast.Import):
-                imports.extend((node, a.name) for a in node.names)
+                names = [a.name for a in node.names]
             elif node.module and not node.level:
-                imports.append((node, node.module))
+                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            else:
+                continue
+            if self._guarded(file, node):
+                optional.extend(names)
+            else:
+                imports.extend((node, n) for n in names[:1] if isinstance(node, ast.ImportFrom))
+                imports.extend((node, n) for n in names if isinstance(node, ast.Import))
         calls = [(node, file.qualname(node) or "") for node in file.nodes(ast.Call)]
-        return imports, calls
+        return imports, calls, optional
 
     @staticmethod
     def _guarded(file, node) -> bool:
+        """Imported as an optional backend: under `try/except ImportError`, or under an
+        availability check (`if is_flash_attn_2_available():`)."""
         for parent in file.ancestors(node):
+            if isinstance(parent, ast.If):
+                for call in ast.walk(parent.test):
+                    name = getattr(getattr(call, "func", None), "attr", None) or getattr(
+                        getattr(call, "func", None), "id", ""
+                    )
+                    if isinstance(call, ast.Call) and _AVAILABILITY.search(name or ""):
+                        return True
             if isinstance(parent, ast.Try):
                 for handler in parent.handlers:
                     names = (
@@ -218,13 +249,16 @@ class RefutedLever(Rule):
         return False
 
     @staticmethod
-    def _disabled(node) -> bool:
-        return any(
-            kw.arg in ("enabled", "fp8_enabled")
-            and isinstance(kw.value, ast.Constant)
-            and kw.value.value is False
-            for kw in getattr(node, "keywords", ())
-        )
+    def _disabled(node, name: str = "") -> bool:
+        """Off, or switched by a value we cannot see: `enabled=False`, `enabled=<variable>`,
+        `**kwargs`; JAX's Transformer Engine autocast is off unless `enabled=True`."""
+        keywords = getattr(node, "keywords", ())
+        if any(k.arg is None for k in keywords):
+            return True
+        enabled = [k for k in keywords if k.arg in ("enabled", "fp8_enabled")]
+        if not enabled:
+            return name.startswith("transformer_engine.jax.")
+        return not any(isinstance(k.value, ast.Constant) and k.value.value is True for k in enabled)
 
     @staticmethod
     def _in_context(lever: Lever, imports, calls) -> bool:
@@ -247,7 +281,7 @@ class RefutedLever(Rule):
 
     # -- YAML config keys and shell installs -------------------------------------------------
     def visit_ConfigKey(self, node, file):
-        if "/tests/" in f"/{file.display_path}":
+        if _is_test_path(file.display_path):
             return
         for lever, targets in self.active:
             if lever.context:
@@ -257,6 +291,8 @@ class RefutedLever(Rule):
                 yield self._report(file, node, lever, targets, what)
 
     def visit_ShellCommand(self, node, file):
+        if _is_test_path(file.display_path):
+            return
         words = list(node.words)
         if "install" not in words:
             return

@@ -49,7 +49,7 @@ NAMES = frozenset(DEBUG_VARIABLES) | NCCL_TUNING
 # Trigger substrings: every name above contains one of these.
 TRIGGERS = ("CUDA_LAUNCH_BLOCKING", "TORCH_USE_CUDA_DSA", "NCCL_")
 
-# Tool directives are not reasons: `# noqa: GPU904`, `# type: ignore`, `# shellcheck disable=...`.
+# Tool directives are not reasons: noqa, type-ignore, shellcheck and similar pragmas.
 _PRAGMA = re.compile(
     r"^(noqa|type:|pylint:|expect:|fixture:|shellcheck|yamllint|fmt:|isort:|pragma|nosec)",
     re.IGNORECASE,
