@@ -48,7 +48,8 @@ _SCALE_METHODS = {
     "sub_",
 }
 _TRANSPOSE_METHODS = {"transpose", "permute", "t", "swapaxes", "swapdims", "transpose_"}
-_DEPTH = 24
+_DEPTH = 16
+_MAX_BINDINGS = 3  # candidate bindings followed per name, latest first
 
 
 def _einsum_spec(file, node: ast.AST) -> tuple[list[str], str, list[ast.AST]] | None:
@@ -84,11 +85,13 @@ class HandRolledAttention(Rule):
     `.softmax(dim=-1)` or an `nn.Softmax` module; dropout on the probabilities; all through
     intermediate variables within one function. Reported once, at the softmax.
 
-    Left alone: a manual path that runs only when the fused one is unavailable (a function that
-    also calls `scaled_dot_product_attention` or a FlashAttention/xFormers kernel, or is called
-    from one; a branch chosen by a `flash`/`sdpa` flag); variants SDPA cannot express, such as
-    talking heads (a projection that mixes heads between the product and the softmax or after
-    it) and logit soft-capping (`tanh` on the scores); reference implementations in tests.
+    Left alone: a manual path kept beside a fused one (a module that also calls
+    `scaled_dot_product_attention` or a FlashAttention/xFormers kernel, such as an `eager`
+    attention class next to a flash one, or an `else:` after `if self.flash:`; a branch chosen by
+    a `flash`/`sdpa` flag); variants SDPA cannot express, such as talking heads (a projection
+    that mixes heads between the product and the softmax or after it) and logit soft-capping
+    (`tanh` on the scores); reference implementations that kernels are checked against (in tests,
+    benchmarks, `naive`/`reference` functions and files) and graph-rewrite patterns.
 
     ## Why is this bad?
     The hand-written form materialises the full `L x L` score matrix in global memory, reads it
@@ -287,13 +290,15 @@ def forward(self, q, k, v):
 
     # -- values through assignments --------------------------------------------------------------
     @staticmethod
-    def _binding(file, scope, name: str, at: ast.AST) -> ast.AST | None:
-        """The last statement before `at` in `scope` that binds `name` on its own."""
-        best = None
+    def _bindings(file, scope, name: str, at: ast.AST) -> list[ast.AST]:
+        """The statements before `at` in `scope` that may have bound `name` last, latest first:
+        bindings inside an `if` or loop that does not hold `at` may not have run, so the search
+        goes on to the first one that always runs. A tuple target is unknown (`ast.Pass`)."""
+        found = []
         for node in scope_nodes(scope):
-            if not isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) or end_position(
-                node
-            ) > position(at):
+            if not isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                continue
+            if end_position(node) > position(at):
                 continue
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if not any(
@@ -302,16 +307,18 @@ def forward(self, q, k, v):
                 continue
             if _exclusive_branches(file, node, at):
                 continue  # `if mask: attn = f(attn) else: attn = g(attn)`: the if side never reaches else
-            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
-                if best is None or position(node) > position(best):
-                    best = node
-            elif any(
-                isinstance(n, ast.Name) and n.id == name for t in targets for n in ast.walk(t)
-            ):
-                if best is None or position(node) > position(best):
-                    best = ast.Pass()  # bound as part of a tuple: unknown
-                    best.lineno, best.col_offset = node.lineno, node.col_offset
-        return best
+            if not any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                unknown = ast.Pass()
+                unknown.lineno, unknown.col_offset = node.lineno, node.col_offset
+                node = unknown
+            found.append(node)
+        found.sort(key=position, reverse=True)
+        out = []
+        for node in found[:_MAX_BINDINGS]:
+            out.append(node)
+            if not _conditional(file, node, at, scope):
+                break
+        return out
 
     # -- q @ k^T ---------------------------------------------------------------------------------
     def _trace_scores(self, file, scope, expr: ast.AST, at: ast.AST, depth: int) -> bool:
@@ -351,15 +358,15 @@ def forward(self, q, k, v):
                 return again(func.value)
             return False
         if isinstance(expr, ast.Name):
-            binding = self._binding(file, scope, expr.id, at)
-            if isinstance(binding, ast.Assign):
-                return self._trace_scores(file, scope, binding.value, binding, depth - 1)
-            if isinstance(binding, ast.AnnAssign) and binding.value is not None:
-                return self._trace_scores(file, scope, binding.value, binding, depth - 1)
-            if isinstance(binding, ast.AugAssign) and isinstance(
-                binding.op, (ast.Mult, ast.Div, ast.Add, ast.Sub)
-            ):
-                return self._trace_scores(file, scope, expr, binding, depth - 1)
+            for binding in self._bindings(file, scope, expr.id, at):
+                if isinstance(binding, (ast.Assign, ast.AnnAssign)) and binding.value is not None:
+                    if self._trace_scores(file, scope, binding.value, binding, depth - 1):
+                        return True
+                elif isinstance(binding, ast.AugAssign) and isinstance(
+                    binding.op, (ast.Mult, ast.Div, ast.Add, ast.Sub)
+                ):
+                    if self._trace_scores(file, scope, expr, binding, depth - 1):
+                        return True
         return False
 
     def _is_qk(self, file, scope, expr: ast.AST, at: ast.AST) -> bool:
@@ -401,14 +408,20 @@ def forward(self, q, k, v):
             "torch.permute",
         }:
             return True
+        if isinstance(expr, ast.Call) and re.search(
+            r"transpose|permute", terminal_name(expr.func) or ""
+        ):
+            return True  # `self.transpose_key_for_scores(k)`: the model's own helper
         if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Mult, ast.Div)) and depth > 0:
             return self._transposed(file, scope, expr.left, at, depth - 1) or self._transposed(
                 file, scope, expr.right, at, depth - 1
             )
         if isinstance(expr, ast.Name) and depth > 0:
-            binding = self._binding(file, scope, expr.id, at)
-            if isinstance(binding, ast.Assign):
-                return self._transposed(file, scope, binding.value, binding, depth - 1)
+            return any(
+                self._transposed(file, scope, binding.value, binding, depth - 1)
+                for binding in self._bindings(file, scope, expr.id, at)
+                if isinstance(binding, ast.Assign)
+            )
         return False
 
     # -- probabilities @ v -----------------------------------------------------------------------
@@ -467,9 +480,11 @@ def forward(self, q, k, v):
                 return self._trace_probs(file, scope, expr.args[0], at, depth - 1)
             return None
         if isinstance(expr, ast.Name):
-            binding = self._binding(file, scope, expr.id, at)
-            if isinstance(binding, ast.Assign):
-                return self._trace_probs(file, scope, binding.value, binding, depth - 1)
+            for binding in self._bindings(file, scope, expr.id, at):
+                if isinstance(binding, ast.Assign):
+                    found = self._trace_probs(file, scope, binding.value, binding, depth - 1)
+                    if found is not None:
+                        return found
         return None
 
 
@@ -521,3 +536,19 @@ def _edges(file, node: ast.AST):
     for parent in file.ancestors(node):
         yield child, parent
         child = parent
+
+
+def _conditional(file, node: ast.AST, at: ast.AST, scope: ast.AST) -> bool:
+    """`node` sits in an `if`, loop or `try` (inside `scope`) that does not also hold `at`."""
+    holders = {id(a) for a in file.ancestors(at)}
+    for parent in file.ancestors(node):
+        if parent is scope:
+            return False
+        if (
+            isinstance(parent, (ast.If, ast.For, ast.While, ast.Try, ast.With))
+            and id(parent) not in holders
+        ):
+            if isinstance(parent, ast.With):
+                continue  # a `with` body always runs
+            return True
+    return False
