@@ -2,8 +2,12 @@ import re
 
 from gpulint.rule import Rule
 
-_DEBUG_GUARD = re.compile(
-    r"(?i)debug|verbose|print|log|trace|dump|__CUDA_ARCH__|_ENABLE_|\bNDEBUG\b"
+_DEBUG_GUARD = re.compile(r"(?i)debug|verbose|print|log|trace|dump")
+# An architecture condition: its `#else` (or negated) branch is the unsupported-target fallback.
+_ARCH_GUARD = re.compile(r"__CUDA_ARCH|ARCH_|\bENABLE_|_ENABLE_|\bSM_?\d{2,3}")
+# The message of an error path: it runs only when something already went wrong.
+_ERROR_MESSAGE = re.compile(
+    r"(?i)error|fail|abort|mismatch|unsupported|not supported|requires|invalid"
 )
 _DEBUG_FUNCTION = re.compile(r"(?i)(^|_|::)(print|dump|debug|show|trace)")
 _DEBUG_FLAG = re.compile(r"(?i)\b(\w*print\w*|\w*verbose\w*|\w*debug\w*|trace)\b")
@@ -17,7 +21,8 @@ class PrintfInDeviceCode(Rule):
     Finds `printf` called in device code: inside a `__global__` kernel or a `__device__`
     (including `__host__ __device__`) function. Left alone: `printf` compiled only in debug
     builds (under `#if DEBUG`, `#ifdef VERBOSE`...) or in the unsupported-architecture fallback
-    of a `__CUDA_ARCH__` check, the message of a fatal path followed by `__trap()`/`assert`, and
+    of an architecture check, the message of an error path (`"... failed"`, `"ERROR: ..."`, or
+    followed by `__trap()`/`assert`), and
     printing helpers (`print_*`, `dump_*`, `debug_*` functions).
 
     ## Why is this bad?
@@ -81,12 +86,19 @@ __global__ void k(float* x) {
             file.node_text(name.child_by_field_name("declarator"))
         ):
             return  # a printing helper: printing is its job
+        args = node.child_by_field_name("arguments")
+        fmt = args.named_children[0] if args is not None and args.named_children else None
+        if fmt is not None and fmt.type in ("string_literal", "concatenated_string"):
+            if _ERROR_MESSAGE.search(file.node_text(fmt)):
+                return
         block = next((a for a in file.ancestors(node) if a.type == "compound_statement"), None)
         if block is not None and _FATAL_AFTER.search(file.data[node.end_byte : block.end_byte]):
             return  # the message of a fatal error path
         for a in file.ancestors(node):
-            if a.type in _PREPROC and _DEBUG_GUARD.search(self._guard(file, a)):
-                return  # compiled only for debugging, or the unsupported-architecture fallback
+            if a.type in _PREPROC:
+                guard, fallback = self._guard(file, a)
+                if _DEBUG_GUARD.search(guard) or (fallback and _ARCH_GUARD.search(guard)):
+                    return  # compiled only for debugging, or the unsupported-architecture fallback
             if a.type == "if_statement" and _DEBUG_FLAG.search(
                 file.node_text(a.child_by_field_name("condition"))
             ):
@@ -94,14 +106,19 @@ __global__ void k(float* x) {
         yield self.report(file, node)
 
     @staticmethod
-    def _guard(file, node) -> str:
-        """The condition of the #if/#ifdef branch `node` belongs to."""
+    def _guard(file, node) -> tuple[str, bool]:
+        """The condition of the #if/#ifdef branch `node` belongs to, and whether `node` is the
+        branch taken when that condition is false (`#else`, `#ifndef`, `#if !defined(...)`)."""
+        fallback = False
         while node is not None and node.type in ("preproc_else", "preproc_elif", "preproc_elifdef"):
             cond = node.child_by_field_name("condition")
             if cond is not None and node.type != "preproc_else":
-                return file.node_text(cond)
+                return file.node_text(cond), False
+            fallback = True
             node = node.parent
         if node is None:
-            return ""
+            return "", False
         cond = node.child_by_field_name("condition") or node.child_by_field_name("name")
-        return file.node_text(cond)
+        text = file.node_text(cond)
+        negated = text.lstrip().startswith("!") or file.node_text(node).startswith("#ifndef")
+        return text, fallback != negated
