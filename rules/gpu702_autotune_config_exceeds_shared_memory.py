@@ -30,11 +30,11 @@ class AutotuneConfigExceedsSharedMemory(Rule):
     literal lists, module-level lists and `+` of lists are expanded. The element size is 1 byte
     when the kernel or its file names an 8-bit type (fp8, int8), else 2 bytes (fp16/bf16), and
     the message says which; fp32 operands would need twice that, so the estimate is a lower
-    bound. Kernels with packed 4-bit operands (int4/nf4/fp4, `(b >> s) & 0xF`), configs whose
-    block sizes cannot be read (a block size from a variable, an attention kernel whose K is
-    the head dimension passed at launch) and lists the rule cannot evaluate (built by a helper
-    function) are left alone. The epilogue's own scratch space (converting the accumulator's
-    layout before the store) is not counted.
+    bound. Kernels with packed sub-byte operands (int4/nf4/fp4 named, or any `>>` unpacking),
+    configs whose block sizes cannot be read (a block size from a variable, an attention kernel
+    whose K is the head dimension passed at launch) and lists the rule cannot evaluate (built by
+    a helper function) are left alone. The epilogue's own scratch space (converting the
+    accumulator's layout before the store) is not counted.
 
     ## Why is this bad?
     A config that needs more shared memory than the device allows per block cannot launch.

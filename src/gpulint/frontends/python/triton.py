@@ -422,20 +422,23 @@ def pipeline_buffers(arch, num_stages: int, block_m: int) -> int:
 
 _EIGHT_BIT = re.compile(r"\b(?:float8\w*|fp8\w*|int8|uint8|e4m3\w*|e5m2\w*)\b", re.I)
 _SUB_BYTE = re.compile(r"\b(?:u?int4|nf4|fp4\w*|\w*e2m1\w*|w4a\d+|mxfp4|nvfp4)\b", re.I)
-_UNPACK = re.compile(r">>\s*\w+[^\n]*&\s*0x[fF]\b")
 
 
 def element_bytes(file, kernel: Kernel) -> tuple[int | None, str]:
     """Bytes per element of the tiles a matmul-like kernel stages, and why; None when unknown.
 
-    Packed 4-bit weights (int4/nf4/fp4 named in the file, or `(b >> s) & 0xF` unpacking in the
-    kernel) make tile sizes unknowable from the block sizes: None. An 8-bit type named in the
+    Packed sub-byte weights (int4/nf4/fp4 named in the file, or any `>>` unpacking in the
+    kernel, as GPTQ's `(b >> shifter) & maxq`) make tile sizes unknowable from the block
+    sizes: None. An 8-bit type named in the
     kernel or its file: 1 byte (the smallest, so the estimate stays a lower bound). Otherwise
     2 bytes (fp16/bf16), Triton's common case; fp32 operands would need twice that.
     """
     body = file.segment(kernel.node)
-    if _SUB_BYTE.search(file.text) or _UNPACK.search(body):
-        return None, "packed 4-bit operands"
+    unpacks = any(
+        isinstance(n, ast.BinOp) and isinstance(n.op, ast.RShift) for n in ast.walk(kernel.node)
+    )
+    if _SUB_BYTE.search(file.text) or unpacks:
+        return None, "packed sub-byte operands"
     if _EIGHT_BIT.search(body) or _EIGHT_BIT.search(file.text):
         return 1, "1-byte elements, as an 8-bit type is named in the kernel or its file"
     return 2, "2-byte fp16/bf16 elements, as the dtype is not known from the source"
