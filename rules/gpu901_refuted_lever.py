@@ -4,9 +4,19 @@ import re
 from gpulint.levers import Lever, registry, table_markdown
 from gpulint.rule import Invalid, Rule, Valid
 
-_IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+_IMPORT_ERRORS = {
+    "ImportError",
+    "ModuleNotFoundError",
+    "PackageNotFoundError",
+    "Exception",
+    "BaseException",
+}
 _TRUE = {"true", "1", "yes", "on"}
-_AVAILABILITY = re.compile(r"available|installed|^has_|^is_.*(supported|enabled)$")
+# `if is_flash_attn_2_available():`, `if fa_utils.is_installed:`, `if self.use_flash_attn:`:
+# used only where installed, or switched by a setting we cannot see.
+_AVAILABILITY = re.compile(
+    r"available|installed|^has_|^use_|enabled?$|^is_.*supported", re.IGNORECASE
+)
 _PIP = {"pip", "pip3", "uv", "pipx", "mamba", "conda", "micromamba"}
 
 
@@ -228,14 +238,13 @@ class RefutedLever(Rule):
     @staticmethod
     def _guarded(file, node) -> bool:
         """Imported as an optional backend: under `try/except ImportError`, or under an
-        availability check (`if is_flash_attn_2_available():`)."""
+        availability check or a switch (`if is_flash_attn_2_available():`, `if self.use_flash_attn:`)."""
         for parent in file.ancestors(node):
             if isinstance(parent, ast.If):
-                for call in ast.walk(parent.test):
-                    name = getattr(getattr(call, "func", None), "attr", None) or getattr(
-                        getattr(call, "func", None), "id", ""
-                    )
-                    if isinstance(call, ast.Call) and _AVAILABILITY.search(name or ""):
+                for part in ast.walk(parent.test):
+                    target = part.func if isinstance(part, ast.Call) else part
+                    name = getattr(target, "attr", None) or getattr(target, "id", None) or ""
+                    if isinstance(name, str) and _AVAILABILITY.search(name):
                         return True
             if isinstance(parent, ast.Try):
                 for handler in parent.handlers:
@@ -243,7 +252,8 @@ class RefutedLever(Rule):
                         handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
                     )
                     if handler.type is None or any(
-                        isinstance(n, ast.Name) and n.id in _IMPORT_ERRORS for n in names
+                        (getattr(n, "id", None) or getattr(n, "attr", None)) in _IMPORT_ERRORS
+                        for n in names
                     ):
                         return True
         return False
