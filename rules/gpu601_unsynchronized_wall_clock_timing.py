@@ -91,9 +91,10 @@ class UnsynchronizedWallClockTiming(Rule):
                 continue
             if _cpu_branch(file, interval.end):
                 continue
-            # Timing whole training steps: in steady state the step loop is paced by the device
-            # (the launch queue fills), so per-step and running totals come out right.
-            if any(is_step_marker(n) for n in region):
+            # Timing whole training steps (forward, backward, optimizer step): in steady state the
+            # step loop is paced by the device (the launch queue fills), so per-step times and
+            # running totals come out right. Timing the backward alone does not.
+            if _whole_steps(file, region, interval.scope):
                 continue
             if any(_opaque_driver(file, n, interval.scope) for n in region):
                 continue
@@ -134,3 +135,18 @@ def _cpu_branch(file, node: ast.AST) -> bool:
                 return True
         child = parent
     return False
+
+
+def _whole_steps(file, region: list, scope: ast.AST) -> bool:
+    """The interval holds a forward pass and a backward pass or optimizer step."""
+    if not any(is_step_marker(n) for n in region):
+        return False
+    return any(
+        cuda_work(file, n, scope)
+        and not is_step_marker(n)
+        and _MODEL_ARG.search(terminal_name(n.func) or "")
+        or isinstance(n, ast.Call)
+        and (terminal_name(n.func) or "").lower() in {"model", "forward"}
+        for n in region
+        if isinstance(n, ast.Call)
+    )
