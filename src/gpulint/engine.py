@@ -17,7 +17,7 @@ from gpulint import __version__
 from gpulint.config import Config
 from gpulint.diagnostics import UNANALYSABLE, Finding, unanalysable
 from gpulint.files import FileFinder
-from gpulint.frontends import ParseError, by_extension, frontend_for
+from gpulint.frontends import ParseError, by_extension, decode, frontend_for
 from gpulint.rule import Rule, all_rules
 from gpulint.settings import Settings
 from gpulint.suppression import is_suppressed
@@ -49,10 +49,12 @@ class Report:
 
 
 def display_path(path: Path) -> str:
-    """Relative to the working directory when below it, as flake8 and ruff print paths."""
+    """Relative to the working directory when below it, as flake8 and ruff print paths.
+    Symbolic links are not resolved: a finding names the path the user has."""
+    absolute = Path(os.path.abspath(path))
     try:
-        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
-    except (ValueError, OSError):
+        return absolute.relative_to(os.getcwd()).as_posix()
+    except ValueError:
         return path.as_posix()
 
 
@@ -116,9 +118,10 @@ class Linter:
         return FileResult(shown, findings, hashlib.sha256(data).hexdigest(), parsed)
 
     def relpath(self, path: Path) -> str:
+        """Relative to the configuration's root (per-file-ignores, cache keys, SARIF URIs)."""
         try:
-            return path.resolve().relative_to(self.config.root).as_posix()
-        except (ValueError, OSError):
+            return Path(os.path.abspath(path)).relative_to(self.config.root).as_posix()
+        except ValueError:
             return path.as_posix()
 
     def lint_bytes(
@@ -130,6 +133,13 @@ class Linter:
             return [], False
         rule_classes = self._rules_for(frontend.language, data, prefilter)
         if not rule_classes:
+            # Not parsed (no rule can fire), but a file that is not text is still reported where
+            # the language is strict about encodings (Python); checking costs little.
+            if getattr(frontend, "strict_encoding", False):
+                try:
+                    decode(data)
+                except ParseError as e:
+                    return [unanalysable(shown, str(e), e.line, e.col)], False
             return [], False
         try:
             parsed = frontend.parse(shown, data, self.settings)

@@ -23,6 +23,7 @@ from gpulint.suppression import noqa_codes
 class PythonFrontend:
     language = "python"
     extensions = (".py", ".pyi")
+    strict_encoding = True  # PEP 263: undecodable bytes are an error even where no rule looks
 
     def parse(self, display_path: str, data: bytes, settings: Settings) -> PythonFile:
         text = decode(data)
