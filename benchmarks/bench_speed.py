@@ -48,8 +48,18 @@ def fetch_transformers(cache: Path) -> Path:
     if existing:
         return existing[-1]
     subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-         "transformers", "-d", str(cache)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            "transformers",
+            "-d",
+            str(cache),
+        ],
         check=True,
     )
     archive = sorted(cache.glob("transformers-*.tar.gz"))[-1]
@@ -102,7 +112,13 @@ def measure(cmd: list[str], cwd: Path) -> dict:
     wall = time.perf_counter() - start
     stop.set()
     sampler.join()
-    return {"wall_s": wall, "peak_mb": peak / 1024, "stdout": out, "stderr": err, "rc": proc.returncode}
+    return {
+        "wall_s": wall,
+        "peak_mb": peak / 1024,
+        "stdout": out,
+        "stderr": err,
+        "rc": proc.returncode,
+    }
 
 
 def ast_baseline(files: list[Path]) -> dict:
@@ -122,10 +138,16 @@ def findings(result: dict) -> list:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tree", type=Path, help="tree of Python files (default: transformers' src/)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--tree", type=Path, help="tree of Python files (default: transformers' src/)"
+    )
     parser.add_argument("--cache", type=Path, default=HERE / ".cache", help="download folder")
-    parser.add_argument("--flake8-sample", type=int, default=300, help="files for flake8+TorchFix (0: all)")
+    parser.add_argument(
+        "--flake8-sample", type=int, default=300, help="files for flake8+TorchFix (0: all)"
+    )
     parser.add_argument("--jobs", type=int, default=0, help="gpulint --jobs (0: one per core)")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
@@ -161,32 +183,62 @@ def main() -> int:
         sample = sorted(random.Random(0).sample(files, args.flake8_sample))
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as listing:
         listing.write("\n".join(str(p) for p in sample))
-    flake8 = [tool("flake8"), "--select", "TOR", "--exit-zero", "-j", str(os.cpu_count() or 1), *map(str, sample)]
-    rows[f"flake8 + TorchFix (--select TOR), {len(sample)} files"] = {**measure(flake8, tree), "files": len(sample)}
+    flake8 = [
+        tool("flake8"),
+        "--select",
+        "TOR",
+        "--exit-zero",
+        "-j",
+        str(os.cpu_count() or 1),
+        *map(str, sample),
+    ]
+    rows[f"flake8 + TorchFix (--select TOR), {len(sample)} files"] = {
+        **measure(flake8, tree),
+        "files": len(sample),
+    }
     ruff = [tool("ruff"), "check", "--no-cache", "--exit-zero", "--quiet", "--isolated", str(tree)]
     rows["ruff check (defaults)"] = {**measure(ruff, tree), "files": len(files)}
 
     cold = rows["gpulint cold"]
     cold_rate = cold["files"] / cold["wall_s"]
     print()
-    print(f"{'tool':<46} {'files':>6} {'wall s':>8} {'files/s':>9} {'peak MB':>8} {'vs gpulint cold':>16}")
+    print(
+        f"{'tool':<46} {'files':>6} {'wall s':>8} {'files/s':>9} {'peak MB':>8} {'vs gpulint cold':>16}"
+    )
     for name, row in rows.items():
         rate = row["files"] / row["wall_s"]
         ratio = cold_rate / rate
-        print(f"{name:<46} {row['files']:>6} {row['wall_s']:>8.2f} {rate:>9.0f} {row['peak_mb']:>8.0f} "
-              f"{'(gpulint %.2fx faster)' % ratio if ratio >= 1 else '(%.2fx of its rate)' % ratio:>16}")
+        print(
+            f"{name:<46} {row['files']:>6} {row['wall_s']:>8.2f} {rate:>9.0f} {row['peak_mb']:>8.0f} "
+            f"{f'(gpulint {ratio:.2f}x faster)' if ratio >= 1 else f'({ratio:.2f}x of its rate)':>16}"
+        )
     base = rows["ast.parse (one process)"]["wall_s"]
     flake = next(v for k, v in rows.items() if k.startswith("flake8"))
     print()
     print(f"cold vs ast.parse: {cold['wall_s'] / base:.2f}x the time (target <= 3x)")
-    print(f"cold vs flake8+TorchFix, by files/s: {cold_rate / (flake['files'] / flake['wall_s']):.1f}x faster (target >= 10x)")
-    print(f"warm, nothing changed: {rows['gpulint warm (no change)']['wall_s']:.2f} s (target < 1 s)")
-    print(f"warm, one file changed: {rows['gpulint warm (1 file changed)']['wall_s']:.2f} s (target < 1 s plus that file)")
+    print(
+        f"cold vs flake8+TorchFix, by files/s: {cold_rate / (flake['files'] / flake['wall_s']):.1f}x faster (target >= 10x)"
+    )
+    print(
+        f"warm, nothing changed: {rows['gpulint warm (no change)']['wall_s']:.2f} s (target < 1 s)"
+    )
+    print(
+        f"warm, one file changed: {rows['gpulint warm (1 file changed)']['wall_s']:.2f} s (target < 1 s plus that file)"
+    )
     print(f"peak memory, cold: {cold['peak_mb']:.0f} MB (target < 500 MB)")
-    print(f"findings with and without the prefilter identical: {same} ({len(findings(cold))} findings)")
+    print(
+        f"findings with and without the prefilter identical: {same} ({len(findings(cold))} findings)"
+    )
     if args.json:
-        args.json.write_text(json.dumps({k: {kk: vv for kk, vv in v.items() if kk not in ('stdout', 'stderr')}
-                                         for k, v in rows.items()}, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {
+                    k: {kk: vv for kk, vv in v.items() if kk not in ("stdout", "stderr")}
+                    for k, v in rows.items()
+                },
+                indent=2,
+            )
+        )
     return 0 if same else 1
 
 

@@ -225,8 +225,7 @@ def _fixable_cases():
     for path in FIXTURES:
         if path.suffix == ".py":
             yield path
-    for example in (ROOT / "examples").rglob("*.py"):
-        yield example
+    yield from (ROOT / "examples").rglob("*.py")
 
 
 @pytest.mark.parametrize("path", list(_fixable_cases()), ids=lambda p: p.name)
