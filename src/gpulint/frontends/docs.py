@@ -40,6 +40,10 @@ _AUTOLINK = re.compile(r"<(?:https?|ftp)://[^>\s]+>|(?<![\w(])https?://\S+")
 _HTML_TAG = re.compile(r"</?[A-Za-z][^>\n]*>")
 _QUOTED = re.compile(r"\"[^\"\n]{1,300}\"|“[^”\n]{1,300}”|«[^»\n]{1,300}»")
 _RST_ROLE = re.compile(r":[a-zA-Z:+-]+:`[^`\n]*`")
+_RST_REF = re.compile(r":(?:ref|doc):`(?P<text>[^`<\n]*?)\s*(?:<(?P<url>[^>\n]*)>)?`")
+_HTML_LINK = re.compile(
+    r"<a\s[^>]*href=\"(?P<url>[^\"]*)\"[^>]*>(?P<text>[^<]*)</a>", re.IGNORECASE
+)
 _RST_UNDERLINE = re.compile(r"^([=\-~^\"'`#*+.:_])\1{2,}\s*$")
 _RST_DIRECTIVE = re.compile(r"^(?P<indent>\s*)\.\.\s+(?P<name>[\w:-]+)::")
 _RST_COMMENT = re.compile(r"^(?P<indent>\s*)\.\.(\s|$)")
@@ -123,6 +127,9 @@ class Masker:
     def inline(self, start: int, end: int, rst: bool) -> None:
         """Blank inline code, link targets, tags and quotations inside [start, end)."""
         segment = self.text[start:end]
+        # Cross-references and HTML anchors point at where the figures live: record them as links.
+        for m in (_RST_REF if rst else _HTML_LINK).finditer(segment):
+            self.links.append((start + m.start("text"), m.group("text"), m.group("url") or ""))
         patterns = [_INLINE_CODE, _RST_ROLE] if rst else [_INLINE_CODE]
         for pattern in patterns:
             for m in pattern.finditer(segment):
@@ -131,7 +138,7 @@ class Masker:
         link_re = _RST_LINK if rst else _MD_LINK
         for m in link_re.finditer(segment):
             url = m.group("url")
-            self.links.append((start + m.start(), m.group("text"), url))
+            self.links.append((start + m.start("text"), m.group("text"), url))
             if not rst and m.group("bang"):
                 self.blank(start + m.start(), start + m.end())  # an image is not prose
             else:
@@ -369,7 +376,7 @@ def _attach(units: list[Unit], m: Masker, base: int) -> None:
                 elif _CITATION_URL.search(url) or _CITATION_TEXT.search(text):
                     unit.external_link = True
                 local = at - unit.start
-                unit.link_texts.append((local, local + len(text) + 2))
+                unit.link_texts.append((local, local + len(text)))
                 break
 
 
