@@ -36,7 +36,8 @@ class DataLoaderWithoutPinMemory(Rule):
 
     code = "GPU301"
     name = "dataloader-without-pin-memory"
-    bench = "h2d"
+    bench = "dataloader"
+    bench_claim = "pin_memory"
     triggers = ("DataLoader",)
     message = (
         "DataLoader without `pin_memory=True` in CUDA code: batches are copied from pageable "

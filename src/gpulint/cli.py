@@ -118,12 +118,13 @@ def _evidence(config: Config, extra: list[Path]) -> dict[str, str]:
     records = load_records([p for p in places if p.exists()])
     if not records:
         return {}
-    benches = {r.bench for r in all_rules() if r.bench}
     notes = {}
-    for bench in benches:
-        note = evidence_note(records, bench)
-        if note:
-            notes[bench] = note
+    for rule in all_rules():
+        key = rule.evidence_key()
+        if key and key not in notes:
+            note = evidence_note(records, rule.bench, rule.bench_claim)
+            if note:
+                notes[key] = note
     return notes
 
 

@@ -191,7 +191,8 @@ class Linter:
 
     def _with_evidence(self, finding: Finding) -> Finding:
         rule = next((r for rs in self.rules.values() for r in rs if r.code == finding.code), None)
-        note = self.settings.evidence.get(rule.bench) if rule and rule.bench else None
+        key = rule.evidence_key() if rule else None
+        note = self.settings.evidence.get(key) if key else None
         if not note:
             return finding
         from dataclasses import replace

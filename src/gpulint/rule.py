@@ -54,6 +54,14 @@ class Rule:
     triggers: ClassVar[tuple[str, ...]] = ()  # substrings; none of them in the file -> cannot fire
     requires: ClassVar[tuple[str, ...]] = ()  # a second gate: one of these must occur too
     bench: ClassVar[str | None] = None  # the `gpulint bench` that measures the cost
+    bench_claim: ClassVar[str | None] = None  # which comparison of that bench, when it has several
+
+    @classmethod
+    def evidence_key(cls) -> str | None:
+        """How measured evidence is looked up: "bench" or "bench:claim"."""
+        if not cls.bench:
+            return None
+        return f"{cls.bench}:{cls.bench_claim}" if cls.bench_claim else cls.bench
     message: ClassVar[str] = ""
     fixable: ClassVar[bool] = False
     precision: ClassVar[str] = "high"  # SARIF: very-high / high / medium / low
