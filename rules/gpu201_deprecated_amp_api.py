@@ -52,7 +52,7 @@ class DeprecatedAmpApi(Rule):
 
     code = "GPU201"
     name = "deprecated-amp-api"
-    triggers = ("amp",)
+    triggers = ("cuda.amp", "cpu.amp", "import amp")
     fixable = True
     message = "`{old}` is deprecated; use `{new}`"
     tags = ("precision", "deprecated")

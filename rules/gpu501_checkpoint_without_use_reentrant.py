@@ -41,7 +41,7 @@ class CheckpointWithoutUseReentrant(Rule):
 
     code = "GPU501"
     name = "checkpoint-without-use-reentrant"
-    triggers = ("checkpoint",)
+    triggers = ("utils.checkpoint", "import checkpoint")
     fixable = True
     message = (
         "`{func}` without `use_reentrant`: pass `use_reentrant=False` (PyTorch's recommendation)"
