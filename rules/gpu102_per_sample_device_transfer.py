@@ -172,6 +172,10 @@ def _iterated_batch(inner, batch_names: set[str]) -> str | None:
         and it.func.attr in _FIELD_ITER
     ):
         return None  # fields of a dict, not samples
+    counted = _counted(it)
+    if counted is not None:
+        # `for i in range(len(images)): images[i].cuda()`: indices over one field's samples.
+        return counted if counted in batch_names else None
     if not isinstance(it, ast.Name):
         return None
     if it.id in batch_names:
@@ -182,6 +186,30 @@ def _iterated_batch(inner, batch_names: set[str]) -> str | None:
             return it.id
         return None
     return None
+
+
+def _counted(it: ast.AST) -> str | None:
+    """`xs` for `range(len(xs))`, `range(xs.size(0))`, `range(xs.shape[0])`."""
+    if not (isinstance(it, ast.Call) and terminal_name(it.func) == "range" and len(it.args) == 1):
+        return None
+    arg = it.args[0]
+    if isinstance(arg, ast.Call) and terminal_name(arg.func) == "len" and len(arg.args) == 1:
+        arg = arg.args[0]
+    elif (
+        isinstance(arg, ast.Call)
+        and isinstance(arg.func, ast.Attribute)
+        and arg.func.attr == "size"
+    ):
+        arg = arg.func.value
+    elif (
+        isinstance(arg, ast.Subscript)
+        and isinstance(arg.value, ast.Attribute)
+        and arg.value.attr == "shape"
+    ):
+        arg = arg.value.value
+    else:
+        return None
+    return arg.id if isinstance(arg, ast.Name) else None
 
 
 def _own(loop):
