@@ -235,9 +235,19 @@ def cuda_work(file, node: ast.AST, scope: ast.AST) -> bool:
         and file.qualname(node) is None
     ):
         return True
+    if name in local_functions(file) and _launches_triton(file, local_functions(file)[name]):
+        return True  # a launcher defined in this file: `def add(x, y): add_kernel[grid](x, y, ...)`
     if _torch_call(file, node) and _scope_uses_cuda(file, scope):
         return (file.qualname(node) or "").rsplit(".", 1)[-1] not in _FACTORIES
     return False
+
+
+def _launches_triton(file, function: ast.AST) -> bool:
+    if "triton" not in file.bindings.values():
+        return False
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript) for n in scope_nodes(function)
+    )
 
 
 def _scope_uses_cuda(file, scope: ast.AST) -> bool:
