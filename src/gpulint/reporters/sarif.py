@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections import Counter
 from pathlib import Path
 from urllib.parse import quote
@@ -75,12 +76,16 @@ def source_root(root: Path) -> Path:
 
 def _artifact(path: str, base: Path) -> dict:
     """A repo-relative, percent-encoded `uri` with `%SRCROOT%`, or a file URI outside it."""
-    p = Path(path)
-    try:
-        rel = p.resolve().relative_to(base)
-    except (ValueError, OSError):
-        return {"uri": p.resolve().as_uri()}
-    return {"uri": quote(rel.as_posix()), "uriBaseId": "%SRCROOT%"}
+    absolute = Path(os.path.abspath(path))
+    # The path as the user has it first (a symbolic link inside the repository stays inside it),
+    # then with links resolved (a checkout reached through a linked directory).
+    for candidate in (absolute, absolute.resolve()):
+        try:
+            rel = candidate.relative_to(base)
+        except ValueError:
+            continue
+        return {"uri": quote(rel.as_posix()), "uriBaseId": "%SRCROOT%"}
+    return {"uri": absolute.as_uri()}
 
 
 def _line_hash(finding: Finding, line_text: str, occurrence: int) -> str:
