@@ -72,6 +72,8 @@ class Tf32DisabledWithoutReason(Rule):
     code = "GPU204"
     name = "tf32-disabled-without-reason"
     severity = Severity.INFO
+    bench = "train-step"
+    bench_claim = "tf32"
     triggers = ("tf32", "float32_matmul_precision", "fp32_precision")
     message = (
         "{what} turns TF32 off for {scope} with no stated reason; enable it "

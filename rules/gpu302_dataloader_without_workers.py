@@ -145,6 +145,7 @@ class DataLoaderWithoutWorkers(Rule):
     code = "GPU302"
     name = "dataloader-without-workers"
     bench = "dataloader"
+    bench_claim = "workers"
     triggers = ("DataLoader",)
     message = (
         "DataLoader {how}: batches are loaded in the training process while the GPU waits; set "

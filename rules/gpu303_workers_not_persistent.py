@@ -49,6 +49,7 @@ class WorkersNotPersistent(Rule):
     code = "GPU303"
     name = "workers-not-persistent"
     bench = "dataloader"
+    bench_claim = "persistent"
     triggers = ("DataLoader",)
     message = (
         "DataLoader `{loader}` restarts its {workers} worker processes every time the loop at line "
