@@ -4,6 +4,7 @@ from gpulint.frontends.cuda.idioms import is_check_name
 from gpulint.rule import Rule
 
 _CALLED = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
+_RUNTIME_CALL = re.compile(r"\bcuda[A-Z]\w*\s*\(")
 
 
 class UncheckedKernelLaunch(Rule):
@@ -15,8 +16,10 @@ class UncheckedKernelLaunch(Rule):
     `C10_CUDA_CHECK`, project spellings such as `CUDA_CHECK_ERROR`/`CHECK_CUDA`, and the names in
     `[tool.gpulint.cuda] check-macros`). A check anywhere later in the function counts, including
     after the loop or the dispatch macro around the launch. Device-side launches (dynamic
-    parallelism) are left alone. A check in the caller does not count: the function that
-    launches is where the failure can be attributed.
+    parallelism) are left alone, and so are *launcher* functions: a function other than `main`
+    that makes no CUDA runtime call of its own besides the launch (it computes a grid and
+    launches) follows the common convention that its caller checks, as ggml and the CUDA
+    samples do; the rule fires in the host code that orchestrates (allocates, copies, launches).
 
     ## Why is this bad?
     A launch returns nothing. A bad configuration (too many threads, too much shared memory, a
@@ -51,6 +54,13 @@ class UncheckedKernelLaunch(Rule):
     VALID = [
         """
 __global__ void k(float* x) {}
+// A launcher: grid arithmetic and a launch; the caller checks.
+void launch_k(float* x, int n, cudaStream_t s) {
+  k<<<(n + 127) / 128, 128, 0, s>>>(x);
+}
+""",
+        """
+__global__ void k(float* x) {}
 void run(float* x, cudaStream_t s) {
   k<<<1, 128, 0, s>>>(x);
   CUDA_CHECK(cudaGetLastError());
@@ -71,7 +81,16 @@ void run(float* x) {
         """
 __global__ void k(float* x) {}
 void run(float* x, cudaStream_t s) {
+  CUDA_CHECK(cudaMemsetAsync(x, 0, 512, s));
   k<<<1, 128, 0, s>>>(x);
+}
+""",
+        """
+__global__ void k(float* x) {}
+int main() {
+  float* x;
+  k<<<1, 128>>>(x);
+  return 0;
 }
 """,
     ]
@@ -83,6 +102,9 @@ void run(float* x, cudaStream_t s) {
         if function is not None and file.is_device_function(function):
             return  # a device-side (dynamic parallelism) launch: checked differently, if at all
         scope = function or file.root
+        body = file.data[scope.start_byte : scope.end_byte].decode("utf-8", errors="replace")
+        if function is not None and not _orchestrates(body):
+            return  # a launcher helper: by convention its caller checks
         after = file.data[node.end_byte : scope.end_byte].decode("utf-8", errors="replace")
         configured = tuple(self.settings.option("cuda", "check-macros", []))
         # The text, not the tree: a check inside a region tree-sitter could not parse still counts.
@@ -98,3 +120,11 @@ void run(float* x, cudaStream_t s) {
             else "CUDA_CHECK(cudaGetLastError());"
         )
         yield self.report(file, node, check=check)
+
+
+def _orchestrates(function_text: str) -> bool:
+    """`main`, or a function that calls the CUDA runtime besides launching."""
+    head = function_text.split("(", 1)[0]
+    if re.search(r"\bmain\s*$", head):
+        return True
+    return _RUNTIME_CALL.search(function_text) is not None

@@ -15,6 +15,7 @@ from gpulint.testing import example_config, lint_text
 LAUNCH = """
 __global__ void k(float* x) {}
 void run(float* x, cudaStream_t s) {
+  CUDA_CHECK(cudaMemsetAsync(x, 0, 512, s));
   k<<<1, 128, 0, s>>>(x);
 }
 """
