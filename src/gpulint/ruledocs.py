@@ -150,8 +150,10 @@ def _evidence(rule: type[Rule]) -> list[str]:
             "",
         ]
         return lines
+    claim = getattr(rule, "bench_claim", None)
+    cited = f" (this rule cites its `{claim}` comparison)" if claim else ""
     lines += [
-        f"Backed by `gpulint bench {rule.bench}`: {figure.config}. "
+        f"Backed by `gpulint bench {rule.bench}`{cited}: {figure.config}. "
         f"On an {figure.device} ({figure.date}; {figure.software}; {figure.method}):",
         "",
         "| variant | median | spread |",
