@@ -19,11 +19,16 @@ class UnsynchronizedWallClockTiming(Rule):
     ## What it does
     Finds wall-clock timing (`time.time()`, `time.perf_counter()`, `time.monotonic()`,
     `timeit.default_timer()`) around CUDA work, with no `torch.cuda.synchronize()`, event or
-    stream `.synchronize()`, or other host sync (`.item()`, `.cpu()`, `.tolist()`...) between the
-    work and the second clock read, in one function. CUDA work is a model call, `.backward()`,
-    an optimizer step, a copy to the device, a Triton launch, or a torch op in a function that
-    uses CUDA. Intervals with a sync before the second read, CPU-only work, and tests are left
-    alone.
+    stream `.synchronize()`, or other host sync (`.item()`, `.cpu()`, `.tolist()`, boolean-mask
+    indexing, `nonzero()`...) between the work and the second clock read, in one function. CUDA
+    work is a model call, `.backward()`, an optimizer step, a `non_blocking` copy to the device,
+    a Triton launch, or a torch op (not a tensor factory) in a function that uses CUDA.
+
+    Left alone: a sync anywhere in the interval; CPU-only work (modules without CUDA, branches
+    under `if device == "cpu":`); whole training steps (forward plus backward or optimizer step,
+    which the device paces in steady state); intervals that call something opaque that may sync
+    on its own (`train_one_epoch(...)`, `evaluate(...)`, a helper handed the whole model, Hugging
+    Face `generate()`, a `pipeline`); tests.
 
     ## Why is this bad?
     CUDA calls return as soon as the kernel is queued. Without a sync, the second clock read
