@@ -126,7 +126,7 @@ class Masker:
 
     def inline(self, start: int, end: int, rst: bool) -> None:
         """Blank inline code, link targets, tags and quotations inside [start, end)."""
-        segment = self.text[start:end]
+        segment = "".join(self.chars[start:end])
         # Cross-references and HTML anchors point at where the figures live: record them as links.
         for m in (_RST_REF if rst else _HTML_LINK).finditer(segment):
             self.links.append((start + m.start("text"), m.group("text"), m.group("url") or ""))
@@ -134,7 +134,7 @@ class Masker:
         for pattern in patterns:
             for m in pattern.finditer(segment):
                 self.blank(start + m.start(), start + m.end())
-        segment = self.text[start:end]
+        segment = "".join(self.chars[start:end])
         link_re = _RST_LINK if rst else _MD_LINK
         for m in link_re.finditer(segment):
             url = m.group("url")
@@ -143,15 +143,15 @@ class Masker:
                 self.blank(start + m.start(), start + m.end())  # an image is not prose
             else:
                 self.blank(start + m.start("url") - 1, start + m.end())
-        segment = self.text[start:end]
+        segment = "".join(self.chars[start:end])
         for m in _AUTOLINK.finditer(segment):
             self.links.append((start + m.start(), "", m.group(0).strip("<>")))
             self.blank(start + m.start(), start + m.end())
-        segment = self.text[start:end]
+        segment = "".join(self.chars[start:end])
         for pattern in (_HTML_TAG, _QUOTED):
             for m in pattern.finditer(segment):
                 self.blank(start + m.start(), start + m.end())
-            segment = self.text[start:end]
+            segment = "".join(self.chars[start:end])
 
 
 def mask_markdown(m: Masker) -> None:
