@@ -34,6 +34,7 @@ __global__ void scale(float* x, int n) {
 }
 
 void run(float* x, int n, cudaStream_t stream) {
+  CUDA_CHECK(cudaMemsetAsync(x, 0, n * sizeof(float), stream));
   scale<<<(n + 255) / 256, 256, 0, stream>>>(x, n);%s
 }
 """
