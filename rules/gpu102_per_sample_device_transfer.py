@@ -47,6 +47,7 @@ class PerSampleDeviceTransfer(Rule):
     code = "GPU102"
     name = "per-sample-device-transfer"
     triggers = (".to(", ".cuda(")
+    requires = ("loader", "Loader", "batches")  # it judges loops over a data loader
     message = (
         "per-sample device transfer: `{call}` runs once for every item of `{batch}` from the loader "
         "loop at line {loop}; collate the batch on the host (a `collate_fn` or `torch.stack`) and "

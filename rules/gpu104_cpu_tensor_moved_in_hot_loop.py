@@ -51,6 +51,8 @@ class CpuTensorMovedInHotLoop(Rule):
     code = "GPU104"
     name = "cpu-tensor-moved-in-hot-loop"
     triggers = (".cuda(", ".to(")
+    # A CPU factory call must be there to be moved.
+    requires = tuple(f"{name}(" for name in sorted(CPU_FACTORIES))
     message = (
         "`{factory}(...)` builds the tensor on the CPU and `{move}` copies it to the GPU {where}; "
         "create it on the device: `{suggest}`"

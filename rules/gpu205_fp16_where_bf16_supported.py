@@ -91,6 +91,10 @@ def train(x):
         ),
     ]
 
+    @classmethod
+    def applicable(cls, settings) -> bool:
+        return bool(settings.targets)  # no targets: nothing to compare FP16 against
+
     def visit_Call(self, node: ast.Call, file):
         targets = self.settings.targets
         if not targets or not all(t.arch.bf16 for t in targets) or file.is_test:

@@ -46,7 +46,7 @@ class HostSyncInGraphCapture(Rule):
     code = "GPU504"
     name = "host-sync-in-graph-capture"
     severity = Severity.ERROR
-    triggers = ("graph",)
+    triggers = ("cuda.graph", "graphs.graph", "import graph")
     message = (
         "{what} inside the CUDA graph capture at line {line}: capture fails on a host sync; "
         "move the read after `g.replay()`"
