@@ -27,8 +27,13 @@ class ClaimWithoutEvidence(Rule):
 
     Left alone: code blocks, inline code, block quotes and text in quotation marks (someone
     else's words), HTML/RST comments, headings of changelogs (they quote upstream releases),
-    claims that link the paper, blog post or benchmark they come from, and claims that state
-    their runs count and dispersion ("median of 5 runs, ±2%").
+    claims that link the paper, blog post or benchmark they come from, claims that are
+    themselves the text of a link (a model card, a results page, a `:ref:` to the benchmark
+    section, a table-of-contents anchor), someone else's result named as such ("Press et al.
+    report"), expectations ("we would expect 8 GPUs to be 8 times faster"), rows of a results
+    table that carry both figures, heading claims whose section holds the evidence, list items
+    whose nested items hold it, and claims that state their runs count and dispersion
+    ("median of 5 runs, ±2%").
 
     ## Why is this bad?
     A speedup claim with no evidence cannot be checked, and it outlives the code it described.
