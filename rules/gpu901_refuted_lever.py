@@ -178,6 +178,10 @@ class RefutedLever(Rule):
         return super().doc().replace("LEVER_TABLE", table_markdown().replace("\n", "\n"))
 
     @classmethod
+    def applicable(cls, settings) -> bool:
+        return bool(settings.targets)  # a lever is refuted for targets; none configured, none fire
+
+    @classmethod
     def trigger_bytes(cls, settings=None) -> tuple[bytes, ...]:
         words = {w for lever in registry(settings) for w in lever.trigger_words()}
         # No lever has a detectable pattern: nothing can fire, and no file needs parsing.

@@ -43,7 +43,20 @@ class UnknownPeakDenominator(Rule):
     name = "unknown-peak-denominator"
     severity = Severity.WARNING
     language = ("markdown", "python")
-    triggers = ("%", "FLOP", "flop")
+    # A %-of-peak figure names its peak/roofline/MFU; a quoted peak is in FLOPS.
+    triggers = (
+        "eak",
+        "EAK",
+        "oofline",
+        "MFU",
+        "HFU",
+        "SOL",
+        "of light",
+        "of-light",
+        "FLOP",
+        "flop",
+        "Flop",
+    )
     message = "%-of-peak figure against an unknown denominator"
     tags = ("claims", "docs", "roofline")
 
