@@ -215,12 +215,16 @@ def forward(self, q, k, v):
         if any(_FUSED.match(terminal_name(c.func) or "") for c in file.nodes(ast.Call)):
             return
         reported: set[int] = set()
+        # Only functions that call a softmax can hold an attention computation.
+        with_softmax = {
+            id(function)
+            for call in file.nodes(ast.Call)
+            if self._is_softmax(file, call) and (function := file.enclosing_function(call))
+        }
         for scope in file.nodes(ast.FunctionDef, ast.AsyncFunctionDef):
-            if self._reference_function(file, scope):
+            if id(scope) not in with_softmax or self._reference_function(file, scope):
                 continue
             nodes = [n for n in scope_nodes(scope) if hasattr(n, "lineno")]
-            if not any(self._is_softmax(file, n) for n in nodes):
-                continue
             for candidate in nodes:
                 for probs in self._av_operands(file, candidate):
                     softmax = self._trace_probs(file, scope, probs, candidate, _DEPTH)
@@ -295,9 +299,7 @@ def forward(self, q, k, v):
         bindings inside an `if` or loop that does not hold `at` may not have run, so the search
         goes on to the first one that always runs. A tuple target is unknown (`ast.Pass`)."""
         found = []
-        for node in scope_nodes(scope):
-            if not isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-                continue
+        for node in _assignments(file, scope).get(name, ()):
             if end_position(node) > position(at):
                 continue
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -486,6 +488,23 @@ def forward(self, q, k, v):
                     if found is not None:
                         return found
         return None
+
+
+def _assignments(file, scope) -> dict[str, list[ast.AST]]:
+    """Assignment statements of a scope by the names they bind, computed once per scope: the
+    trace asks for them at every step."""
+    cache = file.__dict__.setdefault("_gpu502_assignments", {})
+    table = cache.get(id(scope))
+    if table is None:
+        table = {}
+        for node in scope_nodes(scope):
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+                for bound in names:
+                    table.setdefault(bound, []).append(node)
+        cache[id(scope)] = table
+    return table
 
 
 def _softmax_modules(file) -> set[str]:

@@ -85,7 +85,11 @@ class PythonFile:
     # -- names -------------------------------------------------------------------------------
     @functools.cached_property
     def bindings(self) -> dict[str, str]:
-        return collect_bindings(self.tree)
+        imports = [
+            *self.nodes_by_type.get(ast.Import, ()),
+            *self.nodes_by_type.get(ast.ImportFrom, ()),
+        ]
+        return collect_bindings(self.tree, imports)
 
     def qualname(self, node: ast.AST) -> str | None:
         """Fully qualified name of a Name/Attribute/Call target, through imports and aliases."""

@@ -13,14 +13,15 @@ import ast
 _AMBIGUOUS = object()
 
 
-def collect_bindings(tree: ast.Module) -> dict[str, str]:
+def collect_bindings(tree: ast.Module, imports: list[ast.AST] | None = None) -> dict[str, str]:
+    """`imports`: the file's Import/ImportFrom nodes when already indexed (saves a tree walk)."""
     bindings: dict[str, object] = {}
 
     def bind(name: str, qualified: str) -> None:
         old = bindings.get(name)
         bindings[name] = qualified if old is None or old == qualified else _AMBIGUOUS
 
-    for node in ast.walk(tree):
+    for node in imports if imports is not None else ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.asname:
