@@ -40,6 +40,7 @@ class TritonNonPowerOfTwo(Rule):
     name = "triton-non-power-of-two"
     severity = Severity.ERROR
     triggers = ("num_warps", "arange")
+    requires = ("triton",)  # torch.arange is everywhere; tl.arange needs Triton
     message = "{what} is not a power of two (Triton requires one); use {lower} or {upper}"
     tags = ("triton", "correctness")
 
