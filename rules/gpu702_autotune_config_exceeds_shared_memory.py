@@ -54,10 +54,6 @@ class AutotuneConfigExceedsSharedMemory(Rule):
         key=["M", "N", "K"],
     )
     @triton.jit
-
-    @classmethod
-    def applicable(cls, settings) -> bool:
-        return bool(settings.targets)  # a shared-memory limit belongs to a target
     def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                       BLOCK_K: tl.constexpr):
         ...
@@ -94,6 +90,10 @@ class AutotuneConfigExceedsSharedMemory(Rule):
         "num_stages or BLOCK sizes for that target, or add `prune_configs_by`)"
     )
     tags = ("triton", "hardware")
+
+    @classmethod
+    def applicable(cls, settings) -> bool:
+        return bool(settings.targets)  # a shared-memory limit belongs to a target
 
     _KERNEL = """
 import triton
