@@ -106,6 +106,8 @@ def _in_device_branch(node, file) -> bool:
     for ancestor in file.ancestors(node):
         if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return False
-        if isinstance(ancestor, ast.If) and any(t in ast.unparse(ancestor.test) for t in _DEVICE_TEST):
+        if isinstance(ancestor, ast.If) and any(
+            t in ast.unparse(ancestor.test) for t in _DEVICE_TEST
+        ):
             return True
     return False

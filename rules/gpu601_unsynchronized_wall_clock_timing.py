@@ -62,7 +62,14 @@ class UnsynchronizedWallClockTiming(Rule):
 
     code = "GPU601"
     name = "unsynchronized-wall-clock-timing"
-    triggers = ("time.time", "perf_counter", "monotonic", "default_timer", "from time import", "time_ns")
+    triggers = (
+        "time.time",
+        "perf_counter",
+        "monotonic",
+        "default_timer",
+        "from time import",
+        "time_ns",
+    )
     message = (
         "wall-clock read of CUDA work started at line {line} with no sync before it: it measures "
         "kernel launches, not execution; call `torch.cuda.synchronize()` before reading the clock "

@@ -54,7 +54,14 @@ class TimedLoopWithoutWarmup(Rule):
 
     code = "GPU602"
     name = "timed-loop-without-warmup"
-    triggers = ("time.time", "perf_counter", "monotonic", "default_timer", "from time import", "time_ns")
+    triggers = (
+        "time.time",
+        "perf_counter",
+        "monotonic",
+        "default_timer",
+        "from time import",
+        "time_ns",
+    )
     message = (
         "timed loop over CUDA work with no warm-up: the first iterations include compilation, "
         "autotuning and allocation; run the work a few times untimed before line {line}"

@@ -62,6 +62,7 @@ class Rule:
         if not cls.bench:
             return None
         return f"{cls.bench}:{cls.bench_claim}" if cls.bench_claim else cls.bench
+
     message: ClassVar[str] = ""
     fixable: ClassVar[bool] = False
     precision: ClassVar[str] = "high"  # SARIF: very-high / high / medium / low
