@@ -232,3 +232,13 @@ def test_module_entry_point_does_not_import_torch(project):
         "assert 'torch' not in sys.modules, 'torch imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_force_exclude_applies_exclude_to_named_files(project):
+    (project / "pyproject.toml").write_text('[tool.gpulint]\nextend-exclude = ["vendored"]\n')
+    (project / "vendored").mkdir()
+    (project / "vendored" / "v.py").write_text(BAD)
+    code, out = run("check", "--no-cache", "vendored/v.py")
+    assert code == 1 and "GPU201" in out  # named explicitly: checked, as flake8 and ruff do
+    code, out = run("check", "--no-cache", "--force-exclude", "vendored/v.py", "good.py")
+    assert code == 0, out

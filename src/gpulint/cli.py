@@ -60,6 +60,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="bench records (file or folder) to cite in messages",
     )
     check.add_argument("--no-gitignore", action="store_true", help="do not honour .gitignore")
+    check.add_argument(
+        "--force-exclude",
+        action="store_true",
+        help="apply exclude to files named on the command line too (for pre-commit)",
+    )
     check.add_argument("--no-prefilter", action="store_true", help=argparse.SUPPRESS)
     check.set_defaults(func=cmd_check)
 
@@ -138,6 +143,7 @@ def cmd_check(args) -> int:
     linter = Linter(config, _evidence(config, args.evidence))
     if args.no_gitignore:
         linter.respect_gitignore = False
+    linter.force_exclude = args.force_exclude
     jobs = args.jobs or config.jobs or cpu_count()
     cache = None
     if not args.no_cache and not args.no_prefilter:

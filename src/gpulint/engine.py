@@ -63,6 +63,7 @@ class Linter:
         self.config = config
         self.prefilter = True  # off only to prove the prefilter loses nothing
         self.respect_gitignore = True
+        self.force_exclude = False
         options = dict(config.options)
         # Where the configuration lives: rules that resolve paths (lever registry, evidence
         # records cited in docs) read it as settings.option("config", "root").
@@ -201,7 +202,9 @@ class Linter:
 
     # -- a whole run -------------------------------------------------------------------------
     def find_files(self, paths: Sequence[Path]) -> tuple[list[Path], list[FileResult]]:
-        finder = FileFinder(self.config, self.extensions, self.respect_gitignore)
+        finder = FileFinder(
+            self.config, self.extensions, self.respect_gitignore, self.force_exclude
+        )
         files = list(finder.find(list(paths)))
         problems = [FileResult(p, [unanalysable(p, why)]) for p, why in finder.problems]
         return files, problems

@@ -21,8 +21,16 @@ def _gitignore_specs(directory: Path) -> pathspec.PathSpec | None:
 
 
 class FileFinder:
-    def __init__(self, config: Config, extensions: set[str], respect_gitignore: bool = True):
+    def __init__(
+        self,
+        config: Config,
+        extensions: set[str],
+        respect_gitignore: bool = True,
+        force_exclude: bool = False,
+    ):
         self.config = config
+        # Apply `exclude` to files named on the command line too (pre-commit names every file).
+        self.force_exclude = force_exclude
         self.extensions = extensions
         self.respect_gitignore = respect_gitignore
         self.exclude = pathspec.GitIgnoreSpec.from_lines(config.exclude)
@@ -46,7 +54,10 @@ class FileFinder:
                 self.problems.append((str(given), "no such file or directory"))
                 continue
             if given.is_file() or (given.is_symlink() and not given.is_dir()):
-                # Named explicitly: checked even if excluded, as flake8 and ruff do.
+                # Named explicitly: checked even if excluded, as flake8 and ruff do, unless
+                # --force-exclude asks otherwise.
+                if self.force_exclude and self._excluded(given, False):
+                    continue
                 key = given.resolve() if given.exists() else given
                 if key not in seen:
                     seen.add(key)
