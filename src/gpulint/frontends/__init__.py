@@ -7,11 +7,13 @@ from __future__ import annotations
 import functools
 import importlib
 import pkgutil
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
-from gpulint.diagnostics import Finding
+from gpulint.diagnostics import Finding, unanalysable
 from gpulint.settings import Settings
+from gpulint.source import SourceText
+from gpulint.suppression import noqa_codes
 
 
 class ParseError(Exception):
@@ -91,3 +93,41 @@ def decode(data: bytes) -> str:
     if "\x00" in text:
         raise ParseError("binary file (NUL characters), not source text; skipped")
     return text.removeprefix("\ufeff")
+
+
+def run_rules(
+    parsed: Any, rules: Sequence, nodes_for: Callable[[str], Iterable]
+) -> Iterable[Finding]:
+    """The dispatch every front-end shares: each rule's `visit_<kind>` methods over the nodes
+    `nodes_for(kind)` gives, then its `finish`. A rule that fails on a file becomes a GPU000
+    finding for that file; the other rules and files go on."""
+    for rule in rules:
+        try:
+            for name in dir(type(rule)):
+                if name.startswith("visit_"):
+                    visit = getattr(rule, name)
+                    for node in nodes_for(name[6:]):
+                        yield from visit(node, parsed)
+            yield from rule.finish(parsed)
+        except RecursionError:
+            yield unanalysable(parsed.display_path, f"{rule.code}: file too deeply nested")
+        except Exception as e:  # a rule bug must not lose the rest of the run
+            yield unanalysable(
+                parsed.display_path, f"internal error in {rule.code}: {type(e).__name__}: {e}"
+            )
+
+
+def noqa_by_line(
+    source: SourceText, rewrite: Callable[[str], str] | None = None
+) -> dict[int, frozenset[str]]:
+    """1-based line -> its noqa codes, for lines that carry one (`rewrite` adapts a format's
+    own comment syntax first, e.g. reStructuredText's `.. noqa`)."""
+    out: dict[int, frozenset[str]] = {}
+    if "noqa" not in source.text.lower():
+        return out
+    for number in range(1, source.line_count + 1):
+        line = source.line_text(number)
+        codes = noqa_codes(rewrite(line) if rewrite else line)
+        if codes is not None:
+            out[number] = codes
+    return out

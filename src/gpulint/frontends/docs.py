@@ -22,11 +22,9 @@ from pathlib import Path
 
 from gpulint.claims import EVIDENCE_TAG, Claim, EvidenceContext, Unit, analyse
 from gpulint.diagnostics import Finding
-from gpulint.frontends import decode
-from gpulint.frontends.shell import run_rules
+from gpulint.frontends import decode, noqa_by_line, run_rules
 from gpulint.settings import Settings
 from gpulint.source import SourceText
-from gpulint.suppression import noqa_codes
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _HEADING = re.compile(r"^ {0,3}#{1,6}(\s|$)")
@@ -535,20 +533,12 @@ class DocsFrontend:
         return DocFile(display_path, decode(data), settings)
 
     def run(self, parsed: DocFile, rules: Sequence) -> Iterable[Finding]:
-        return run_rules(parsed, rules)
+        return run_rules(parsed, rules, lambda kind: parsed.nodes_by_type.get(kind, ()))
 
     def noqa_lines(self, parsed: DocFile) -> dict[int, frozenset[str]]:
-        out = {}
-        if "noqa" not in parsed.text.lower():
-            return out
-        for number in range(1, parsed.source.line_count + 1):
-            line = parsed.source.line_text(number)
-            if parsed.rst:
-                line = re.sub(r"^\s*\.\.\s+noqa", "# noqa", line)
-            codes = noqa_codes(line)
-            if codes is not None:
-                out[number] = codes
-        return out
+        if not parsed.rst:
+            return noqa_by_line(parsed.source)
+        return noqa_by_line(parsed.source, lambda line: re.sub(r"^\s*\.\.\s+noqa", "# noqa", line))
 
 
 FRONTEND = DocsFrontend()

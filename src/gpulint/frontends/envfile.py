@@ -11,8 +11,8 @@ from collections.abc import Iterable, Sequence
 
 from gpulint.diagnostics import Finding
 from gpulint.envvars import EnvSetting, comments_around
-from gpulint.frontends import decode
-from gpulint.frontends.shell import logical_lines, noqa_by_line, run_rules
+from gpulint.frontends import decode, noqa_by_line, run_rules
+from gpulint.frontends.shell import logical_lines
 from gpulint.settings import Settings
 from gpulint.source import SourceText
 
@@ -68,7 +68,7 @@ class EnvFrontend:
         return EnvFile(display_path, decode(data))
 
     def run(self, parsed: EnvFile, rules: Sequence) -> Iterable[Finding]:
-        return run_rules(parsed, rules)
+        return run_rules(parsed, rules, lambda kind: parsed.nodes_by_type.get(kind, ()))
 
     def noqa_lines(self, parsed: EnvFile) -> dict[int, frozenset[str]]:
         return noqa_by_line(parsed.source)

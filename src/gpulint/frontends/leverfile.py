@@ -13,8 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from gpulint.diagnostics import Finding
-from gpulint.frontends import ParseError, decode
-from gpulint.frontends.shell import noqa_by_line, run_rules
+from gpulint.frontends import ParseError, decode, noqa_by_line, run_rules
 from gpulint.settings import Settings
 from gpulint.source import SourceText
 
@@ -86,7 +85,7 @@ class LeverFileFrontend:
         return LeverFile(display_path, decode(data))
 
     def run(self, parsed: LeverFile, rules: Sequence) -> Iterable[Finding]:
-        return run_rules(parsed, rules)
+        return run_rules(parsed, rules, lambda kind: parsed.nodes_by_type.get(kind, ()))
 
     def noqa_lines(self, parsed: LeverFile) -> dict[int, frozenset[str]]:
         return noqa_by_line(parsed.source)

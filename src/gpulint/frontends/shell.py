@@ -15,12 +15,11 @@ import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from gpulint.diagnostics import Finding, unanalysable
+from gpulint.diagnostics import Finding
 from gpulint.envvars import EnvSetting, comments_around
-from gpulint.frontends import decode
+from gpulint.frontends import decode, noqa_by_line, run_rules
 from gpulint.settings import Settings
 from gpulint.source import SourceText
-from gpulint.suppression import noqa_codes
 
 _SEPARATORS = {";", "&&", "||", "|", "&", "(", ")", ";;", "|&", "{", "}"}
 _KEYWORDS = {"then", "do", "else", "elif", "if", "while", "until", "time", "!", "exec", "nohup"}
@@ -244,34 +243,6 @@ def _heredoc_delimiter(text: str) -> str | None:
     return None
 
 
-def run_rules(parsed, rules: Sequence) -> Iterable[Finding]:
-    """Dispatch `visit_<NodeType>` methods over a parsed file's `nodes_by_type` (by class name),
-    then `finish`: the same contract as the Python front-end, for the text formats."""
-    for rule in rules:
-        try:
-            for name in dir(type(rule)):
-                if name.startswith("visit_"):
-                    visit = getattr(rule, name)
-                    for node in parsed.nodes_by_type.get(name[6:], ()):
-                        yield from visit(node, parsed)
-            yield from rule.finish(parsed)
-        except Exception as e:  # a rule bug must not lose the rest of the run
-            yield unanalysable(
-                parsed.display_path, f"internal error in {rule.code}: {type(e).__name__}: {e}"
-            )
-
-
-def noqa_by_line(source: SourceText) -> dict[int, frozenset[str]]:
-    out = {}
-    if "noqa" not in source.text.lower():
-        return out
-    for number in range(1, source.line_count + 1):
-        codes = noqa_codes(source.line_text(number))
-        if codes is not None:
-            out[number] = codes
-    return out
-
-
 class ShellFrontend:
     language = "shell"
     extensions = (".sh", ".bash")
@@ -280,7 +251,7 @@ class ShellFrontend:
         return ShellFile(display_path, decode(data))
 
     def run(self, parsed: ShellFile, rules: Sequence) -> Iterable[Finding]:
-        return run_rules(parsed, rules)
+        return run_rules(parsed, rules, lambda kind: parsed.nodes_by_type.get(kind, ()))
 
     def noqa_lines(self, parsed: ShellFile) -> dict[int, frozenset[str]]:
         return noqa_by_line(parsed.source)

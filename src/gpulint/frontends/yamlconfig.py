@@ -23,8 +23,8 @@ import yaml
 
 from gpulint.diagnostics import Finding
 from gpulint.envvars import EnvSetting, comments_around
-from gpulint.frontends import ParseError, decode
-from gpulint.frontends.shell import ShellCommand, ShellFile, noqa_by_line, run_rules
+from gpulint.frontends import ParseError, decode, noqa_by_line, run_rules
+from gpulint.frontends.shell import ShellCommand, ShellFile
 from gpulint.settings import Settings
 from gpulint.source import SourceText
 
@@ -238,7 +238,7 @@ class YamlFrontend:
         return YamlFile(display_path, decode(data))
 
     def run(self, parsed: YamlFile, rules: Sequence) -> Iterable[Finding]:
-        return run_rules(parsed, rules)
+        return run_rules(parsed, rules, lambda kind: parsed.nodes_by_type.get(kind, ()))
 
     def noqa_lines(self, parsed: YamlFile) -> dict[int, frozenset[str]]:
         return noqa_by_line(parsed.source)

@@ -30,12 +30,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from gpulint.diagnostics import Finding, unanalysable
-from gpulint.frontends import ParseError, decode
+from gpulint.diagnostics import Finding
+from gpulint.frontends import ParseError, decode, noqa_by_line, run_rules
 from gpulint.frontends.cuda.file import CudaFile
 from gpulint.frontends.cuda.grammar import node_types, parser
 from gpulint.settings import Settings
-from gpulint.suppression import noqa_codes
 
 # Alignment attributes the grammar does not know (`struct __align__(16) S`, `__shared__
 # __align__(128) char smem[]`): the commonest cause of ERROR nodes in real CUDA code. They are
@@ -107,33 +106,15 @@ class CudaFrontend:
                         )
                     visits.setdefault(node_type, []).append(rule)
         found = parsed.captures(*visits) if visits else {}
-        for rule in rules:
-            try:
-                for name in dir(type(rule)):
-                    if name.startswith("visit_"):
-                        visit = getattr(rule, name)
-                        for node in found.get(name[6:], ()):
-                            if parsed.broken(node):
-                                continue
-                            yield from visit(node, parsed)
-                yield from rule.finish(parsed)
-            except RecursionError:
-                yield unanalysable(parsed.display_path, f"{rule.code}: file too deeply nested")
-            except Exception as e:  # a rule bug must not lose the rest of the run
-                yield unanalysable(
-                    parsed.display_path, f"internal error in {rule.code}: {type(e).__name__}: {e}"
-                )
+        # Nodes inside a region tree-sitter could not parse are skipped, not guessed at.
+        return run_rules(
+            parsed,
+            rules,
+            lambda kind: [node for node in found.get(kind, ()) if not parsed.broken(node)],
+        )
 
     def noqa_lines(self, parsed: CudaFile) -> dict[int, frozenset[str]]:
-        out = {}
-        if "noqa" not in parsed.text.lower():
-            return out
-        for number in range(1, parsed.source.line_count + 1):
-            line = parsed.source.line_text(number)
-            codes = noqa_codes(line)
-            if codes is not None:
-                out[number] = codes
-        return out
+        return noqa_by_line(parsed.source)
 
 
 FRONTEND = CudaFrontend()

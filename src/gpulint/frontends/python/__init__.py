@@ -13,8 +13,8 @@ import tokenize
 import warnings
 from collections.abc import Iterable, Sequence
 
-from gpulint.diagnostics import Finding, unanalysable
-from gpulint.frontends import ParseError, decode
+from gpulint.diagnostics import Finding
+from gpulint.frontends import ParseError, decode, noqa_by_line, run_rules
 from gpulint.frontends.python.file import PythonFile
 from gpulint.settings import Settings
 from gpulint.suppression import noqa_codes
@@ -30,31 +30,11 @@ class PythonFrontend:
         return PythonFile(display_path, text, parse_python(text, display_path))
 
     def run(self, parsed: PythonFile, rules: Sequence) -> Iterable[Finding]:
-        for rule in rules:
-            try:
-                for name in dir(type(rule)):
-                    if name.startswith("visit_"):
-                        node_type = getattr(ast, name[6:], None)
-                        visit = getattr(rule, name)
-                        for node in parsed.nodes_by_type.get(node_type, ()):
-                            yield from visit(node, parsed)
-                yield from rule.finish(parsed)
-            except RecursionError:
-                yield unanalysable(parsed.display_path, f"{rule.code}: file too deeply nested")
-            except Exception as e:  # a rule bug must not lose the rest of the run
-                yield unanalysable(
-                    parsed.display_path, f"internal error in {rule.code}: {type(e).__name__}: {e}"
-                )
+        by_type = parsed.nodes_by_type
+        return run_rules(parsed, rules, lambda kind: by_type.get(getattr(ast, kind, None), ()))
 
     def noqa_lines(self, parsed: PythonFile) -> dict[int, frozenset[str]]:
-        out = {}
-        if "noqa" not in parsed.text.lower():
-            return out
-        for number in range(1, parsed.source.line_count + 1):
-            line = parsed.source.line_text(number)
-            codes = noqa_codes(line)
-            if codes is not None:
-                out[number] = codes
+        out = noqa_by_line(parsed.source)
         if out:
             _spread_over_ranges(parsed, out)
         return out
