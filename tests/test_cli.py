@@ -242,3 +242,33 @@ def test_force_exclude_applies_exclude_to_named_files(project):
     assert code == 1 and "GPU201" in out  # named explicitly: checked, as flake8 and ruff do
     code, out = run("check", "--no-cache", "--force-exclude", "vendored/v.py", "good.py")
     assert code == 0, out
+
+
+def test_cache_is_not_served_after_the_rules_change(project, monkeypatch):
+    from gpulint import engine
+
+    run("check", "--format", "json", ".")
+    monkeypatch.setattr(engine, "_code_stamp", lambda: "edited rules")
+    linter_cache = list((project / ".gpulint_cache").glob("results-*.json"))
+    run("check", "--format", "json", ".")
+    assert len(list((project / ".gpulint_cache").glob("results-*.json"))) == len(linter_cache) + 1
+
+
+def test_cache_key_is_the_same_in_every_process(project):
+    """Set and dict order vary between processes (hash randomisation): the key must not."""
+    code = (
+        "from pathlib import Path; from gpulint.config import load_config;"
+        "from gpulint.engine import Linter; print(Linter(load_config(Path('.'))).fingerprint())"
+    )
+    keys = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            cwd=project,
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            check=True,
+        ).stdout
+        for seed in (1, 2, 3)
+    }
+    assert len(keys) == 1, keys

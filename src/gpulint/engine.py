@@ -7,6 +7,7 @@ pool (see `run`) wrap this line; they do not bend it.
 from __future__ import annotations
 
 import codecs
+import functools
 import hashlib
 import os
 from collections.abc import Iterable, Sequence
@@ -58,6 +59,22 @@ def display_path(path: Path) -> str:
         return path.as_posix()
 
 
+@functools.cache
+def _code_stamp() -> str:
+    """Names, sizes and mtimes of gpulint's own files (engine, rules, data): an edited rule in a
+    development install must not be served findings cached by the old one."""
+    import gpulint
+    import gpulint.rules
+
+    entries = []
+    for root in sorted({Path(gpulint.__file__).parent, Path(gpulint.rules.__file__).parent}):
+        for path in sorted(root.rglob("*")):
+            if path.suffix in (".py", ".toml") and path.is_file():
+                st = path.stat()
+                entries.append(f"{path.relative_to(root)}:{st.st_size}:{st.st_mtime_ns}")
+    return hashlib.sha256("\n".join(entries).encode()).hexdigest()
+
+
 class Linter:
     def __init__(self, config: Config, evidence: dict[str, str] | None = None):
         self.config = config
@@ -97,7 +114,10 @@ class Linter:
     def fingerprint(self) -> str:
         """What the cache key needs beyond the file's bytes: version, config, rule set."""
         codes = ",".join(sorted(r.code for rs in self.rules.values() for r in rs))
-        state = f"{__version__}|{self.config.fingerprint()}|{codes}|{sorted(self.settings.evidence.items())}"
+        state = (
+            f"{__version__}|{_code_stamp()}|{self.config.fingerprint()}|{codes}"
+            f"|{sorted(self.settings.evidence.items())}"
+        )
         return hashlib.sha256(state.encode()).hexdigest()
 
     # -- one file ----------------------------------------------------------------------------
