@@ -1,12 +1,10 @@
 import ast
 
-from gpulint.frontends.python.tensors import assigned_values, looks_like_tensor
+from gpulint.frontends.python.syncs import READBACK_METHODS, host_sync, python_side
+from gpulint.frontends.python.tensors import assigned_values
 from gpulint.rule import Rule
 
-SYNC_METHODS = {"item", "cpu", "numpy", "tolist"}
-_CONVERTERS = {"float", "int", "bool"}
 _BULK = {"`.cpu()`", "`.numpy()`", "`.tolist()`"}
-_HOST_PRODUCERS = {"numpy", "tolist", "cpu", "item"}
 
 
 class HostSyncInStepLoop(Rule):
@@ -129,35 +127,20 @@ for x, y in loader:
 
     def _sync(self, node: ast.Call, file) -> str | None:
         func = node.func
-        if isinstance(func, ast.Attribute):
-            if func.attr in SYNC_METHODS and not node.args:
-                inner = func.value
-                # `x.cpu().numpy()` is one sync: report the first call in the chain only.
-                if (
-                    isinstance(inner, ast.Call)
-                    and isinstance(inner.func, ast.Attribute)
-                    and inner.func.attr in SYNC_METHODS
-                ):
-                    return None
-                if _is_python_side(file, inner):
-                    return None
-                return f"`.{func.attr}()`"
-            if file.qualname(func) == "torch.cuda.synchronize":
-                return "`torch.cuda.synchronize()`"
-            return None
-        if isinstance(func, ast.Name) and func.id not in file.bindings:
-            scope = file.enclosing_function(node)
-            if func.id in _CONVERTERS and len(node.args) == 1:
-                if looks_like_tensor(file, node.args[0], scope):
-                    return f"`{func.id}()` of a tensor"
-            if func.id == "print":
-                for arg in node.args:
-                    parts = arg.values if isinstance(arg, ast.JoinedStr) else [arg]
-                    for part in parts:
-                        value = part.value if isinstance(part, ast.FormattedValue) else part
-                        if looks_like_tensor(file, value, scope):
-                            return "`print()` of a tensor"
-        return None
+        if file.qualname(func) == "torch.cuda.synchronize":
+            return "`torch.cuda.synchronize()`"
+        if isinstance(func, ast.Attribute) and func.attr in READBACK_METHODS:
+            inner = func.value
+            # `x.cpu().numpy()` is one sync: report the first call in the chain only.
+            if (
+                isinstance(inner, ast.Call)
+                and isinstance(inner.func, ast.Attribute)
+                and inner.func.attr in READBACK_METHODS
+            ):
+                return None
+        what = host_sync(file, node, with_events=False)
+        # Event and stream syncs are the timing rules' business; a step loop's cost is the device.
+        return None if what == "`synchronize()`" else what
 
 
 def _only_when_failing(node, file, loop) -> bool:
@@ -187,8 +170,8 @@ def _host_value(file, receiver: ast.AST, loop, depth: int = 0) -> bool:
     if values and all(
         isinstance(v, ast.Call)
         and (
-            (isinstance(v.func, ast.Attribute) and v.func.attr in _HOST_PRODUCERS)
-            or _is_python_side(file, v)
+            (isinstance(v.func, ast.Attribute) and v.func.attr in READBACK_METHODS)
+            or python_side(file, v)
         )
         for v in values
     ):
@@ -198,14 +181,4 @@ def _host_value(file, receiver: ast.AST, loop, depth: int = 0) -> bool:
         if source == "batch":
             return not file.loops.moved_to_device(name.id, loop)
         return _host_value(file, source, loop, depth + 1)
-    return False
-
-
-def _is_python_side(file, receiver: ast.AST) -> bool:
-    """numpy arrays and scalars have `.item()`/`.tolist()` too; they cost no sync."""
-    node = receiver
-    while isinstance(node, (ast.Attribute, ast.Call, ast.Subscript)):
-        node = node.func if isinstance(node, ast.Call) else node.value
-    if isinstance(node, ast.Name):
-        return file.bindings.get(node.id, "").split(".")[0] in {"numpy", "math"}
     return False
