@@ -1,6 +1,7 @@
 import ast
 import re
 
+from gpulint.frontends.python.loops import body_nodes
 from gpulint.frontends.python.names import terminal_name
 from gpulint.frontends.python.transfers import device_transfer, root_name
 from gpulint.rule import Rule
@@ -108,7 +109,7 @@ for step, (xs, ys) in enumerate(loader):
         batch_names = _sample_lists(target)
         if not batch_names:
             return
-        own = _own(loop)
+        own = body_nodes(loop)
         for inner in own:
             if isinstance(inner, (ast.For, ast.AsyncFor, ast.comprehension)):
                 batch = _iterated_batch(inner, batch_names)
@@ -211,17 +212,6 @@ def _counted(it: ast.AST) -> str | None:
     else:
         return None
     return arg.id if isinstance(arg, ast.Name) else None
-
-
-def _own(loop):
-    """Nodes in the loop's body, nested loops and comprehensions included, not nested scopes."""
-    stack = list(reversed(loop.body))
-    while stack:
-        node = stack.pop()
-        yield node
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
-        stack.extend(reversed(list(ast.iter_child_nodes(node))))
 
 
 def _inner_body(inner, file):

@@ -1,5 +1,6 @@
 import ast
 
+from gpulint.frontends.python.loops import body_nodes
 from gpulint.frontends.python.names import keyword, terminal_name
 from gpulint.frontends.python.transfers import device_transfer, non_blocking, root_name
 from gpulint.rule import Rule
@@ -104,7 +105,7 @@ for batch in loader:
             if name not in pinned:
                 continue
             batch_vars = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
-            body = list(_body_nodes(loop))
+            body = list(body_nodes(loop))
             _derive(body, batch_vars)
             for node in body:
                 if not (isinstance(node, ast.Call) and device_transfer(file, node)):
@@ -157,17 +158,6 @@ def _iterated_name(it: ast.AST) -> str | None:
     while isinstance(it, ast.Call) and terminal_name(it.func) in _WRAPPERS and it.args:
         it = it.args[0]
     return terminal_name(it)
-
-
-def _body_nodes(loop):
-    """Statements of the loop body, not entering nested functions (nested loops count)."""
-    stack = list(reversed(loop.body))
-    while stack:
-        node = stack.pop()
-        yield node
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
-        stack.extend(reversed(list(ast.iter_child_nodes(node))))
 
 
 def _short(file, node) -> str:

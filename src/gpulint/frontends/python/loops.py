@@ -47,6 +47,17 @@ def own_nodes(loop: ast.AST) -> Iterator[ast.AST]:
         stack.extend(reversed(list(ast.iter_child_nodes(node))))
 
 
+def body_nodes(loop: ast.AST) -> Iterator[ast.AST]:
+    """Nodes of a loop's body, nested loops and comprehensions included, not nested scopes."""
+    stack = list(reversed(loop.body))
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, SCOPES):
+            continue
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
 def is_step_marker(node: ast.AST) -> bool:
     """`x.backward()`, `optimizer.step()`, `scaler.step(opt)`, `accelerator.backward(loss)`."""
     if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):

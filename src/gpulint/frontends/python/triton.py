@@ -14,6 +14,8 @@ import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from gpulint.frontends.python.names import terminal_name
+
 TL = "triton.language."
 _CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _MAX_COMBINATIONS = 4096  # a config comprehension larger than this is not expanded
@@ -109,7 +111,7 @@ def _constexprs(file, fn: ast.FunctionDef) -> dict[str, ast.expr | None]:
     for arg, default in pairs:
         ann = arg.annotation
         if ann is not None and (
-            tl_name(file, ann) == "constexpr" or _dotted_tail(ann) == "constexpr"
+            tl_name(file, ann) == "constexpr" or terminal_name(ann) == "constexpr"
         ):
             out[arg.arg] = default
     # `@triton.heuristics({"EVEN_K": lambda args: ...})` values are constexprs too.
@@ -120,14 +122,6 @@ def _constexprs(file, fn: ast.FunctionDef) -> dict[str, ast.expr | None]:
                     if isinstance(k, ast.Constant) and isinstance(k.value, str):
                         out.setdefault(k.value, None)
     return out
-
-
-def _dotted_tail(node: ast.AST) -> str | None:
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    if isinstance(node, ast.Name):
-        return node.id
-    return None
 
 
 # -- evaluating literals ---------------------------------------------------------------------
