@@ -1,11 +1,9 @@
-import ast
-
 from gpulint.diagnostics import Severity
-from gpulint.envvars import DEBUG_VARIABLES, TRIGGERS, is_debug_value, marks_debug, python_settings
+from gpulint.envvars import DEBUG_VARIABLES, TRIGGERS, EnvSettingVisits, is_debug_value, marks_debug
 from gpulint.rule import Rule
 
 
-class DebugEnvLeftSet(Rule):
+class DebugEnvLeftSet(EnvSettingVisits, Rule):
     """
     ## What it does
     Finds CUDA and NCCL debug switches left set where a job is launched: `CUDA_LAUNCH_BLOCKING=1`,
@@ -66,22 +64,7 @@ class DebugEnvLeftSet(Rule):
         "export TORCH_USE_CUDA_DSA=1\n",
     ]
 
-    def visit_Assign(self, node: ast.Assign, file):
-        yield from self._python(node, file)
-
-    def visit_Call(self, node: ast.Call, file):
-        yield from self._python(node, file)
-
-    def _python(self, node, file):
-        if file.is_test:
-            return
-        for at, setting in python_settings(file, node):
-            yield from self._judge(setting, at, file)
-
-    def visit_EnvSetting(self, node, file):
-        yield from self._judge(node, node, file)
-
-    def _judge(self, setting, at, file):
+    def judge(self, setting, at, file):
         why = DEBUG_VARIABLES.get(setting.name)
         if why is None or not is_debug_value(setting.name, setting.value):
             return

@@ -1,11 +1,9 @@
-import ast
-
 from gpulint.diagnostics import Severity
-from gpulint.envvars import NCCL_TUNING, python_settings, says_why
+from gpulint.envvars import NCCL_TUNING, EnvSettingVisits, says_why
 from gpulint.rule import Rule
 
 
-class NcclTuningWithoutReason(Rule):
+class NcclTuningWithoutReason(EnvSettingVisits, Rule):
     """
     ## What it does
     Finds NCCL tuning variables (`NCCL_P2P_DISABLE`, `NCCL_IB_DISABLE`, `NCCL_SHM_DISABLE`,
@@ -67,22 +65,7 @@ class NcclTuningWithoutReason(Rule):
         "# export NCCL_ALGO=Ring\nexport NCCL_ALGO=Tree\n",
     ]
 
-    def visit_Assign(self, node: ast.Assign, file):
-        yield from self._python(node, file)
-
-    def visit_Call(self, node: ast.Call, file):
-        yield from self._python(node, file)
-
-    def _python(self, node, file):
-        if file.is_test:
-            return
-        for at, setting in python_settings(file, node):
-            yield from self._judge(setting, at, file)
-
-    def visit_EnvSetting(self, node, file):
-        yield from self._judge(node, node, file)
-
-    def _judge(self, setting, at, file):
+    def judge(self, setting, at, file):
         if setting.name not in NCCL_TUNING or says_why(setting.comments):
             return
         value = setting.value if setting.value is not None else "..."

@@ -198,3 +198,24 @@ def python_settings(file, node) -> list[tuple[object, EnvSetting]]:
         )
         out.append((at, setting))
     return out
+
+
+class EnvSettingVisits:
+    """What GPU903 and GPU904 share: every environment-variable setting a file makes (Python's
+    `os.environ[...] = ...`, `setdefault`, `putenv`, `update`; shell, `.env` and YAML settings)
+    goes to the rule's `judge(setting, at, file)`. Test code sets variables on purpose."""
+
+    def visit_Assign(self, node, file):
+        yield from self._python(node, file)
+
+    def visit_Call(self, node, file):
+        yield from self._python(node, file)
+
+    def visit_EnvSetting(self, node, file):
+        yield from self.judge(node, node, file)
+
+    def _python(self, node, file):
+        if file.is_test:
+            return
+        for at, setting in python_settings(file, node):
+            yield from self.judge(setting, at, file)
