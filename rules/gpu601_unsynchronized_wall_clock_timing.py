@@ -3,7 +3,7 @@ import re
 
 from gpulint.frontends.python.loops import is_step_marker
 from gpulint.frontends.python.names import terminal_name
-from gpulint.frontends.python.timing import cuda_work, intervals, is_sync
+from gpulint.frontends.python.timing import CLOCK_TRIGGERS, cuda_work, intervals, is_sync
 from gpulint.rule import Rule
 
 # `if device == "cpu":` / `if not torch.cuda.is_available():`: the work in there is CPU work.
@@ -62,14 +62,7 @@ class UnsynchronizedWallClockTiming(Rule):
 
     code = "GPU601"
     name = "unsynchronized-wall-clock-timing"
-    triggers = (
-        "time.time",
-        "perf_counter",
-        "monotonic",
-        "default_timer",
-        "from time import",
-        "time_ns",
-    )
+    triggers = CLOCK_TRIGGERS
     message = (
         "wall-clock read of CUDA work started at line {line} with no sync before it: it measures "
         "kernel launches, not execution; call `torch.cuda.synchronize()` before reading the clock "

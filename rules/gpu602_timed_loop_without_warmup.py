@@ -2,7 +2,14 @@ import ast
 import re
 
 from gpulint.frontends.python.names import terminal_name
-from gpulint.frontends.python.timing import CLOCKS, cuda_work, intervals, position, scope_nodes
+from gpulint.frontends.python.timing import (
+    CLOCK_TRIGGERS,
+    CLOCKS,
+    cuda_work,
+    intervals,
+    position,
+    scope_nodes,
+)
 from gpulint.rule import Rule
 
 _WARM = re.compile(r"warm", re.IGNORECASE)
@@ -54,14 +61,7 @@ class TimedLoopWithoutWarmup(Rule):
 
     code = "GPU602"
     name = "timed-loop-without-warmup"
-    triggers = (
-        "time.time",
-        "perf_counter",
-        "monotonic",
-        "default_timer",
-        "from time import",
-        "time_ns",
-    )
+    triggers = CLOCK_TRIGGERS
     message = (
         "timed loop over CUDA work with no warm-up: the first iterations include compilation, "
         "autotuning and allocation; run the work a few times untimed before line {line}"

@@ -1,5 +1,6 @@
 from gpulint.rules._claim_rule import claim_findings
 
+from gpulint.claims import SPEED_WORDS, THROUGHPUT_WORDS
 from gpulint.diagnostics import Severity
 from gpulint.rule import Invalid, Rule
 
@@ -62,24 +63,7 @@ class ClaimWithoutEvidence(Rule):
     name = "claim-without-evidence"
     severity = Severity.WARNING
     language = ("markdown", "python")
-    triggers = (
-        # Every claim pattern in gpulint.claims needs one of these (checked on raw bytes, so
-        # the capital is left off: "aster" finds faster/Faster).
-        "aster",
-        "uicker",
-        "peed",
-        "cceleration",
-        "hroughput",
-        "atency",
-        "erformance",
-        "less time",
-        "shorter",
-        "eduction in",
-        "FLOP",
-        "flop",
-        "/s",
-        "per second",
-    )
+    triggers = SPEED_WORDS + THROUGHPUT_WORDS
     message = "performance claim without evidence"
     tags = ("claims", "docs")
 

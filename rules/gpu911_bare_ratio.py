@@ -1,5 +1,6 @@
 from gpulint.rules._claim_rule import claim_findings
 
+from gpulint.claims import SPEED_WORDS
 from gpulint.diagnostics import Severity
 from gpulint.rule import Rule
 
@@ -38,20 +39,7 @@ class BareRatio(Rule):
     name = "bare-ratio"
     severity = Severity.INFO
     language = ("markdown", "python")
-    triggers = (
-        # Every claim pattern in gpulint.claims needs one of these (checked on raw bytes, so
-        # the capital is left off: "aster" finds faster/Faster).
-        "aster",
-        "uicker",
-        "peed",
-        "cceleration",
-        "hroughput",
-        "atency",
-        "erformance",
-        "less time",
-        "shorter",
-        "eduction in",
-    )
+    triggers = SPEED_WORDS
     message = "bare ratio without the absolute pair"
     tags = ("claims", "docs")
 

@@ -29,6 +29,23 @@ from pathlib import Path
 
 from gpulint.hardware import SPARSE_TO_DENSE, table
 
+# The prefilter's words for the claim rules: every speed/ratio pattern below needs one of these
+# (raw bytes, so the capital is left off: "aster" finds faster/Faster).
+SPEED_WORDS = (
+    "aster",
+    "uicker",
+    "peed",
+    "cceleration",
+    "hroughput",
+    "atency",
+    "erformance",
+    "less time",
+    "shorter",
+    "eduction in",
+)
+# ...and a throughput figure needs one of its units.
+THROUGHPUT_WORDS = ("FLOP", "flop", "/s", "per second")
+
 TOLERANCE = 0.10  # a quoted figure within 10% of the record's figure matches it
 
 _NUM = r"(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)"

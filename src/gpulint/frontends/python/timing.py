@@ -27,6 +27,15 @@ CLOCKS = {
     "time.monotonic_ns",
     "timeit.default_timer",
 }
+# The prefilter's words: every clock in CLOCKS is spelled with one of these.
+CLOCK_TRIGGERS = (
+    "time.time",
+    "perf_counter",
+    "monotonic",
+    "default_timer",
+    "from time import",
+    "time_ns",
+)
 # Callees that run a model on the device: `model(x)`, `self.net(x)`, `teacher_model(x)`,
 # `model.forward(x)`. Whole words only: `pipeline.add_model(m)` is not a model call.
 _MODEL = re.compile(
