@@ -238,6 +238,22 @@ def load_config(start: Path, explicit: Path | None = None) -> Config:
     return config
 
 
+# key -> (Config field, whether the value extends the field rather than replacing it)
+_FIELDS = {
+    "select": ("select", False),
+    "ignore": ("ignore", False),
+    "extend-select": ("extend_select", False),
+    "extend-ignore": ("ignore", True),
+    "per-file-ignores": ("per_file_ignores", False),
+    "exclude": ("exclude", False),
+    "extend-exclude": ("exclude", True),
+    "targets": ("targets", False),
+    "cache-dir": ("cache_dir", False),
+    "jobs": ("jobs", False),
+    "evidence": ("evidence", False),
+}
+
+
 def apply_table(config: Config, table: dict[str, Any]) -> None:
     for key, value in table.items():
         validator = _KEYS.get(key)
@@ -246,27 +262,10 @@ def apply_table(config: Config, table: dict[str, Any]) -> None:
                 f"[tool.gpulint] unknown key {key!r}; known keys: {', '.join(sorted(_KEYS))}"
             )
         checked = validator(key, value)
-        if key == "select":
-            config.select = checked
-        elif key == "ignore":
-            config.ignore = checked
-        elif key == "extend-select":
-            config.extend_select = checked
-        elif key == "extend-ignore":
-            config.ignore = config.ignore + checked
-        elif key == "per-file-ignores":
-            config.per_file_ignores = checked
-        elif key == "exclude":
-            config.exclude = checked
-        elif key == "extend-exclude":
-            config.exclude = config.exclude + checked
-        elif key == "targets":
-            config.targets = checked
-        elif key == "cache-dir":
-            config.cache_dir = checked
-        elif key == "jobs":
-            config.jobs = checked
-        elif key == "evidence":
-            config.evidence = checked
+        attr, extends = _FIELDS.get(key, (None, False))
+        if attr is None:
+            config.options[key] = checked  # per-language tables: cuda, levers
+        elif extends:
+            setattr(config, attr, getattr(config, attr) + checked)
         else:
-            config.options[key] = checked
+            setattr(config, attr, checked)
