@@ -8,7 +8,7 @@ from pathlib import Path
 
 from gpulint import __version__
 from gpulint.config import Config, ConfigError, apply_table, load_config
-from gpulint.engine import Linter, cpu_count
+from gpulint.engine import Linter, cpu_count, evidence_notes
 from gpulint.hardware import UnknownTargetError
 from gpulint.reporters import REPORTERS
 from gpulint.rule import all_rules, rule_by_code
@@ -110,29 +110,6 @@ def _config_for(args) -> Config:
     return config
 
 
-def _evidence(config: Config, extra: list[Path]) -> dict[str, str]:
-    try:
-        from gpulint.runtime.evidence import evidence_note, load_records
-    except ImportError:
-        return {}
-    places = [
-        config.root / ".gpulint" / "evidence",
-        *(config.root / p for p in config.evidence),
-        *extra,
-    ]
-    records = load_records([p for p in places if p.exists()])
-    if not records:
-        return {}
-    notes = {}
-    for rule in all_rules():
-        key = rule.evidence_key()
-        if key and key not in notes:
-            note = evidence_note(records, rule.bench, rule.bench_claim)
-            if note:
-                notes[key] = note
-    return notes
-
-
 def cmd_check(args) -> int:
     from gpulint.cache import ResultCache
     from gpulint.fixes import fix_file, unified_diff
@@ -140,7 +117,7 @@ def cmd_check(args) -> int:
     config = _config_for(args)
     if args.paths is None or not args.paths:
         args.paths = [Path(".")]
-    linter = Linter(config, _evidence(config, args.evidence))
+    linter = Linter(config, evidence_notes(config, args.evidence))
     if args.no_gitignore:
         linter.respect_gitignore = False
     linter.force_exclude = args.force_exclude

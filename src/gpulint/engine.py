@@ -237,6 +237,32 @@ class Linter:
         return Report(problems + results)
 
 
+def evidence_notes(config: Config, extra: Sequence[Path] = ()) -> dict[str, str]:
+    """The measured-cost sentences rules quote, keyed by `Rule.evidence_key()`: the newest bench
+    records under `.gpulint/evidence/`, the configured `evidence` paths and `extra`. The CLI,
+    the flake8 plugin and the language server all take them from here, so messages agree."""
+    try:
+        from gpulint.runtime.evidence import evidence_note, load_records
+    except ImportError:
+        return {}
+    places = [
+        config.root / ".gpulint" / "evidence",
+        *(config.root / p for p in config.evidence),
+        *extra,
+    ]
+    records = load_records([p for p in places if p.exists()])
+    if not records:
+        return {}
+    notes = {}
+    for rule in all_rules():
+        key = rule.evidence_key()
+        if key and key not in notes:
+            note = evidence_note(records, rule.bench, rule.bench_claim)
+            if note:
+                notes[key] = note
+    return notes
+
+
 def lint_source(
     source: str | bytes, filename: str = "example.py", config: Config | None = None
 ) -> list[Finding]:

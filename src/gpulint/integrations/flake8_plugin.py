@@ -32,9 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from gpulint import __version__
-from gpulint.cli import _evidence  # the CLI's evidence notes, so messages match
 from gpulint.config import ConfigError, find_pyproject, load_config
-from gpulint.engine import MAX_FILE_BYTES, Linter
+from gpulint.engine import MAX_FILE_BYTES, Linter, evidence_notes
 from gpulint.files import FileFinder
 from gpulint.hardware import UnknownTargetError
 
@@ -132,7 +131,7 @@ class GpulintChecker:
         if key not in cls._projects:
             try:
                 config = load_config(directory, source)
-                linter = Linter(config, _evidence(config, []))
+                linter = Linter(config, evidence_notes(config))
                 finder = FileFinder(config, set(), respect_gitignore=False)
                 cls._projects[key] = _Project(linter, None, finder)
             except (ConfigError, UnknownTargetError) as e:

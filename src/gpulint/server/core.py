@@ -13,7 +13,7 @@ from pathlib import Path
 
 from gpulint.config import Config, ConfigError, load_config
 from gpulint.diagnostics import UNANALYSABLE, Edit, Finding
-from gpulint.engine import Linter
+from gpulint.engine import Linter, evidence_notes
 from gpulint.fixes import apply_edits, still_parses
 from gpulint.frontends import frontend_for
 from gpulint.hardware import UnknownTargetError
@@ -107,9 +107,7 @@ class ConfigStore:
 def _evidence(config: Config) -> dict[str, str]:
     """The bench records `gpulint check` would quote in messages, so both say the same."""
     try:
-        from gpulint.cli import _evidence as evidence_notes
-
-        return evidence_notes(config, [])
+        return evidence_notes(config)
     except Exception:  # unreadable records must not stop the editor's linting
         return {}
 
