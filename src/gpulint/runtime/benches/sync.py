@@ -1,24 +1,29 @@
 """Host sync in the training loop: ``loss.item()`` every step vs every N steps.
 
-An MLP train step (4 x [Linear 2048->2048, ReLU], Linear 2048->1; batch 256; AdamW) is short
+An MLP train step (3 x [Linear 2048->2048, ReLU], Linear 2048->1; batch 256; AdamW) is short
 enough that launching it on the host takes a real share of running it on the GPU, which is
 where a sync hurts: an ``.item()`` every step drains the queue, so the GPU idles while the host
 launches the next step. The per-step time is measured with CUDA events over a block of steps, so
 those idle gaps are counted. The host's launch speed sets these figures, so a noisy host moves
-them: the two variants are timed run by run, alternating, so drift lands on both alike.
+them: the two variants are timed run by run, alternating, so drift lands on both alike, and the
+record carries the host's own time to issue one step (host clock, queue empty, no sync inside),
+so figures from different hosts can be read against each other.
 """
 
 from __future__ import annotations
+
+import time
 
 from ..harness import BenchResult, Context, variant_from
 
 CONFIG = {
     "batch": 256,
-    # Chosen on an H200 (2026-12-02, 5 runs each) from a sweep of shapes: 1x1024 put the step
-    # at the host's launch speed, where the cost drowned in host noise (+16%, ranges
-    # overlapping; another machine showed none); 4x2048 gave 1,729 -> 1,464 us (+18%).
+    # Chosen on H200 hosts (2026-12-02, 5 runs each; benchmarks/host_bound_sweep.py): the cost
+    # is largest where the GPU's share of a step is about the host's time to issue it. 1x1024
+    # is all host (+0.6%, inside the spread); 4x2048 moved between +8% and +18% with the host;
+    # 3x2048 gave 1,408 -> 1,211 us (+16%), its host issuing a step in 1,153 us.
     "width": 2048,
-    "hidden_layers": 4,
+    "hidden_layers": 3,
     "dtype": "float32",
     "optimizer": "AdamW(lr=1e-4)",
     "steps_per_run": 300,
@@ -75,6 +80,7 @@ def run(ctx: Context) -> BenchResult:
         )
         for name, (label, _) in plan.items()
     ]
+    variants.append(host_issue(ctx, step))
     finite = all(v == v and abs(v) < 1e6 for v in seen)
     return BenchResult(
         config=cfg,
@@ -86,4 +92,19 @@ def run(ctx: Context) -> BenchResult:
             "per": "per step",
         },
         checks={"loss_finite": {"ok": finite, "losses_read": len(seen)}},
+    )
+
+
+def host_issue(ctx: Context, step, steps: int = 10) -> dict:
+    """Host microseconds to issue one step with an empty queue: how fast this host launches."""
+    samples = []
+    for _ in range(ctx.runs):
+        ctx.sync()
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            step()
+        samples.append((time.perf_counter() - t0) * 1e6 / steps)
+    ctx.sync()
+    return variant_from(
+        "host_issue", "host time to issue one step (context)", samples, "us", "lower"
     )
