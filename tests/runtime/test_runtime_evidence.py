@@ -188,3 +188,21 @@ def test_a_claim_must_name_real_variants(sync_record):
     assert any("headlines.persistent.improved" in e for e in validate_record(r))
     r["headlines"] = []
     assert "headlines: expected an object" in validate_record(r)
+
+
+def test_note_quotes_the_host_context_variant(sync_record):
+    from gpulint.runtime.harness import variant_from
+
+    sync_record["variants"].append(
+        variant_from(
+            "host_issue", "host time to issue one step (context)", [1150, 1153, 1160], "us", "lower"
+        )
+    )
+    sync_record["headline"]["context"] = "host_issue"
+    assert validate_record(sync_record) == []
+    assert evidence_note([sync_record], "sync") == (
+        "on NVIDIA H200 an .item() every step cost +15% per step "
+        "(1,535 → 1,334 µs, 5 runs; host time to issue one step: 1,153 µs)"
+    )
+    sync_record["headline"]["context"] = "nope"
+    assert validate_record(sync_record) == ["headline.context: no variant named 'nope'"]

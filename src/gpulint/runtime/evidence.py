@@ -18,7 +18,9 @@ Schema ``gpulint.evidence/1`` (``validate_record`` checks it)::
     versions    {gpulint, python, torch, cuda, cudnn, nccl, driver}
     variants    [{name, label, unit, better: lower|higher, status: ok|failed|unavailable,
                   median, min, max, mean, stdev, spread, runs, samples: [...], extra: {...}}]
-    headline    {baseline, improved, what, per, versus} or null: the comparison a rule quotes
+    headline    {baseline, improved, what, per, versus, context} or null: the comparison a
+                rule quotes; `context` optionally names a variant that measures the host, not
+                the GPU (h2d's host memcpy, sync's time to issue a step), quoted after the pair
     headlines   optional {claim: headline}: further comparisons in the same record, for rules
                 that cite one claim of a bench (e.g. dataloader "persistent")
     checks      {name: {ok: bool, ...}}: correctness gates (a faster wrong answer is a regression)
@@ -144,6 +146,8 @@ def validate_record(record: object) -> list[str]:
             if need(key, str, headline, f"{where}.") and key != "what":
                 if headline[key] not in names:
                     errors.append(f"{where}.{key}: no variant named {headline[key]!r}")
+        if "context" in headline and headline["context"] not in names:
+            errors.append(f"{where}.context: no variant named {headline['context']!r}")
     if "checks" in record and not isinstance(record["checks"], dict):
         errors.append("checks: expected an object")
     return errors
@@ -289,4 +293,9 @@ def evidence_note(records: list[dict], bench: str, claim: str | None = None) -> 
     else:
         times = f"{ratio:.0f}" if ratio >= 10 else f"{ratio:.1f}"
         verdict = f"was {times}× slower{per}{versus}"
+    context = variant(record, head.get("context", "")) if head.get("context") else None
+    if context and context.get("status") == "ok":
+        what = context["label"].split(" (", 1)[0]
+        unit = UNIT_TEXT.get(context["unit"], context["unit"])
+        pair += f"; {what}: {fmt(context['median'])} {unit}"
     return f"on {device} {head['what']} {verdict} ({pair})"

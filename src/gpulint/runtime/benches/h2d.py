@@ -51,6 +51,7 @@ def run(ctx: Context) -> BenchResult:
             "improved": "pinned",
             "what": "a host-to-device copy from pageable memory",
             "versus": "from pinned memory",
+            "context": "host_memcpy",
         },
         checks={"copy_matches": {"ok": ok}},
     )

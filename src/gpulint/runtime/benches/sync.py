@@ -90,6 +90,7 @@ def run(ctx: Context) -> BenchResult:
             "improved": f"every_{cfg['every_n']}",
             "what": "an .item() every step",
             "per": "per step",
+            "context": "host_issue",
         },
         checks={"loss_finite": {"ok": finite, "losses_read": len(seen)}},
     )
