@@ -206,3 +206,39 @@ def test_note_quotes_the_host_context_variant(sync_record):
     )
     sync_record["headline"]["context"] = "nope"
     assert validate_record(sync_record) == ["headline.context: no variant named 'nope'"]
+
+
+def _paired(record, a, b):
+    from gpulint.runtime.harness import variant_from
+
+    record["variants"] = [
+        variant_from("every_step", ".item() every step", a, "us", "lower"),
+        variant_from("every_50", ".item() every 50 steps", b, "us", "lower"),
+    ]
+    record["headline"]["paired"] = True
+    return record
+
+
+def test_paired_runs_show_a_cost_that_overlapping_ranges_hide(sync_record):
+    # Host drift moves both variants run by run: the ranges overlap, every pair shows the cost.
+    r = _paired(sync_record, [1500, 1711, 1760, 1719, 1667], [1303, 1419, 1529, 1448, 1403])
+    assert evidence_note([r], "sync") == (
+        "on NVIDIA H200 an .item() every step cost +19% per step "
+        "(1,711 → 1,419 µs, 5 runs alternating; per run +15% to +21%)"
+    )
+    r["headline"]["paired"] = False  # the same samples judged by their ranges
+    assert "no difference beyond run-to-run spread" in evidence_note([r], "sync")
+
+
+def test_paired_runs_on_both_sides_of_one_are_noise(sync_record):
+    r = _paired(sync_record, [1617, 1837, 1813, 1590, 1811], [1708, 1800, 1423, 1484, 1717])
+    note = evidence_note([r], "sync")
+    assert "made no difference beyond run-to-run spread" in note
+    assert "per run -5% to +27%" in note
+
+
+def test_unpaired_samples_fall_back_to_ranges(sync_record):
+    r = _paired(sync_record, [1530, 1535, 1540, 1536, 1533], [1330, 1334, 1338])
+    assert evidence_note([r], "sync") == (
+        "on NVIDIA H200 an .item() every step cost +15% per step (1,535 → 1,334 µs, 3 runs)"
+    )

@@ -18,9 +18,11 @@ Schema ``gpulint.evidence/1`` (``validate_record`` checks it)::
     versions    {gpulint, python, torch, cuda, cudnn, nccl, driver}
     variants    [{name, label, unit, better: lower|higher, status: ok|failed|unavailable,
                   median, min, max, mean, stdev, spread, runs, samples: [...], extra: {...}}]
-    headline    {baseline, improved, what, per, versus, context} or null: the comparison a
-                rule quotes; `context` optionally names a variant that measures the host, not
-                the GPU (h2d's host memcpy, sync's time to issue a step), quoted after the pair
+    headline    {baseline, improved, what, per, versus, context, paired} or null: the
+                comparison a rule quotes; `context` optionally names a variant that measures
+                the host, not the GPU (h2d's host memcpy, sync's time to issue a step), quoted
+                after the pair; `paired` says the two were timed run by run, alternating, so
+                their samples pair up
     headlines   optional {claim: headline}: further comparisons in the same record, for rules
                 that cite one claim of a bench (e.g. dataloader "persistent")
     checks      {name: {ok: bool, ...}}: correctness gates (a faster wrong answer is a regression)
@@ -33,6 +35,7 @@ import datetime as _dt
 import json
 import os
 import pathlib
+import statistics
 
 from .stats import MIN_RUNS, fmt, overlap
 
@@ -248,6 +251,18 @@ def variant(record: dict, name: str) -> dict | None:
     return None
 
 
+def _paired_ratios(head: dict, base: dict, better: dict, slow) -> list[float]:
+    """Per-run ratios of a headline whose variants were timed run by run, alternating."""
+    a, b = base.get("samples") or [], better.get("samples") or []
+    if not head.get("paired") or len(a) != len(b) or len(a) < 3 or not all(a) or not all(b):
+        return []
+    return [slow(x, y) for x, y in zip(a, b, strict=True)]
+
+
+def _signed(ratio: float) -> str:
+    return f"{(ratio - 1) * 100:+.0f}%"
+
+
 def evidence_note(records: list[dict], bench: str, claim: str | None = None) -> str | None:
     """One sentence on the newest record of ``bench`` with a usable headline, or None.
 
@@ -256,7 +271,9 @@ def evidence_note(records: list[dict], bench: str, claim: str | None = None) -> 
 
     "on NVIDIA H200 an .item() every step cost +15% per step (1,535 → 1,334 µs, 5 runs)"
     The pair is always baseline → improved, in the bench's own unit. Where the two ranges
-    overlap the sentence says the difference is inside run-to-run noise; where the baseline was
+    overlap the sentence says the difference is inside run-to-run noise; for a ``paired``
+    headline (variants timed alternately, run by run) the cost is the median of the per-run
+    ratios and noise means the per-run ratios fall on both sides of 1; where the baseline was
     not slower it says so: evidence is quoted as measured, never rounded towards the rule.
     """
     usable = []
@@ -275,14 +292,19 @@ def evidence_note(records: list[dict], bench: str, claim: str | None = None) -> 
     unit = UNIT_TEXT.get(base["unit"], base["unit"])
     runs = min(base["runs"], better["runs"])
     pair = f"{fmt(base['median'])} → {fmt(better['median'])} {unit}, {runs} runs"
-    # Time ratio baseline/improved, whichever way the unit points.
-    if base["better"] == "lower":
-        ratio = base["median"] / better["median"]
+    slow = (lambda b, i: b / i) if base["better"] == "lower" else (lambda b, i: i / b)
+    paired = _paired_ratios(head, base, better, slow)
+    if paired:
+        # Runs timed alternately: each run's ratio cancels the drift both variants shared.
+        ratio = statistics.median(paired)
+        pair += f" alternating; per run {_signed(min(paired))} to {_signed(max(paired))}"
+        noise = min(paired) <= 1.0 < max(paired)
     else:
-        ratio = better["median"] / base["median"]
+        ratio = slow(base["median"], better["median"])  # time ratio baseline / improved
+        noise = overlap(base, better)
     per = f" {head['per']}" if head.get("per") else ""
     versus = f" than {head['versus']}" if head.get("versus") else ""
-    if overlap(base, better):
+    if noise:
         verdict = "made no difference beyond run-to-run spread"
     elif ratio <= 1.0:
         verdict = "was not slower here"

@@ -91,6 +91,7 @@ def run(ctx: Context) -> BenchResult:
             "what": "an .item() every step",
             "per": "per step",
             "context": "host_issue",
+            "paired": True,
         },
         checks={"loss_finite": {"ok": finite, "losses_read": len(seen)}},
     )
