@@ -8,6 +8,11 @@ on the GPU. This script measures, in one call, what those figures are made of:
   came to exist (never written, written with zeros, written with random data);
 - the sync bench's MLP at several shapes, with the host's own time to issue one step.
 
+Found with it (docs/runtime.md has the numbers): pageable H2D runs at 1.2-1.5x the host's
+one-thread memcpy; transparent huge pages for the source (``THP_MEM_ALLOC_ENABLE=1`` or an
+``mmap`` with ``MADV_HUGEPAGE``) did not change it; a never-written source copies 2-3x faster
+(the zero page) and so is not a fair source.
+
 Run on the device machine from the repository root: ``PYTHONPATH=src python3
 benchmarks/host_bound_sweep.py --out DIR``. It prints a table and writes ``sweep.json``.
 """

@@ -24,7 +24,8 @@ class PageableMemcpyAsync(Rule):
     An async copy from pageable memory is not async: the driver first copies the data into a
     pinned staging buffer on the CPU, synchronously, and the transfer cannot overlap with
     kernels. It also runs at a fraction of the bandwidth: on an NVIDIA H200 a 256 MiB
-    host-to-device copy measured 16.5 GB/s pageable against 54.9 GB/s pinned (3.3x).
+    host-to-device copy measured 6–10 GB/s pageable (bound by the host's memcpy) against 55 GB/s
+    pinned.
 
     ## Example
     ```cuda
