@@ -223,11 +223,21 @@ def test_paired_runs_show_a_cost_that_overlapping_ranges_hide(sync_record):
     # Host drift moves both variants run by run: the ranges overlap, every pair shows the cost.
     r = _paired(sync_record, [1500, 1711, 1760, 1719, 1667], [1303, 1419, 1529, 1448, 1403])
     assert evidence_note([r], "sync") == (
-        "on NVIDIA H200 an .item() every step cost +19% per step "
+        "on NVIDIA H200 an .item() every step cost +21% per step "
         "(1,711 → 1,419 µs, 5 runs alternating; per run +15% to +21%)"
     )
     r["headline"]["paired"] = False  # the same samples judged by their ranges
     assert "no difference beyond run-to-run spread" in evidence_note([r], "sync")
+
+
+def test_paired_cost_is_the_ratio_of_the_medians_it_quotes(sync_record):
+    # The median of the per-run ratios (+19%) differs from the medians' ratio (+6%): the
+    # sentence quotes the pair, so its percentage is the pair's.
+    r = _paired(sync_record, [1662, 1681, 1883], [1391, 1666, 1582])
+    assert evidence_note([r], "sync") == (
+        "on NVIDIA H200 an .item() every step cost +6% per step "
+        "(1,681 → 1,582 µs, 3 runs alternating; per run +1% to +19%)"
+    )
 
 
 def test_paired_runs_on_both_sides_of_one_are_noise(sync_record):

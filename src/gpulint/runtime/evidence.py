@@ -36,7 +36,6 @@ import datetime as _dt
 import json
 import os
 import pathlib
-import statistics
 
 from .stats import MIN_RUNS, fmt, overlap
 
@@ -274,8 +273,9 @@ def evidence_note(records: list[dict], bench: str, claim: str | None = None) -> 
     TFLOP/s, 5 runs)"
     The pair is always baseline → improved, in the bench's own unit. Where the two ranges
     overlap the sentence says the difference is inside run-to-run noise; for a ``paired``
-    headline (variants timed alternately, run by run) the cost is the median of the per-run
-    ratios and noise means the per-run ratios fall on both sides of 1; where the baseline was
+    headline (variants timed alternately, run by run) noise means the per-run ratios fall on
+    both sides of 1, and their range is quoted; the cost is always the ratio of the two medians
+    shown, so the sentence's percentage and its pair agree; where the baseline was
     not slower it says so: evidence is quoted as measured, never rounded towards the rule.
     """
     usable = []
@@ -295,14 +295,14 @@ def evidence_note(records: list[dict], bench: str, claim: str | None = None) -> 
     runs = min(base["runs"], better["runs"])
     pair = f"{fmt(base['median'])} → {fmt(better['median'])} {unit}, {runs} runs"
     slow = (lambda b, i: b / i) if base["better"] == "lower" else (lambda b, i: i / b)
+    ratio = slow(base["median"], better["median"])  # time ratio baseline / improved
     paired = _paired_ratios(head, base, better, slow)
     if paired:
-        # Runs timed alternately: each run's ratio cancels the drift both variants shared.
-        ratio = statistics.median(paired)
+        # Runs timed alternately: each run's ratio cancels the drift both variants shared, so
+        # the ratios' signs, not the ranges, say whether the difference is real.
         pair += f" alternating; per run {_signed(min(paired))} to {_signed(max(paired))}"
         noise = min(paired) <= 1.0 < max(paired)
     else:
-        ratio = slow(base["median"], better["median"])  # time ratio baseline / improved
         noise = overlap(base, better)
     per = f" {head['per']}" if head.get("per") else ""
     versus = f" than {head['versus']}" if head.get("versus") else ""
