@@ -32,7 +32,7 @@ class BareRatio(Rule):
 
     ## References
     - [CUDA C++ Best Practices Guide: timing and bandwidth](https://docs.nvidia.com/cuda/pdf/CUDA_C_Best_Practices_Guide.pdf)
-    - [PyTorch benchmark utilities (torch.utils.benchmark)](https://docs.pytorch.org/docs/stable/generated/torch.compile.html)
+    - [PyTorch benchmark utilities (torch.utils.benchmark)](https://docs.pytorch.org/docs/stable/benchmark_utils.html)
     """
 
     code = "GPU911"

@@ -35,7 +35,7 @@ class UnknownPeakDenominator(Rule):
     ```
 
     ## References
-    - [NVIDIA H100 datasheet figures: dense vs sparse (CUDA C++ Best Practices Guide, metrics)](https://docs.nvidia.com/cuda/pdf/CUDA_C_Best_Practices_Guide.pdf)
+    - [NVIDIA H100 product page and datasheet (peak figures marked "with sparsity" are 2× the dense ones)](https://www.nvidia.com/en-us/data-center/h100/)
     - [Nsight Systems user guide: measuring achieved throughput](https://docs.nvidia.com/nsight-systems/UserGuide/)
     """
 
