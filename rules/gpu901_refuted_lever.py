@@ -120,7 +120,7 @@ class RefutedLever(Rule):
     ## References
     - [torch.nn.functional.scaled_dot_product_attention](https://docs.pytorch.org/docs/stable/generated/torch.nn.functional.scaled_dot_product_attention.html)
     - [torch.nn.attention: SDPA backends and flash attention implementations](https://docs.pytorch.org/docs/stable/nn.attention.html)
-    - [Transformer Engine user guide (FP8 recipes and supported devices)](https://docs.nvidia.com/deeplearning/transformer-engine-releases/release-2.4/user-guide/examples/attention/attention.html)
+    - [Transformer Engine user guide (FP8 recipes and supported devices)](https://docs.nvidia.com/deeplearning/transformer-engine/user-guide/examples/fp8_primer.html)
     """
 
     code = "GPU901"
