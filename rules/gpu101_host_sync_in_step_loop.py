@@ -2,9 +2,12 @@ import ast
 
 from gpulint.frontends.python.syncs import READBACK_METHODS, host_sync, python_side
 from gpulint.frontends.python.tensors import assigned_values
+from gpulint.frontends.python.timing import is_clock
 from gpulint.rule import Rule
 
 _BULK = {"`.cpu()`", "`.numpy()`", "`.tolist()`"}
+_DEVICE_SYNC = "`torch.cuda.synchronize()`"
+_EVENT_METHODS = {"record", "elapsed_time"}
 
 
 class HostSyncInStepLoop(Rule):
@@ -17,7 +20,9 @@ class HostSyncInStepLoop(Rule):
     A step loop is a loop whose own body calls `.backward()`, `optimizer.step()` or
     `scaler.step()`, or iterates a data loader and calls a model. Calls under a periodic guard
     (`if step % log_every == 0:`, `if should_log:`), before or after the loop, and in tests are
-    left alone, and so are conversions of values that are plainly Python numbers.
+    left alone, and so are conversions of values that are plainly Python numbers. A
+    `torch.cuda.synchronize()` next to a clock read or a CUDA event record is there to time the
+    step (GPU601 asks for it) and is left alone too.
 
     ## Why is this bad?
     CUDA runs asynchronously: the CPU queues kernels and races ahead. Reading a value back makes
@@ -93,8 +98,40 @@ for x in train_loader:
     optimizer.step()
     lr = float(args.lr)
 """,
+        # A sync that brackets an event timing: the measurement needs it.
+        """
+import torch
+for i in range(iters):
+    torch.cuda.synchronize()
+    start[i].record()
+    out.backward(grad)
+    end[i].record()
+    torch.cuda.synchronize()
+""",
+        # A sync before reading the wall clock for the step time.
+        """
+import time
+import torch
+for step in range(max_steps):
+    t0 = time.time()
+    loss = model(x.cuda(), y.cuda())
+    loss.backward()
+    optimizer.step()
+    if device_type == "cuda":
+        torch.cuda.synchronize()
+    dt = time.time() - t0
+""",
     ]
     INVALID = [
+        # A sync with nothing to time.
+        """
+import torch
+for x, y in train_loader:
+    loss = model(x.cuda(), y.cuda())
+    loss.backward()
+    optimizer.step()
+    torch.cuda.synchronize()
+""",
         """
 import torch
 for step, (x, y) in enumerate(train_loader):
@@ -120,6 +157,8 @@ for x, y in loader:
         loop = file.loops.runs_every_step(node)
         if loop is None or _only_when_failing(node, file, loop):
             return
+        if what == _DEVICE_SYNC and _times_something(node, file):
+            return  # the sync that makes a wall-clock or event timing honest
         if what in _BULK and not file.loops.trains(loop):
             return  # an eval loop copying its outputs to the host: the copy is the point
         if isinstance(node.func, ast.Attribute) and _host_value(file, node.func.value, loop):
@@ -129,7 +168,7 @@ for x, y in loader:
     def _sync(self, node: ast.Call, file) -> str | None:
         func = node.func
         if file.qualname(func) == "torch.cuda.synchronize":
-            return "`torch.cuda.synchronize()`"
+            return _DEVICE_SYNC
         if isinstance(func, ast.Attribute) and func.attr in READBACK_METHODS:
             inner = func.value
             # `x.cpu().numpy()` is one sync: report the first call in the chain only.
@@ -142,6 +181,44 @@ for x, y in loader:
         what = host_sync(file, node, with_events=False)
         # Event and stream syncs are the timing rules' business; a step loop's cost is the device.
         return None if what == "`synchronize()`" else what
+
+
+def _times_something(node: ast.Call, file) -> bool:
+    """The sync sits within two statements of a clock read or a CUDA event record/elapsed_time
+    in its own block (or, under `if device == "cuda":`, the block around that `if`): it is there
+    so the timing measures the device, not the launch queue."""
+    statement = node
+    for parent in file.ancestors(node):
+        if isinstance(statement, ast.stmt):
+            block = next(
+                (
+                    body
+                    for field in ("body", "orelse", "finalbody")
+                    if isinstance(body := getattr(parent, field, None), list) and statement in body
+                ),
+                None,
+            )
+            if block is not None:
+                if _timing_near(block, block.index(statement), file):
+                    return True
+                if not isinstance(parent, ast.If):
+                    return False
+        statement = parent
+    return False
+
+
+def _timing_near(block: list, at: int, file) -> bool:
+    for neighbour in block[max(0, at - 2) : at + 3]:
+        if neighbour is block[at] or isinstance(neighbour, (ast.For, ast.While)):
+            continue
+        for sub in ast.walk(neighbour):
+            if not isinstance(sub, ast.Call):
+                continue
+            if is_clock(file, sub):
+                return True
+            if isinstance(sub.func, ast.Attribute) and sub.func.attr in _EVENT_METHODS:
+                return True
+    return False
 
 
 def _only_when_failing(node, file, loop) -> bool:
