@@ -26,8 +26,9 @@ class NonNcclBackend(Rule):
     NCCL is the collective library built for NVIDIA GPUs: it moves gradients GPU-to-GPU over
     NVLink and InfiniBand. Gloo all-reduces CUDA tensors through host memory and is many times
     slower; PyTorch's documentation says to use NCCL for distributed GPU training. With no
-    backend at all, the choice is left to PyTorch's defaults; name it so a CUDA job never
-    silently runs its collectives on the wrong library.
+    backend (an info), PyTorch 2.x picks per device at run time: NCCL for CUDA tensors where it
+    detects CUDA, gloo where it does not. Naming NCCL makes a job that lost its GPUs (a wrong
+    `CUDA_VISIBLE_DEVICES`, a CPU node) fail at start instead of training on gloo.
 
     ## Example
     ```python
@@ -90,8 +91,9 @@ loss.backward()
             yield self.report(
                 file,
                 node,
-                '`init_process_group` with no backend in CUDA training: name `backend="nccl"` '
-                "so collectives on CUDA tensors never fall back to gloo",
+                "`init_process_group` with no backend in CUDA training: PyTorch picks one from "
+                "the devices it detects at run time (NCCL where it sees CUDA, gloo where it "
+                'does not); name `backend="nccl"` so a job that lost its GPUs fails at start',
                 severity=Severity.INFO,
             )
             return
