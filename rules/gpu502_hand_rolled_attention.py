@@ -75,6 +75,22 @@ def _einsum_spec(file, node: ast.AST) -> tuple[list[str], str, list[ast.AST]] | 
     return parts, output, list(node.args[1:])
 
 
+def _same_map(value: ast.AST, names: set[str]) -> bool:
+    """`attn`, `self.dropout(attn)`, `attn.to(q.dtype)`: still the attention map (not `attn @ v`,
+    not `torch.matmul(attn, v)`)."""
+    if isinstance(value, ast.Name):
+        return value.id in names
+    if not isinstance(value, ast.Call):
+        return False
+    func = value.func
+    if isinstance(func, ast.Attribute) and func.attr in _SAME_VALUES:
+        if isinstance(func.value, ast.Name) and func.value.id in names:
+            return True
+    return (
+        len(value.args) == 1 and isinstance(value.args[0], ast.Name) and value.args[0].id in names
+    )
+
+
 class HandRolledAttention(Rule):
     """
     ## What it does
@@ -90,8 +106,10 @@ class HandRolledAttention(Rule):
     attention class next to a flash one, or an `else:` after `if self.flash:`; a branch chosen by
     a `flash`/`sdpa` flag); variants SDPA cannot express, such as talking heads (a projection
     that mixes heads between the product and the softmax or after it) and logit soft-capping
-    (`tanh` on the scores); reference implementations that kernels are checked against (in tests,
-    benchmarks, `naive`/`reference` functions and files) and graph-rewrite patterns.
+    (`tanh` on the scores); functions that hand the attention map itself back (returned, stored
+    on an object, appended to a list) for visualisation or distillation; reference
+    implementations that kernels are checked against (in tests, benchmarks,
+    `naive`/`reference` functions and files) and graph-rewrite patterns.
 
     ## Why is this bad?
     The hand-written form materialises the full `L x L` score matrix in global memory, reads it
@@ -163,6 +181,15 @@ def attend(self, q, k, v):
     attn = torch.einsum("bhij,hk->bkij", attn, self.post_softmax_proj)
     return torch.einsum("bhij,bhjd->bhid", attn, v)
 """,
+        # The attention map is returned to the caller, which SDPA cannot give.
+        """
+import torch
+def softmax_attention(q, k, v):
+    a = torch.einsum("bhmd,bhnd->bhmn", q, k) * (k.shape[-1] ** -0.5)
+    a = torch.softmax(a, dim=-1)
+    y = torch.einsum("bhmn,bhnd->bhmd", a, v)
+    return y, a
+""",
         # A softmax that is not attention.
         """
 import torch.nn.functional as F
@@ -172,6 +199,15 @@ def loss(logits, targets):
 """,
     ]
     INVALID = [
+        # The output is returned, the map is not.
+        """
+import torch
+def attend(self, q, k, v):
+    attn = torch.matmul(q, k.transpose(-2, -1)) * self.scale
+    attn = self.dropout(attn.softmax(dim=-1))
+    out = torch.matmul(attn, v)
+    return out
+""",
         """
 import math
 import torch.nn.functional as F
@@ -237,8 +273,46 @@ def forward(self, q, k, v):
                         continue
                     if self._in_fused_branch(file, softmax, scope):
                         continue
+                    if self._weights_leave(file, scope, softmax):
+                        continue
                     reported.add(id(softmax))
                     yield self.report(file, softmax)
+
+    @staticmethod
+    def _weights_leave(file, scope, softmax: ast.AST) -> bool:
+        """The probabilities are returned, stored on an object or appended to a list: the caller
+        needs the attention map itself (visualisation, distillation, `output_attentions`), which
+        SDPA never materialises."""
+        names = set()
+        for parent in file.ancestors(softmax):
+            if isinstance(parent, ast.Assign):
+                names |= {t.id for t in parent.targets if isinstance(t, ast.Name)}
+                break
+            if isinstance(parent, ast.stmt):
+                break
+        if not names:
+            return False
+        # Follow plain renames and same-value rebindings: `attn = self.dropout(attn)`.
+        for node in scope_nodes(scope):
+            if isinstance(node, ast.Assign) and _same_map(node.value, names):
+                names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+
+        def mentions(expr) -> bool:
+            return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(expr))
+
+        for node in scope_nodes(scope):
+            if isinstance(node, ast.Return) and node.value is not None:
+                values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
+                if any(isinstance(v, ast.Name) and v.id in names for v in values):
+                    return True
+            elif isinstance(node, ast.Assign) and mentions(node.value):
+                if any(isinstance(t, (ast.Attribute, ast.Subscript)) for t in node.targets):
+                    if isinstance(node.value, ast.Name):
+                        return True
+            elif isinstance(node, ast.Call) and terminal_name(node.func) == "append":
+                if any(isinstance(a, ast.Name) and a.id in names for a in node.args):
+                    return True
+        return False
 
     # -- the fused path elsewhere ----------------------------------------------------------------
     @staticmethod
