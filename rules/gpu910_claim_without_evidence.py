@@ -31,7 +31,8 @@ class ClaimWithoutEvidence(Rule):
     claims that link the paper, blog post or benchmark they come from, claims that are
     themselves the text of a link (a model card, a results page, a `:ref:` to the benchmark
     section, a table-of-contents anchor), someone else's result named as such ("Press et al.
-    report"), expectations ("we would expect 8 GPUs to be 8 times faster"), rows of a results
+    report", "torchtitan reports 25% speedups"), expectations and theory ("we would expect 8 GPUs
+    to be 8 times faster", "we should see ~1.6x", "2x theoretical throughput"), rows of a results
     table that carry both figures, heading claims whose section holds the evidence, list items
     whose nested items hold it, and claims that state their runs count and dispersion
     ("median of 5 runs, ±2%").

@@ -399,6 +399,13 @@ def _sections(units: list[Unit]) -> None:
             unit.references.extend(later.references)
             unit.external_link = unit.external_link or later.external_link
         unit.section = "\n".join(body)
+        if unit.kind == "list-item":
+            for earlier in reversed(units[:i]):
+                if earlier.kind != "list-item" or _indent(earlier) < _indent(unit):
+                    break
+                if _indent(earlier) == _indent(unit):
+                    unit.previous_item = earlier.text
+                    break
 
 
 _CITATION_TEXT = re.compile(
