@@ -198,3 +198,19 @@ def test_rewrites_keep_offsets_and_mark_device_code():
     assert len(masked) == len(data) and masked.count(b"\n") == data.count(b"\n")
     found = lint_text(data.decode(), "x.cuh")
     assert [(f.code, f.line, f.col) for f in found] == [("GPU809", 2, 29)]
+
+
+def test_dead_preprocessor_branches_are_blanked_in_place():
+    from gpulint.frontends.cuda import mask_dead_code
+
+    src = (
+        b'#if 0\nprintf("a");\n#ifdef X\nnested();\n#endif\n#else\nlive();\n#endif\n'
+        b"#if 1\nkept();\n#else\ndropped();\n#endif\n#ifdef Y\nunknown();\n#endif\n"
+        b"#if 0\n// caf\xc3\xa9\n#elif FOO\nelif_live();\n#endif\n"
+    )
+    out = mask_dead_code(src)
+    assert len(out) == len(src) and out.count(b"\n") == src.count(b"\n")
+    for gone in (b"printf", b"nested", b"dropped", b"caf"):
+        assert gone not in out
+    for kept in (b"live();", b"kept();", b"unknown();", b"elif_live();", b"\xc3\xa9", b"#else"):
+        assert kept in out

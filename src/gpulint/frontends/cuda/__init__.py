@@ -75,6 +75,65 @@ def mask_attributes(data: bytes) -> bytes:
     return data
 
 
+_DEAD_IF = re.compile(rb"^[ \t]*#[ \t]*if[ \t]+\(?[ \t]*(?:0|false)[ \t]*\)?[ \t]*(?:/[/*].*)?$")
+_LIVE_IF = re.compile(rb"^[ \t]*#[ \t]*if[ \t]+\(?[ \t]*(?:1|true)[ \t]*\)?[ \t]*(?:/[/*].*)?$")
+_OPEN = re.compile(rb"^[ \t]*#[ \t]*if(?:n?def)?\b")
+_ELSE = re.compile(rb"^[ \t]*#[ \t]*(?:else|elif)\b")
+_ENDIF = re.compile(rb"^[ \t]*#[ \t]*endif\b")
+
+
+def mask_dead_code(data: bytes) -> bytes:
+    """Blank what the preprocessor never compiles: the body of `#if 0` (up to its `#else`,
+    `#elif` or `#endif`) and the `#else` part of `#if 1`. Same length, newlines and non-ASCII
+    bytes kept, so byte offsets and code-point columns stay true; the directives stay."""
+    if b"#" not in data or not re.search(rb"#[ \t]*if[ \t]+\(?[ \t]*(?:0|1|false|true)\b", data):
+        return data
+    lines = data.split(b"\n")
+    # One frame per open #if: "dead" while blanking, "live" for an #if 1 (its #else is dead),
+    # "other" for conditions the linter cannot judge.
+    stack: list[str] = []
+    dead_depth = 0  # frames on the stack that are blanking
+    for i, line in enumerate(lines):
+        if _OPEN.match(line):
+            if dead_depth:
+                stack.append("nested")
+                dead_depth += 1
+                lines[i] = _blank(line)
+                continue
+            kind = "dead" if _DEAD_IF.match(line) else "live" if _LIVE_IF.match(line) else "other"
+            stack.append(kind)
+            if kind == "dead":
+                dead_depth = 1
+            continue
+        if not stack:
+            continue
+        if _ENDIF.match(line):
+            kind = stack.pop()
+            if dead_depth:
+                dead_depth -= 1
+                if dead_depth:
+                    lines[i] = _blank(line)
+            continue
+        if _ELSE.match(line) and dead_depth <= 1:
+            kind = stack[-1]
+            if kind == "dead":  # `#if 0 ... #else`: the rest is live (an #elif is not judged)
+                stack[-1], dead_depth = "other", 0
+            elif kind == "live":  # `#if 1 ... #else`: the rest is dead
+                stack[-1], dead_depth = "dead", 1
+            continue
+        if dead_depth:
+            lines[i] = _blank(line)
+    return b"\n".join(lines)
+
+
+# ASCII becomes a space; \r and non-ASCII bytes stay, so code-point columns do not move.
+_BLANK = bytes(b if b >= 0x80 or b == 0x0D else 0x20 for b in range(256))
+
+
+def _blank(line: bytes) -> bytes:
+    return line.translate(_BLANK)
+
+
 class CudaFrontend:
     language = "cuda"
     extensions = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".h", ".hpp")
@@ -87,7 +146,7 @@ class CudaFrontend:
                 raise
             # C++ has no encoding cookie; a stray Latin-1 byte in a comment must not lose the file.
             text = data.decode("utf-8", errors="replace")
-        utf8 = mask_attributes(text.encode("utf-8"))
+        utf8 = mask_dead_code(mask_attributes(text.encode("utf-8")))
         try:
             tree = parser().parse(utf8)
         except (ValueError, MemoryError) as e:
