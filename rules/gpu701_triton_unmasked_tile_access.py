@@ -1,4 +1,5 @@
 import ast
+import re
 
 from gpulint.frontends.python import triton as tt
 from gpulint.rule import Rule
@@ -22,7 +23,9 @@ class TritonUnmaskedTileAccess(Rule):
     `if n % BLOCK: raise ...`) or launches an exact grid (`kernel[(n // BLOCK,)]`, no `cdiv`);
     an access under an `if` on a constexpr flag (`if EVEN_K:`) or on the tile's own position
     (`if pid * BLOCK + BLOCK <= n:`), or after an early `return` for tiles past the end; block
-    pointers (`tl.make_block_ptr` with `boundary_check`) and tensor descriptors; test code.
+    pointers (`tl.make_block_ptr` with `boundary_check`) and tensor descriptors; pointers into
+    a buffer strided by a size named as rounded or padded (`seqlen_q_rounded`: allocated up to
+    a multiple of the block); test code.
 
     ## Why is this bad?
     The grid is `cdiv(n, BLOCK)`, so unless `n` is a multiple of `BLOCK` the last program reads or
@@ -132,6 +135,16 @@ def launch(x, BLOCK=1024):
     assert x.numel() % BLOCK == 0
     k[(x.numel() // BLOCK,)](x, BLOCK=BLOCK)
 """,
+        # A buffer allocated rounded up to the block.
+        """
+import triton
+import triton.language as tl
+
+@triton.jit
+def k(Delta, off_hb, seqlen_q_rounded, BLOCK_M: tl.constexpr):
+    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    tl.store(Delta + off_hb * seqlen_q_rounded + offs_m, tl.zeros([BLOCK_M], dtype=tl.float32))
+""",
     ]
     INVALID = [
         """
@@ -187,6 +200,8 @@ def k(x_ptr, n, BLOCK: tl.constexpr):
                     else next((k.value for k in call.keywords if k.arg == "pointer"), None)
                 )
                 if pointer is None or not flow.of(pointer).bits & tt.TILE:
+                    continue
+                if _padded_buffer(pointer):
                     continue
                 if _guarded(file, call, kernel, flow) or any(
                     line < call.lineno for line in returns_before
@@ -337,3 +352,13 @@ def _guarded(file, call: ast.AST, kernel, flow) -> bool:
             ):
                 return True
     return False
+
+
+# `seqlen_q_rounded`, `n_padded`: the buffer was allocated rounded up to the block.
+_PADDED = re.compile(r"rounded|padded", re.IGNORECASE)
+
+
+def _padded_buffer(pointer: ast.AST) -> bool:
+    """The pointer arithmetic strides by a size named as rounded or padded (flash-attention's
+    `Delta + off_hb * seqlen_q_rounded + offs_m`): the allocation covers the last block."""
+    return any(isinstance(n, ast.Name) and _PADDED.search(n.id) for n in ast.walk(pointer))
