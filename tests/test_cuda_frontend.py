@@ -214,3 +214,20 @@ def test_dead_preprocessor_branches_are_blanked_in_place():
         assert gone not in out
     for kept in (b"live();", b"kept();", b"unknown();", b"elif_live();", b"\xc3\xa9", b"#else"):
         assert kept in out
+
+
+def test_test_paths_are_recognised_the_same_way_in_every_language():
+    from gpulint.source import is_test_path
+
+    for path in (
+        "kernels/attention/mha/test.py",
+        "kernels/gemm/tests.cu",
+        "pkg/test_ops.py",
+        "pkg/ops_test.cu",
+        "conftest.py",
+        "repo/tests/helpers.cuh",
+        "repo/unit_tests/x.py",
+    ):
+        assert is_test_path(path), path
+    for path in ("train.py", "kernels/attest.cu", "contest.py", "testing_utils.py", "latest.py"):
+        assert not is_test_path(path), path

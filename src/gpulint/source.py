@@ -5,8 +5,23 @@ from __future__ import annotations
 import bisect
 import functools
 import re
+from pathlib import PurePath
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
+_TEST_DIRS = {"test", "tests", "testing", "unittests", "unit_tests"}
+
+
+def is_test_path(display_path: str) -> bool:
+    """Test code, by the names pytest, gtest and common layouts use: `test_*`, `*_test`,
+    `test.py`/`tests.cu`, `conftest.py`, or anything under a `tests/`-like directory."""
+    path = PurePath(display_path)
+    stem = path.stem.lower()
+    return (
+        stem.startswith("test_")
+        or stem.endswith("_test")
+        or stem in ("test", "tests", "conftest")
+        or any(part.lower() in _TEST_DIRS for part in path.parts[:-1])
+    )
 
 
 class SourceText:

@@ -6,14 +6,12 @@ import bisect
 import functools
 import re
 from collections.abc import Iterator
-from pathlib import PurePath
 
 from tree_sitter import Node, QueryCursor, Tree
 
 from gpulint.frontends.cuda.grammar import COMMON_TYPES, LANGUAGE, query
-from gpulint.source import SourceText
+from gpulint.source import SourceText, is_test_path
 
-_TEST_DIRS = {"test", "tests", "testing", "unittests", "unit_tests"}
 FUNCTION_TYPES = ("function_definition",)
 LOOP_TYPES = ("for_statement", "for_range_loop", "while_statement", "do_statement")
 _STATEMENT_CONTAINERS = {
@@ -235,13 +233,7 @@ class CudaFile:
 
     @functools.cached_property
     def is_test(self) -> bool:
-        path = PurePath(self.display_path)
-        name = path.stem.lower()
-        return (
-            name.startswith("test_")
-            or name.endswith("_test")
-            or any(part.lower() in _TEST_DIRS for part in path.parts[:-1])
-        )
+        return is_test_path(self.display_path)
 
     @functools.cached_property
     def consts(self):

@@ -6,15 +6,13 @@ import ast
 import functools
 import re
 from collections.abc import Iterator
-from pathlib import PurePath
 
 from gpulint.frontends.python.loops import LoopModel
 from gpulint.frontends.python.names import collect_bindings, dotted
-from gpulint.source import SourceText
+from gpulint.source import SourceText, is_test_path
 
 _PARENT = "_gpulint_parent"
 _CUDA = re.compile(r"\bcuda\b|device\s*=|\.to\(\s*(device|dev|self\.device|rank|local_rank)\b")
-_TEST_DIRS = {"test", "tests", "testing", "unittests", "unit_tests"}
 
 
 class PythonFile:
@@ -118,14 +116,7 @@ class PythonFile:
 
     @functools.cached_property
     def is_test(self) -> bool:
-        path = PurePath(self.display_path)
-        name = path.name
-        return (
-            name.startswith("test_")
-            or name.endswith("_test.py")
-            or name == "conftest.py"
-            or any(part.lower() in _TEST_DIRS for part in path.parts[:-1])
-        )
+        return is_test_path(self.display_path)
 
     @functools.cached_property
     def uses_cuda(self) -> bool:
