@@ -19,9 +19,10 @@ class Fp16AutocastWithoutGradScaler(Rule):
     Finds FP16 autocast in training code (a function that calls `.backward()`) in a module with no
     gradient scaler: `torch.autocast("cuda", dtype=torch.float16)`, or the FP16 default of
     `torch.autocast("cuda")` / `torch.amp.autocast("cuda")` / `torch.cuda.amp.autocast()` with no
-    `dtype`. BF16 autocast, inference without a backward pass, autocast whose dtype or device
-    comes from a variable, and code run by a framework that scales the loss itself (Accelerate,
-    DeepSpeed, Lightning...) are left alone.
+    `dtype`. BF16 autocast, inference without a backward pass (also an eval pass under
+    `torch.no_grad()` / `torch.inference_mode()` inside a training function), autocast whose
+    dtype or device comes from a variable, and code run by a framework that scales the loss
+    itself (Accelerate, DeepSpeed, Lightning...) are left alone.
 
     ## Why is this bad?
     FP16 has a narrow exponent range: gradients below about 6e-8 flush to zero, so without loss
@@ -92,6 +93,16 @@ import torch
 def predict(x):
     with torch.autocast("cuda", dtype=torch.float16):
         return model(x)
+""",
+        # An eval pass under no_grad inside the training function: no backward through it.
+        """
+import torch
+def fit(x, y):
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = model(x)
+    loss.backward()
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.float16):
+        val = model(y)
 """,
         # dtype from a variable: unknown.
         """

@@ -95,8 +95,35 @@ def states_reason(file, node: ast.AST, reason: re.Pattern) -> bool:
     return bool(reason.search(comment_near(file, node)))
 
 
+_NO_GRAD = {"torch.no_grad", "torch.inference_mode", "torch.autograd.grad_mode.no_grad"}
+
+
+def _no_grad_call(file, expr: ast.AST) -> bool:
+    return any(
+        isinstance(n, ast.Call) and file.qualname(n.func) in _NO_GRAD for n in ast.walk(expr)
+    )
+
+
+def under_no_grad(file, node: ast.AST) -> bool:
+    """`node` runs with autograd off: inside `with torch.no_grad():` / `torch.inference_mode()`
+    (also `with torch.no_grad(), torch.autocast(...)`), or in a function decorated with them."""
+    for ancestor in file.ancestors(node):
+        if isinstance(ancestor, (ast.With, ast.AsyncWith)):
+            if any(_no_grad_call(file, item.context_expr) for item in ancestor.items):
+                return True
+        elif isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return any(
+                file.qualname(d.func if isinstance(d, ast.Call) else d) in _NO_GRAD
+                for d in ancestor.decorator_list
+            )
+    return False
+
+
 def function_calls_backward(file, node: ast.AST) -> bool:
-    """The function around `node` (or the module, at top level) calls `.backward()`."""
+    """The function around `node` (or the module, at top level) calls `.backward()`, and `node`
+    itself does not run with autograd off (an eval pass inside a training function)."""
+    if under_no_grad(file, node):
+        return False
     scope = file.enclosing_function(node) or file.tree
     return any(
         isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "backward"
