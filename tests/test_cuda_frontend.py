@@ -231,3 +231,23 @@ def test_test_paths_are_recognised_the_same_way_in_every_language():
         assert is_test_path(path), path
     for path in ("train.py", "kernels/attest.cu", "contest.py", "testing_utils.py", "latest.py"):
         assert not is_test_path(path), path
+
+
+def test_gpu803_suggests_the_check_the_file_already_uses():
+    text = (
+        "#include <cuda_runtime.h>\n"
+        "int main() {\n"
+        "  float* d;\n"
+        "  cudaCheck(cudaMalloc(&d, 1024));\n"
+        "  cudaCheck(cudaMemset(d, 0, 1024));\n"
+        "  cudaFree(d);\n"
+        "  return 0;\n"
+        "}\n"
+    )
+    [finding] = [f for f in lint_text(text, "x.cu") if f.code == "GPU803"]
+    assert finding.message.endswith("wrap it: `cudaCheck(cudaFree(d))`")
+    bare = text.replace("cudaCheck(cudaMalloc(&d, 1024));", "").replace(
+        "cudaCheck(cudaMemset(d, 0, 1024));", ""
+    )
+    [finding] = [f for f in lint_text(bare, "x.cu") if f.code == "GPU803"]
+    assert "`CUDA_CHECK(cudaFree(d))`" in finding.message
