@@ -1,6 +1,6 @@
 import re
 
-from gpulint.frontends.cuda.idioms import is_check_name
+from gpulint.frontends.cuda.idioms import house_check_macro, is_check_name
 from gpulint.rule import Rule
 
 _CALLED = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
@@ -117,7 +117,7 @@ int main() {
         check = (
             "C10_CUDA_KERNEL_LAUNCH_CHECK();"
             if file.is_torch_extension
-            else "CUDA_CHECK(cudaGetLastError());"
+            else f"{house_check_macro(file)}(cudaGetLastError());"
         )
         yield self.report(file, node, check=check)
 

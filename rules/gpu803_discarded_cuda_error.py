@@ -1,4 +1,4 @@
-from gpulint.frontends.cuda.idioms import is_runtime_call
+from gpulint.frontends.cuda.idioms import house_check_macro, is_runtime_call
 from gpulint.rule import Rule
 
 
@@ -80,26 +80,7 @@ void f(float** d, size_t n) {
         call = " ".join(file.node_text(node).split())
         if len(call) > 60:
             call = f"{name}(...)"
-        yield self.report(file, node, name=name, call=call, macro=self._house_macro(file))
-
-    @staticmethod
-    def _house_macro(file) -> str:
-        """The check the file already wraps runtime calls in (`cudaCheck`, `gpuErrchk`), so the
-        suggestion reads like the code around it; `CUDA_CHECK` where it wraps none."""
-        cached = getattr(file, "_gpu803_macro", None)
-        if cached is None:
-            counts: dict[str, int] = {}  # insertion order breaks ties: the first one seen
-            for call in file.nodes("call_expression"):
-                args = call.child_by_field_name("arguments")
-                inner = args.named_children if args is not None else []
-                if len(inner) == 1 and inner[0].type == "call_expression":
-                    if (file.call_name(inner[0]) or "").startswith("cuda"):
-                        outer = file.call_name(call)
-                        if outer and not is_runtime_call(outer):
-                            counts[outer] = counts.get(outer, 0) + 1
-            cached = max(counts, key=counts.__getitem__) if counts else "CUDA_CHECK"
-            file._gpu803_macro = cached
-        return cached
+        yield self.report(file, node, name=name, call=call, macro=house_check_macro(file))
 
     @staticmethod
     def _defined_here(file) -> set[str]:

@@ -251,3 +251,19 @@ def test_gpu803_suggests_the_check_the_file_already_uses():
     )
     [finding] = [f for f in lint_text(bare, "x.cu") if f.code == "GPU803"]
     assert "`CUDA_CHECK(cudaFree(d))`" in finding.message
+
+
+def test_gpu802_suggests_the_check_the_file_already_uses():
+    text = (
+        "#include <cuda_runtime.h>\n"
+        "__global__ void k(float* x) { x[threadIdx.x] = 0; }\n"
+        "int main() {\n"
+        "  float* d;\n"
+        "  gpuErrchk(cudaMalloc(&d, 1024));\n"
+        "  k<<<1, 32>>>(d);\n"
+        "  gpuErrchk(cudaDeviceSynchronize());\n"
+        "  return 0;\n"
+        "}\n"
+    )
+    [finding] = [f for f in lint_text(text, "x.cu") if f.code == "GPU802"]
+    assert "add `gpuErrchk(cudaGetLastError());` after it" in finding.message

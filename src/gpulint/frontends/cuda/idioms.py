@@ -48,3 +48,23 @@ def is_check_name(name: str | None, configured: tuple[str, ...] | list[str] = ()
 
 def is_runtime_call(name: str | None) -> bool:
     return bool(name) and name not in NOT_ERRORS and bool(RUNTIME_API.match(name))
+
+
+def house_check_macro(file) -> str:
+    """The check the file already wraps runtime calls in (`cudaCheck`, `gpuErrchk`), the most
+    used one, the first seen on a tie; `CUDA_CHECK` where it wraps none. Fix suggestions use
+    it so they read like the code around them."""
+    cached = getattr(file, "_house_check_macro", None)
+    if cached is None:
+        counts: dict[str, int] = {}  # insertion order breaks ties
+        for call in file.nodes("call_expression"):
+            args = call.child_by_field_name("arguments")
+            inner = args.named_children if args is not None else []
+            if len(inner) == 1 and inner[0].type == "call_expression":
+                if (file.call_name(inner[0]) or "").startswith("cuda"):
+                    outer = file.call_name(call)
+                    if outer and not is_runtime_call(outer):
+                        counts[outer] = counts.get(outer, 0) + 1
+        cached = max(counts, key=counts.__getitem__) if counts else "CUDA_CHECK"
+        file._house_check_macro = cached
+    return cached
