@@ -17,12 +17,24 @@ _WARM = re.compile(r"warm", re.IGNORECASE)
 _NOT_WORK = {"range", "print", "append", "synchronize", "record", "len", "zero_grad", "update"}
 
 
+_EPOCH = re.compile(r"epoch", re.IGNORECASE)
+
+
+def _epoch_loop(loop: ast.For, file) -> bool:
+    """`for epoch in range(epochs):`: the clock times a whole training run, where one-time costs
+    are a rounding error and the total is what the user wants; not a benchmark."""
+    target = loop.target.id if isinstance(loop.target, ast.Name) else ""
+    return bool(_EPOCH.search(target) or _EPOCH.search(file.segment(loop.iter)))
+
+
 class TimedLoopWithoutWarmup(Rule):
     """
     ## What it does
     Finds a timed loop over CUDA work with no warm-up before it: a clock read right before
     `for _ in range(n):` whose body runs CUDA work, the second read after the loop, and no
-    earlier untimed call of the same work (or warm-up loop) in the function.
+    earlier untimed call of the same work (or warm-up loop) in the function. A clock around
+    a whole training run (`for epoch in range(epochs):`) is left alone: it reports the run's
+    total time, not a per-iteration figure.
 
     ## Why is this bad?
     The first calls of CUDA work pay one-time costs: CUDA context and cuBLAS/cuDNN handle
@@ -75,6 +87,10 @@ class TimedLoopWithoutWarmup(Rule):
         "import time\nimport torch\ndef bench(model, x, warmup=10):\n    for _ in range(warmup):\n"
         "        model(x)\n    t0 = time.perf_counter()\n    for _ in range(100):\n"
         "        model(x)\n    torch.cuda.synchronize()\n    return time.perf_counter() - t0\n",
+        # The wall time of a whole training run.
+        "import time\nimport torch\ndef fit(model, loader, epochs):\n    start = time.time()\n"
+        "    for epoch in range(epochs):\n        for x, y in loader:\n"
+        "            model(x.cuda()).sum().backward()\n    print(time.time() - start)\n",
         # CPU-only work.
         "import time\ndef bench(f):\n    t0 = time.perf_counter()\n    for _ in range(100):\n"
         "        f()\n    return time.perf_counter() - t0\n",
@@ -90,7 +106,7 @@ class TimedLoopWithoutWarmup(Rule):
             return
         for interval in intervals(file):
             loop = self._timed_loop(interval, file)
-            if loop is None:
+            if loop is None or _epoch_loop(loop, file):
                 continue
             work = [n for n in ast.walk(loop) if cuda_work(file, n, interval.scope)]
             if not work:
