@@ -19,9 +19,10 @@ from ..harness import BenchResult, Context, variant_from
 CONFIG = {
     "batch": 256,
     # Chosen on H200 hosts (2026-12-02, 5 runs each; benchmarks/host_bound_sweep.py): the cost
-    # is largest where the GPU's share of a step is about the host's time to issue it. 1x1024
+    # shows where the GPU's time for a step is comparable to the host's time to issue it. 1x1024
     # is all host (+0.6%, inside the spread); 4x2048 moved between +8% and +18% with the host;
-    # 3x2048 gave 1,408 -> 1,211 us (+16%), its host issuing a step in 1,153 us.
+    # 3x2048 gave 1,408 -> 1,211 us (+16%), its host issuing a step in 1,153 us, the closest to
+    # the anchor's 1,535 -> 1,334 us.
     "width": 2048,
     "hidden_layers": 3,
     "dtype": "float32",
