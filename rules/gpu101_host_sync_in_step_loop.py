@@ -29,8 +29,9 @@ class HostSyncInStepLoop(Rule):
     the CPU wait until every queued kernel has finished, so the GPU drains and idles while Python
     catches up. Once per step, that bubble is paid on every step. On an NVIDIA H200 a small MLP
     step with `.item()` every step took 1,606 µs against 1,399 µs with `.item()` every 50 steps
-    (+15%). The bubble costs most where the GPU runs a step about as fast as the host issues it;
-    on a host too slow to keep the GPU busy anyway, the same bench measured no difference.
+    (+15%). The slower the host relative to the GPU, the smaller the bubble's share of a step: on
+    a host that took twice the GPU's time to issue the step, the same bench measured no
+    difference beyond run-to-run spread.
 
     ## Example
     ```python

@@ -208,6 +208,38 @@ def test_note_quotes_the_host_context_variant(sync_record):
     assert validate_record(sync_record) == ["headline.context: no variant named 'nope'"]
 
 
+def test_note_quotes_every_context_variant_in_order_and_skips_unavailable(sync_record):
+    from gpulint.runtime.harness import variant_from, variant_not_run
+
+    sync_record["variants"] += [
+        variant_from(
+            "host_issue", "host time to issue one step (context)", [1940] * 3, "us", "lower"
+        ),
+        variant_from(
+            "gpu_step", "GPU time for one step (context, CUDA graph)", [1210] * 3, "us", "lower"
+        ),
+    ]
+    sync_record["headline"]["context"] = ["host_issue", "gpu_step"]
+    assert validate_record(sync_record) == []
+    assert evidence_note([sync_record], "sync").endswith(
+        "host time to issue one step: 1,940 µs; GPU time for one step: 1,210 µs)"
+    )
+    sync_record["variants"][-1] = variant_not_run(
+        "gpu_step",
+        "GPU time for one step (context, CUDA graph)",
+        "us",
+        "lower",
+        "unavailable",
+        "RuntimeError('capture failed')",
+    )
+    assert validate_record(sync_record) == []
+    assert evidence_note([sync_record], "sync").endswith("host time to issue one step: 1,940 µs)")
+    sync_record["headline"]["context"] = 7
+    assert validate_record(sync_record) == [
+        "headline.context: expected a variant name or a list of them"
+    ]
+
+
 def _paired(record, a, b):
     from gpulint.runtime.harness import variant_from
 

@@ -20,10 +20,11 @@ Schema ``gpulint.evidence/1`` (``validate_record`` checks it)::
     variants    [{name, label, unit, better: lower|higher, status: ok|failed|unavailable,
                   median, min, max, mean, stdev, spread, runs, samples: [...], extra: {...}}]
     headline    {baseline, improved, what, per, versus, context, paired} or null: the
-                comparison a rule quotes; `context` optionally names a variant that measures
-                the host, not the GPU (h2d's host memcpy, sync's time to issue a step), quoted
-                after the pair; `paired` says the two were timed run by run, alternating, so
-                their samples pair up
+                comparison a rule quotes; `context` optionally names a variant (or a list of
+                them) that explains the pair rather than being compared (h2d's host memcpy;
+                sync's host time to issue a step and GPU time to run one), quoted after the
+                pair; `paired` says the two were timed run by run, alternating, so their
+                samples pair up
     headlines   optional {claim: headline}: further comparisons in the same record, for rules
                 that cite one claim of a bench (e.g. dataloader "persistent")
     checks      {name: {ok: bool, ...}}: correctness gates (a faster wrong answer is a regression)
@@ -149,11 +150,24 @@ def validate_record(record: object) -> list[str]:
             if need(key, str, headline, f"{where}.") and key != "what":
                 if headline[key] not in names:
                     errors.append(f"{where}.{key}: no variant named {headline[key]!r}")
-        if "context" in headline and headline["context"] not in names:
-            errors.append(f"{where}.context: no variant named {headline['context']!r}")
+        context = headline.get("context")
+        if context is not None and not isinstance(context, (str, list)):
+            errors.append(f"{where}.context: expected a variant name or a list of them")
+            continue
+        for name in _context_names(headline):
+            if name not in names:
+                errors.append(f"{where}.context: no variant named {name!r}")
     if "checks" in record and not isinstance(record["checks"], dict):
         errors.append("checks: expected an object")
     return errors
+
+
+def _context_names(headline: dict) -> list[str]:
+    """`context` is one variant name or a list of them."""
+    context = headline.get("context")
+    if not context:
+        return []
+    return [context] if isinstance(context, str) else [str(c) for c in context]
 
 
 def _kind_name(kind: type | tuple[type, ...]) -> str:
@@ -317,9 +331,10 @@ def evidence_note(records: list[dict], bench: str, claim: str | None = None) -> 
     else:
         times = f"{ratio:.0f}" if ratio >= 10 else f"{ratio:.1f}"
         verdict = f"was {times}× slower{per}{versus}"
-    context = variant(record, head.get("context", "")) if head.get("context") else None
-    if context and context.get("status") == "ok":
-        what = context["label"].split(" (", 1)[0]
-        unit = UNIT_TEXT.get(context["unit"], context["unit"])
-        pair += f"; {what}: {fmt(context['median'])} {unit}"
+    for name in _context_names(head):
+        context = variant(record, name)
+        if context and context.get("status") == "ok":
+            what = context["label"].split(" (", 1)[0]
+            unit = UNIT_TEXT.get(context["unit"], context["unit"])
+            pair += f"; {what}: {fmt(context['median'])} {unit}"
     return f"on {device} {head['what']} {verdict} ({pair})"
