@@ -45,3 +45,17 @@ def test_nccl_ddp_fsdp_pass_on_one_gpu(tmp_path, capsys):
     assert [r["bench"] for r in recs] == ["nccl", "ddp", "fsdp"]
     for r in recs:
         assert r["ok"] and all(c["ok"] for c in r["checks"].values())
+
+
+def test_sync_bench_records_host_and_gpu_step_context(tmp_path, capsys):
+    rc, out = _bench(["bench", "sync", "--runs", "3", "--evidence-dir", str(tmp_path), "--json"],
+                     capsys)  # fmt: skip
+    assert rc == 0, out.err
+    (rec,) = json.loads(out.out)
+    assert evidence.validate_record(rec) == [] and rec["ok"]
+    by_name = {v["name"]: v for v in rec["variants"]}
+    assert rec["headline"]["context"] == ["host_issue", "gpu_step"]
+    assert by_name["gpu_step"]["status"] == "ok", by_name["gpu_step"].get("reason")
+    # The graph replays the step with no host in between: never slower than the timed loop.
+    assert 0 < by_name["gpu_step"]["median"] < by_name["every_step"]["median"]
+    assert "GPU time for one step:" in evidence.evidence_note([rec], "sync")
