@@ -191,14 +191,7 @@ def _times_something(node: ast.Call, file) -> bool:
     statement = node
     for parent in file.ancestors(node):
         if isinstance(statement, ast.stmt):
-            block = next(
-                (
-                    body
-                    for field in ("body", "orelse", "finalbody")
-                    if isinstance(body := getattr(parent, field, None), list) and statement in body
-                ),
-                None,
-            )
+            block = file.statement_block(statement)
             if block is not None:
                 if _timing_near(block, block.index(statement), file):
                     return True

@@ -297,18 +297,17 @@ def forward(self, q, k, v):
             if isinstance(node, ast.Assign) and _same_map(node.value, names):
                 names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
 
-        def mentions(expr) -> bool:
-            return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(expr))
-
         for node in scope_nodes(scope):
             if isinstance(node, ast.Return) and node.value is not None:
                 values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
                 if any(isinstance(v, ast.Name) and v.id in names for v in values):
                     return True
-            elif isinstance(node, ast.Assign) and mentions(node.value):
-                if any(isinstance(t, (ast.Attribute, ast.Subscript)) for t in node.targets):
-                    if isinstance(node.value, ast.Name):
-                        return True
+            elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Name):
+                # `self.attn_map = attn`, `maps[i] = attn`
+                if node.value.id in names and any(
+                    isinstance(t, (ast.Attribute, ast.Subscript)) for t in node.targets
+                ):
+                    return True
             elif isinstance(node, ast.Call) and terminal_name(node.func) == "append":
                 if any(isinstance(a, ast.Name) and a.id in names for a in node.args):
                     return True

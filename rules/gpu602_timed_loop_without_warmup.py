@@ -119,21 +119,20 @@ class TimedLoopWithoutWarmup(Rule):
     def _timed_loop(interval, file) -> ast.For | None:
         """`t0 = clock()` followed directly by `for _ in range(...)`, the second read after it."""
         statement = file.parent(interval.start)
-        parent = file.parent(statement)
-        if not isinstance(statement, ast.Assign) or parent is None:
+        if not isinstance(statement, ast.Assign):
             return None
-        for field in ("body", "orelse", "finalbody"):
-            siblings = getattr(parent, field, None)
-            if isinstance(siblings, list) and statement in siblings:
-                index = siblings.index(statement)
-                following = siblings[index + 1] if index + 1 < len(siblings) else None
-                if (
-                    isinstance(following, ast.For)
-                    and isinstance(following.iter, ast.Call)
-                    and terminal_name(following.iter.func) == "range"
-                    and position(interval.end) > (following.end_lineno, following.end_col_offset)
-                ):
-                    return following
+        siblings = file.statement_block(statement)
+        if siblings is None:
+            return None
+        index = siblings.index(statement)
+        following = siblings[index + 1] if index + 1 < len(siblings) else None
+        if (
+            isinstance(following, ast.For)
+            and isinstance(following.iter, ast.Call)
+            and terminal_name(following.iter.func) == "range"
+            and position(interval.end) > (following.end_lineno, following.end_col_offset)
+        ):
+            return following
         return None
 
     @staticmethod

@@ -19,6 +19,16 @@ def _bench(argv, capsys):
     return rc, out
 
 
+def _one_record(bench, capsys, tmp_path):
+    """Run one bench for 3 runs with --json; its single record, checked against the schema."""
+    argv = ["bench", bench, "--runs", "3", "--evidence-dir", str(tmp_path), "--json"]
+    rc, out = _bench(argv, capsys)
+    assert rc == 0, out.err
+    (rec,) = json.loads(out.out)
+    assert evidence.validate_record(rec) == [] and rec["ok"]
+    return rec
+
+
 def test_probe_reads_the_device():
     info = probe.collect()
     dev = info["torch"]["devices"][0]
@@ -27,11 +37,7 @@ def test_probe_reads_the_device():
 
 
 def test_copy_bench_writes_a_valid_record(tmp_path, capsys):
-    rc, out = _bench(["bench", "copy", "--runs", "3", "--evidence-dir", str(tmp_path), "--json"],
-                     capsys)  # fmt: skip
-    assert rc == 0, out.err
-    (rec,) = json.loads(out.out)
-    assert evidence.validate_record(rec) == [] and rec["ok"]
+    rec = _one_record("copy", capsys, tmp_path)
     assert rec["variants"][0]["runs"] == 3 and rec["variants"][0]["median"] > 0
     assert len(evidence.load_records([tmp_path])) == 1
 
@@ -48,11 +54,7 @@ def test_nccl_ddp_fsdp_pass_on_one_gpu(tmp_path, capsys):
 
 
 def test_sync_bench_records_host_and_gpu_step_context(tmp_path, capsys):
-    rc, out = _bench(["bench", "sync", "--runs", "3", "--evidence-dir", str(tmp_path), "--json"],
-                     capsys)  # fmt: skip
-    assert rc == 0, out.err
-    (rec,) = json.loads(out.out)
-    assert evidence.validate_record(rec) == [] and rec["ok"]
+    rec = _one_record("sync", capsys, tmp_path)
     by_name = {v["name"]: v for v in rec["variants"]}
     assert rec["headline"]["context"] == ["host_issue", "gpu_step"]
     assert by_name["gpu_step"]["status"] == "ok", by_name["gpu_step"].get("reason")

@@ -108,17 +108,16 @@ def mask_dead_code(data: bytes) -> bytes:
         if not stack:
             continue
         if _ENDIF.match(line):
-            kind = stack.pop()
+            stack.pop()
             if dead_depth:
                 dead_depth -= 1
                 if dead_depth:
                     lines[i] = _blank(line)
             continue
         if _ELSE.match(line) and dead_depth <= 1:
-            kind = stack[-1]
-            if kind == "dead":  # `#if 0 ... #else`: the rest is live (an #elif is not judged)
+            if stack[-1] == "dead":  # `#if 0 ... #else`: the rest is live (an #elif is not judged)
                 stack[-1], dead_depth = "other", 0
-            elif kind == "live":  # `#if 1 ... #else`: the rest is dead
+            elif stack[-1] == "live":  # `#if 1 ... #else`: the rest is dead
                 stack[-1], dead_depth = "dead", 1
             continue
         if dead_depth:

@@ -70,6 +70,16 @@ class PythonFile:
             yield parent
             parent = self.parent(parent)
 
+    def statement_block(self, statement: ast.AST) -> list[ast.stmt] | None:
+        """The statement list (`body`, `orelse`, `finalbody`) of its parent that holds
+        `statement`, so its neighbours can be read; None at the top of a tree or in a handler."""
+        parent = self.parent(statement)
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(parent, field, None)
+            if isinstance(block, list) and statement in block:
+                return block
+        return None
+
     def enclosing_function(self, node: ast.AST) -> ast.AST | None:
         return next(
             (

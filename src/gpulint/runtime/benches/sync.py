@@ -40,22 +40,13 @@ def run(ctx: Context) -> BenchResult:
     cfg = dict(CONFIG)
     cfg.update({k: v for k, v in ctx.options.get("sync", {}).items()})
     torch.manual_seed(0)
-    layers = []
-    for _ in range(cfg["hidden_layers"]):
-        layers += [torch.nn.Linear(cfg["width"], cfg["width"]), torch.nn.ReLU()]
-    model = torch.nn.Sequential(*layers, torch.nn.Linear(cfg["width"], 1)).to(ctx.device)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    x = torch.randn(cfg["batch"], cfg["width"], device=ctx.device)
-    y = torch.randn(cfg["batch"], 1, device=ctx.device)
+    opt, train = mlp_step(ctx, cfg)
     steps = cfg["steps_per_run"]
     seen: list[float] = []
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = torch.nn.functional.mse_loss(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
+        return train()
 
     def block(every: int):
         def go():
@@ -102,6 +93,27 @@ def run(ctx: Context) -> BenchResult:
     )
 
 
+def mlp_step(ctx: Context, cfg: dict, capturable: bool = False):
+    """The bench's model and optimizer, and one train step on them without `zero_grad` (the
+    caller decides how grads are cleared): returns `(optimizer, step)`, `step()` -> loss."""
+    torch = ctx.torch
+    layers = []
+    for _ in range(cfg["hidden_layers"]):
+        layers += [torch.nn.Linear(cfg["width"], cfg["width"]), torch.nn.ReLU()]
+    model = torch.nn.Sequential(*layers, torch.nn.Linear(cfg["width"], 1)).to(ctx.device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, capturable=capturable)
+    x = torch.randn(cfg["batch"], cfg["width"], device=ctx.device)
+    y = torch.randn(cfg["batch"], 1, device=ctx.device)
+
+    def step():
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return opt, step
+
+
 def host_issue(ctx: Context, step, steps: int = 10) -> dict:
     """Host microseconds to issue one step with an empty queue: how fast this host launches."""
     samples = []
@@ -124,19 +136,7 @@ def gpu_step(ctx: Context, cfg: dict, replays: int = 50) -> dict:
     torch = ctx.torch
     label = "GPU time for one step (context, CUDA graph)"
     try:
-        layers = []
-        for _ in range(cfg["hidden_layers"]):
-            layers += [torch.nn.Linear(cfg["width"], cfg["width"]), torch.nn.ReLU()]
-        model = torch.nn.Sequential(*layers, torch.nn.Linear(cfg["width"], 1)).to(ctx.device)
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, capturable=True)
-        x = torch.randn(cfg["batch"], cfg["width"], device=ctx.device)
-        y = torch.randn(cfg["batch"], 1, device=ctx.device)
-
-        def step():
-            loss = torch.nn.functional.mse_loss(model(x), y)
-            loss.backward()
-            opt.step()
-
+        opt, step = mlp_step(ctx, cfg, capturable=True)
         # Warm up on a side stream (allocations, AdamW state), as CUDA graph capture requires.
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
