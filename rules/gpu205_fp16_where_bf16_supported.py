@@ -27,7 +27,8 @@ class Fp16WhereBf16Supported(Rule):
     `torch.autocast("cuda")` / `torch.cuda.amp.autocast()`) or `model.half()`, in a function that
     calls `.backward()`, when every configured hardware target supports BF16 (sm_80 and later),
     with no comment on the same or the previous line saying why FP16. Silent with no targets
-    configured, or when any target lacks BF16 (sm_75 and older).
+    configured, or when any target lacks BF16 (sm_75 and older), and for an eval pass under
+    `torch.no_grad()` / `torch.inference_mode()` inside a training function.
 
     ## Why is this bad?
     On GPUs that have BF16 tensor cores, BF16 runs at the same speed as FP16 but keeps FP32's
@@ -82,6 +83,15 @@ def train(x):
             "        loss = model(x)\n    scaler.scale(loss).backward()\n",
             targets=("sm_90",),
         ),
+        # An FP16 eval pass under no_grad inside a training function: not training.
+        Valid(
+            "import torch\ndef fit(x, y):\n"
+            '    with torch.autocast("cuda", dtype=torch.bfloat16):\n'
+            "        loss = model(x)\n    loss.backward()\n"
+            '    with torch.no_grad(), torch.autocast("cuda", dtype=torch.float16):\n'
+            "        val = model(y)\n",
+            targets=("sm_90",),
+        ),
     ]
     INVALID = [
         Invalid(_TRAIN, targets=("sm_90",)),
@@ -129,16 +139,12 @@ def train(x):
 
 
 def _inference_only(file, node) -> bool:
-    """`if args.do_predict:` / `if not args.do_train:` / `with torch.no_grad():` around the call."""
-    for ancestor in file.ancestors(node):
-        if isinstance(ancestor, ast.If) and _INFERENCE_TEST.search(ast.unparse(ancestor.test)):
-            return True
-        if isinstance(ancestor, (ast.With, ast.AsyncWith)):
-            for item in ancestor.items:
-                q = file.qualname(item.context_expr)
-                if q in {"torch.no_grad", "torch.inference_mode"}:
-                    return True
-    return False
+    """`if args.do_predict:` / `if not args.do_train:` around the call. (`with torch.no_grad():`
+    is `function_calls_backward`'s business, shared with GPU203.)"""
+    return any(
+        isinstance(ancestor, ast.If) and _INFERENCE_TEST.search(ast.unparse(ancestor.test))
+        for ancestor in file.ancestors(node)
+    )
 
 
 def _receiver_name(node: ast.AST) -> str:
