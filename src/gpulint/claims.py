@@ -172,17 +172,20 @@ class EvidenceContext:
     root: Path | None
 
     def resolve(self, ref: str) -> Path | None:
+        """The record a reference names, only inside the project: a document must not make
+        gpulint read (or reveal whether there is) a file elsewhere on the machine."""
+        from gpulint.safeio import is_regular
+
         ref = ref.strip().strip("<>").split("#", 1)[0]
         path = Path(ref)
-        candidates = (
-            [path]
-            if path.is_absolute()
-            else [
-                *([self.doc_dir / path] if self.doc_dir else []),
-                *([self.root / path] if self.root else []),
-            ]
-        )
-        return next((c for c in candidates if c.is_file()), None)
+        if path.is_absolute() or "\x00" in ref:
+            return None
+        candidates = [
+            *([self.doc_dir / path] if self.doc_dir else []),
+            *([self.root / path] if self.root else []),
+        ]
+        inside = [r for r in (self.root, self.doc_dir) if r is not None] or [Path.cwd()]
+        return next((c for c in candidates if _within(c, inside) and is_regular(c, inside)), None)
 
     def bench_records(self, bench: str) -> list[dict]:
         if self.root is None:
@@ -191,6 +194,17 @@ class EvidenceContext:
         return (
             [r for r in load_records(folder) if r.get("bench") == bench] if folder.is_dir() else []
         )
+
+
+def _within(path: Path, roots: list[Path]) -> bool:
+    import os
+
+    real = os.path.realpath(path)
+    for root in roots:
+        top = os.path.realpath(root)
+        if real == top or real.startswith(top.rstrip(os.sep) + os.sep):
+            return True
+    return False
 
 
 def load_records(path: Path) -> list[dict]:

@@ -13,8 +13,13 @@ from gpulint.hardware import UnknownTargetError
 from gpulint.reporters import REPORTERS
 from gpulint.rule import all_rules, rule_by_code
 from gpulint.ruledocs import rule_markdown
+from gpulint.safeio import Unreadable, escape
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """A command line that cannot be carried out (exit 2)."""
 
 
 def _codes_arg(value: str) -> list[str]:
@@ -117,11 +122,14 @@ def cmd_check(args) -> int:
     config = _config_for(args)
     if args.paths is None or not args.paths:
         args.paths = [Path(".")]
-    linter = Linter(config, evidence_notes(config, args.evidence))
+    evidence_problems: list[tuple[str, str]] = []
+    linter = Linter(config, evidence_notes(config, args.evidence, evidence_problems))
     if args.no_gitignore:
         linter.respect_gitignore = False
     linter.force_exclude = args.force_exclude
-    jobs = args.jobs or config.jobs or cpu_count()
+    # A repository's `jobs` is capped at the cores (`jobs = 100000` must not fork-bomb CI);
+    # --jobs on the command line is the user's own choice.
+    jobs = args.jobs or min(config.jobs, cpu_count()) or cpu_count()
     cache = None
     if not args.no_cache and not args.no_prefilter:
         cache_dir = Path(config.cache_dir)
@@ -131,6 +139,13 @@ def cmd_check(args) -> int:
     if args.no_prefilter:
         linter.prefilter = False
     report = linter.run(args.paths, jobs=jobs, cache=cache)
+    if evidence_problems:
+        from gpulint.diagnostics import unanalysable
+        from gpulint.engine import FileResult, display_path
+
+        for path, why in dict(evidence_problems).items():  # once per file
+            shown = display_path(Path(path))
+            report.results.append(FileResult(shown, [unanalysable(shown, why)]))
     findings = report.findings
 
     if args.fix or args.diff:
@@ -160,15 +175,20 @@ def cmd_check(args) -> int:
 
     def read_text(path: str) -> str | None:
         try:
-            return Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+            return linter.read(Path(path)).decode("utf-8")
+        except (Unreadable, UnicodeDecodeError):
             return None
 
     output = REPORTERS[args.format](
         findings, files_checked=report.files_checked, root=config.root, read_text=read_text
     )
     if args.output_file:
-        args.output_file.write_text(output, encoding="utf-8")
+        try:
+            args.output_file.parent.mkdir(parents=True, exist_ok=True)
+            # surrogateescape: a file name that is not UTF-8 is written back as its own bytes.
+            args.output_file.write_text(output, encoding="utf-8", errors="surrogateescape")
+        except OSError as e:
+            raise UsageError(f"cannot write {args.output_file}: {e.strerror or e}") from None
     else:
         sys.stdout.write(output)
     if findings and not args.exit_zero:
@@ -226,12 +246,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except (ConfigError, UnknownTargetError) as e:
-        print(f"gpulint: configuration error: {e}", file=sys.stderr)
+        print(f"gpulint: configuration error: {escape(str(e))}", file=sys.stderr)
+        return EXIT_USAGE
+    except UsageError as e:
+        print(f"gpulint: {escape(str(e))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
         return EXIT_OK
+    except Exception as e:  # noqa: BLE001 - a traceback must never reach a user (exit 1 = findings)
+        print(
+            f"gpulint: internal error: {type(e).__name__}: {escape(str(e))} "
+            "(please report it with the command that caused it)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":

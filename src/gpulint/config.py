@@ -9,6 +9,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import json
+import os
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -27,8 +28,14 @@ _CODE_OR_PREFIX = re.compile(r"^GPU\d{0,3}$")
 
 def _str_list(key: str, value: Any) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"[tool.gpulint] {key}: expected a list of strings, got {value!r}")
+        raise ConfigError(f"[tool.gpulint] {key}: expected a list of strings, got {_short(value)}")
     return list(value)
+
+
+def _short(value: Any) -> str:
+    """A value as the message quotes it: a repository's deep array is not printed whole."""
+    text = repr(value) if not isinstance(value, (list, dict)) else type(value).__name__
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _codes(key: str, value: Any) -> list[str]:
@@ -71,7 +78,26 @@ def _positive_int(key: str, value: Any) -> int:
 def _string(key: str, value: Any) -> str:
     if not isinstance(value, str):
         raise ConfigError(f"[tool.gpulint] {key}: expected a string, got {value!r}")
+    if "\x00" in value:
+        raise ConfigError(f"[tool.gpulint] {key}: a NUL character in a path")
     return value
+
+
+def _inside_path(key: str, value: Any) -> str:
+    """A path the repository names for gpulint to read or write: relative, and inside the
+    project (a stranger's pyproject.toml must not point gpulint at the rest of the machine;
+    the command line may, since the user typed it)."""
+    value = _string(key, value)
+    path = PurePosixPath(value.replace("\\", "/"))
+    if path.is_absolute() or ".." in path.parts or value.startswith("~"):
+        raise ConfigError(
+            f"[tool.gpulint] {key}: {value!r} must be a relative path inside the project"
+        )
+    return value
+
+
+def _inside_paths(key: str, value: Any) -> list[str]:
+    return [_inside_path(key, v) for v in _str_list(key, value)]
 
 
 def _cuda(key: str, value: Any) -> dict[str, Any]:
@@ -102,7 +128,7 @@ def _user_levers_file(config: Config) -> None:
     from gpulint.levers import USER_FILE, LeverError, load_user_file
 
     path = config.root / USER_FILE
-    if not path.is_file():
+    if not os.path.lexists(path):
         return
     try:
         entries = load_user_file(path)
@@ -121,9 +147,9 @@ _KEYS = {
     "exclude": _str_list,
     "extend-exclude": _str_list,
     "targets": _targets,
-    "cache-dir": _string,
+    "cache-dir": _inside_path,
     "jobs": _positive_int,
-    "evidence": _str_list,
+    "evidence": _inside_paths,
     "cuda": _cuda,
     "levers": _levers,
 }
@@ -204,16 +230,30 @@ class Config:
         return hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()
 
 
+def read_toml(path: Path) -> dict[str, Any]:
+    """A configuration file a repository controls: a capped read of a regular file, parsed;
+    every way that fails is a ConfigError (exit 2), never a traceback."""
+    from gpulint.safeio import MAX_CONFIG_BYTES, Unreadable, read_text
+
+    try:
+        return tomllib.loads(read_text(path, MAX_CONFIG_BYTES, [path.parent]))
+    except Unreadable as e:
+        raise ConfigError(f"{path}: cannot read: {e}") from None
+    except (tomllib.TOMLDecodeError, RecursionError) as e:
+        raise ConfigError(f"{path}: not valid TOML: {e or 'nested too deeply'}") from None
+
+
+def _tool_table(data: dict[str, Any]) -> dict[str, Any]:
+    tool = data.get("tool", {})
+    return tool if isinstance(tool, dict) else {}
+
+
 def find_pyproject(start: Path) -> Path | None:
     start = start.resolve()
     for directory in [start, *start.parents] if start.is_dir() else start.parents:
         candidate = directory / "pyproject.toml"
-        if candidate.is_file():
-            try:
-                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
-            except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as e:
-                raise ConfigError(f"{candidate}: not valid TOML: {e}") from None
-            if "gpulint" in data.get("tool", {}):
+        if os.path.lexists(candidate) and not candidate.is_dir():
+            if "gpulint" in _tool_table(read_toml(candidate)):
                 return candidate
     return None
 
@@ -223,13 +263,8 @@ def load_config(start: Path, explicit: Path | None = None) -> Config:
     path = explicit or find_pyproject(start)
     if path is None:
         return Config(root=Path.cwd().resolve())
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path}: not valid TOML: {e}") from None
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read: {e}") from None
-    table = data.get("tool", {}).get("gpulint", {})
+    data = read_toml(path)
+    table = _tool_table(data).get("gpulint", {})
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [tool.gpulint] must be a table")
     config = Config(root=path.parent.resolve(), source=path)

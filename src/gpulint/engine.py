@@ -20,10 +20,11 @@ from gpulint.diagnostics import UNANALYSABLE, Finding, unanalysable
 from gpulint.files import FileFinder
 from gpulint.frontends import ParseError, by_extension, decode, frontend_for
 from gpulint.rule import Rule, all_rules
+from gpulint.safeio import MAX_SOURCE_BYTES, Unreadable, read_bytes
 from gpulint.settings import Settings
 from gpulint.suppression import is_suppressed
 
-MAX_FILE_BYTES = 20 * 1024 * 1024  # larger files are reported, not parsed
+MAX_FILE_BYTES = MAX_SOURCE_BYTES  # larger files are reported, not parsed
 
 
 @dataclass
@@ -81,6 +82,9 @@ class Linter:
         self.prefilter = True  # off only to prove the prefilter loses nothing
         self.respect_gitignore = True
         self.force_exclude = False
+        # Where a symbolic link in the checked tree may lead: the project root, the working
+        # folder and the folders the user named (`run` adds them). A link out of them is refused.
+        self.roots: list[Path] = [config.root, Path.cwd()]
         options = dict(config.options)
         # Where the configuration lives: rules that resolve paths (lever registry, evidence
         # records cited in docs) read it as settings.option("config", "root").
@@ -124,19 +128,17 @@ class Linter:
     def lint_path(self, path: Path) -> FileResult:
         shown = display_path(path)
         try:
-            size = path.stat().st_size
-            if size > MAX_FILE_BYTES:
-                return FileResult(
-                    shown, [unanalysable(shown, f"file too large ({size:,} bytes); skipped")]
-                )
-            data = path.read_bytes()
-        except OSError as e:
-            why = e.strerror or str(e)
-            return FileResult(shown, [unanalysable(shown, f"cannot read file: {why}")])
+            data = self.read(path)
+        except Unreadable as e:
+            return FileResult(shown, [unanalysable(shown, str(e))])
         findings, parsed = self.lint_bytes(
             shown, data, self.relpath(path), prefilter=self.prefilter
         )
         return FileResult(shown, findings, hashlib.sha256(data).hexdigest(), parsed)
+
+    def read(self, path: Path) -> bytes:
+        """A checked file's bytes: a regular file, capped, links only inside the roots."""
+        return read_bytes(path, MAX_FILE_BYTES, self.roots)
 
     def relpath(self, path: Path) -> str:
         """Relative to the configuration's root (per-file-ignores, cache keys, SARIF URIs)."""
@@ -230,6 +232,7 @@ class Linter:
         return files, problems
 
     def run(self, paths: Sequence[Path], jobs: int = 1, cache=None) -> Report:
+        self.roots.extend(p for p in paths if p.is_dir())
         files, problems = self.find_files(paths)
         from gpulint.parallel import lint_many
 
@@ -237,10 +240,14 @@ class Linter:
         return Report(problems + results)
 
 
-def evidence_notes(config: Config, extra: Sequence[Path] = ()) -> dict[str, str]:
+def evidence_notes(
+    config: Config, extra: Sequence[Path] = (), problems: list[tuple[str, str]] | None = None
+) -> dict[str, str]:
     """The measured-cost sentences rules quote, keyed by `Rule.evidence_key()`: the newest bench
     records under `.gpulint/evidence/`, the configured `evidence` paths and `extra`. The CLI,
-    the flake8 plugin and the language server all take them from here, so messages agree."""
+    the flake8 plugin and the language server all take them from here, so messages agree.
+    A record that cannot be read or breaks the schema is left out, and `(file, why)` lands in
+    `problems` (the CLI reports each once, as that file's GPU000)."""
     try:
         from gpulint.runtime.evidence import evidence_note, load_records
     except ImportError:
@@ -250,7 +257,7 @@ def evidence_notes(config: Config, extra: Sequence[Path] = ()) -> dict[str, str]
         *(config.root / p for p in config.evidence),
         *extra,
     ]
-    records = load_records([p for p in places if p.exists()])
+    records = load_records([p for p in places if os.path.lexists(p)], problems=problems)
     if not records:
         return {}
     notes = {}

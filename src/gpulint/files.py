@@ -9,15 +9,37 @@ from pathlib import Path
 import pathspec
 
 from gpulint.config import Config
+from gpulint.safeio import MAX_CONFIG_BYTES, Unreadable, read_text
 
 
-def _gitignore_specs(directory: Path) -> pathspec.PathSpec | None:
+def _gitignore_specs(
+    directory: Path, roots: list[Path], problems: list[tuple[str, str]]
+) -> pathspec.PathSpec | None:
+    """The folder's `.gitignore`, read as git reads it: a line git would reject is skipped
+    (reported once as that file's GPU000); the other lines still apply."""
     path = directory / ".gitignore"
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
+    if not os.path.lexists(path):
         return None
-    return pathspec.GitIgnoreSpec.from_lines(lines)
+    try:
+        lines = read_text(path, MAX_CONFIG_BYTES, roots, errors="replace").splitlines()
+    except Unreadable as e:
+        problems.append((str(path), f".gitignore: {e}"))
+        return None
+    try:
+        return pathspec.GitIgnoreSpec.from_lines(lines)
+    except Exception:  # pathspec rejects a line git ignores (`bin\\`, `!`): keep the rest
+        pass
+    good, bad = [], []
+    for number, line in enumerate(lines, 1):
+        try:
+            pathspec.GitIgnoreSpec.from_lines([line])
+        except Exception:
+            bad.append(number)
+        else:
+            good.append(line)
+    shown = ", ".join(map(str, bad[:5])) + (" ..." if len(bad) > 5 else "")
+    problems.append((str(path), f".gitignore: invalid pattern on line {shown}; line skipped"))
+    return pathspec.GitIgnoreSpec.from_lines(good)
 
 
 class FileFinder:
@@ -35,11 +57,12 @@ class FileFinder:
         self.respect_gitignore = respect_gitignore
         self.exclude = pathspec.GitIgnoreSpec.from_lines(config.exclude)
         self.problems: list[tuple[str, str]] = []  # (path, why) for paths that cannot be walked
+        self.roots: list[Path] = [config.root, Path.cwd()]  # where a .gitignore link may lead
 
     def _excluded(self, path: Path, is_dir: bool) -> bool:
         try:
             rel = path.resolve().relative_to(self.config.root).as_posix()
-        except ValueError:
+        except (ValueError, OSError, RuntimeError):  # outside the root, or a link loop
             rel = path.name
         if is_dir:
             rel += "/"
@@ -58,11 +81,12 @@ class FileFinder:
                 # --force-exclude asks otherwise.
                 if self.force_exclude and self._excluded(given, False):
                     continue
-                key = given.resolve() if given.exists() else given
+                key = _key(given)
                 if key not in seen:
                     seen.add(key)
                     yield given
                 continue
+            self.roots.append(given)
             yield from self._walk(given, seen)
 
     def _walk(self, top: Path, seen: set[Path]) -> Iterator[Path]:
@@ -80,7 +104,7 @@ class FileFinder:
                 continue  # a symlink loop, or the same tree twice
             visited_dirs.add((st.st_dev, st.st_ino))
             if self.respect_gitignore:
-                spec = _gitignore_specs(directory)
+                spec = _gitignore_specs(directory, self.roots, self.problems)
                 if spec is not None:
                     specs = (*specs, (directory, spec))
             try:
@@ -97,14 +121,28 @@ class FileFinder:
                     is_dir = False
                 if self._excluded(path, is_dir) or self._gitignored(path, is_dir, specs):
                     continue
+                if is_dir and entry.is_symlink() and not self._inside_roots(path):
+                    # A committed `sys -> /` must not walk the machine.
+                    self.problems.append(
+                        (str(path), "symbolic link to a folder outside the project; not followed")
+                    )
+                    continue
                 if is_dir:
                     subdirs.append(path)
                 elif self._wanted(path):
-                    key = path.resolve() if path.exists() else path
+                    key = _key(path)
                     if key not in seen:
                         seen.add(key)
                         yield path
             stack.extend((d, specs) for d in reversed(subdirs))
+
+    def _inside_roots(self, path: Path) -> bool:
+        real = os.path.realpath(path)
+        for root in self.roots:
+            top = os.path.realpath(root)
+            if real == top or real.startswith(top.rstrip(os.sep) + os.sep):
+                return True
+        return False
 
     def _gitignored(self, path: Path, is_dir: bool, specs) -> bool:
         for base, spec in specs:
@@ -116,3 +154,11 @@ class FileFinder:
     def _wanted(self, path: Path) -> bool:
         name = path.name.lower()
         return any(name.endswith(ext) for ext in self.extensions)
+
+
+def _key(path: Path) -> Path:
+    """One key per file, whatever links lead to it (a dangling link or a loop: its own path)."""
+    try:
+        return path.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return path

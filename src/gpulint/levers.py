@@ -25,6 +25,10 @@ _STRINGS = ("id", "name", "fact", "status", "status_text", "source", "instead")
 KEYS = frozenset(_LISTS + _STRINGS)
 ANY_TARGET = "any"
 USER_FILE = "levers.toml"
+# A repository's registry entries are quoted in messages: bounded, so a crafted file cannot
+# flood a report or a terminal.
+MAX_TEXT = 2000
+MAX_ITEMS = 200
 
 
 class LeverError(ValueError):
@@ -122,11 +126,15 @@ def check_entry(entry: Any, where: str) -> dict[str, Any]:
             raise LeverError(f"{where}: `{key}` is required (a non-empty string)")
     for key in _STRINGS:
         if key in entry and not isinstance(entry[key], str):
-            raise LeverError(f"{where}.{key}: expected a string, got {entry[key]!r}")
+            raise LeverError(f"{where}.{key}: expected a string, got {type(entry[key]).__name__}")
+        if len(entry.get(key, "")) > MAX_TEXT:
+            raise LeverError(f"{where}.{key}: longer than {MAX_TEXT} characters")
     for key in _LISTS:
         value = entry.get(key, [])
         if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
-            raise LeverError(f"{where}.{key}: expected a list of non-empty strings, got {value!r}")
+            raise LeverError(f"{where}.{key}: expected a list of non-empty strings")
+        if len(value) > MAX_ITEMS or any(len(v) > MAX_TEXT for v in value):
+            raise LeverError(f"{where}.{key}: over {MAX_ITEMS} items or {MAX_TEXT} characters")
     status = entry.get("status", "sourced" if entry.get("source") else "unsourced")
     if status.lower() not in STATUSES:
         raise LeverError(f"{where}.status: one of SOURCED, UNSOURCED, reasoned; got {status!r}")
@@ -176,10 +184,14 @@ def builtin_levers() -> tuple[Lever, ...]:
 
 def load_user_file(path: Path) -> list[dict[str, Any]]:
     """The validated `[[levers]]` entries of a levers.toml (raises LeverError)."""
+    from gpulint.safeio import MAX_CONFIG_BYTES, Unreadable, read_text
+
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as e:
-        raise LeverError(f"{path}: not valid TOML: {e}") from None
+        raw = tomllib.loads(read_text(path, MAX_CONFIG_BYTES, [path.parent]))
+    except Unreadable as e:
+        raise LeverError(f"{path}: cannot read: {e}") from None
+    except (tomllib.TOMLDecodeError, RecursionError) as e:
+        raise LeverError(f"{path}: not valid TOML: {e or 'nested too deeply'}") from None
     entries = raw.get("levers", [])
     if not isinstance(entries, list):
         raise LeverError(f"{path}: `levers` must be an array of tables ([[levers]])")

@@ -91,11 +91,12 @@ def lint_many(linter, files: list[Path], jobs: int = 1, cache=None) -> list:
 
 def _from_cache(linter, cache, path: Path):
     from gpulint.engine import FileResult, display_path
+    from gpulint.safeio import Unreadable
 
     try:
-        data = path.read_bytes()
-    except OSError:
-        return None
+        data = linter.read(path)  # the same checks and cap as an uncached read
+    except Unreadable:
+        return None  # linted (and reported) the ordinary way
     digest = hashlib.sha256(data).hexdigest()
     shown = display_path(path)
     findings = cache.get(linter.relpath(path), digest, shown)

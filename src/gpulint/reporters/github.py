@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from gpulint.diagnostics import Finding, Severity
+from gpulint.safeio import escape
 
 _COMMAND = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 
 
 def _escape_data(s: str) -> str:
-    return s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    s = s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return escape(s)  # the other control characters, visibly
 
 
 def _escape_property(s: str) -> str:

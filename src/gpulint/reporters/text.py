@@ -1,10 +1,13 @@
 from __future__ import annotations
 
 from gpulint.diagnostics import Finding
+from gpulint.safeio import escape
 
 
 def render(findings: list[Finding], *, files_checked: int, **_: object) -> str:
-    lines = [f"{f.path}:{f.line}:{f.col}: {f.code} {f.message}" for f in findings]
+    # One finding per line, whatever a file name or an analysed file holds (escape sequences,
+    # newlines): printed escaped.
+    lines = [f"{escape(f.path)}:{f.line}:{f.col}: {f.code} {escape(f.message)}" for f in findings]
     fixable = sum(1 for f in findings if f.fix)
     files = len({f.path for f in findings})
     if findings:

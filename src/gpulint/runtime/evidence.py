@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import os
 import pathlib
 
@@ -60,6 +61,7 @@ BENCHES = {
 UNITS = {"us", "ms", "s", "GB/s", "TB/s", "TFLOP/s", "samples/s"}
 UNIT_TEXT = {"us": "µs"}
 STATUSES = {"ok", "failed", "unavailable"}
+MAX_QUOTED = 300  # characters of a record's text that a lint message may quote
 
 
 class EvidenceError(ValueError):
@@ -120,10 +122,16 @@ def validate_record(record: object) -> list[str]:
                 errors.append(f"{at}status: one of {sorted(STATUSES)}")
             if v.get("status") == "ok":
                 for key in ("median", "min", "max"):
-                    need(key, (int, float), v, at)
+                    # A time or a rate, divided by in every note: positive and finite.
+                    if need(key, (int, float), v, at) and not 0 < v[key] < math.inf:
+                        errors.append(f"{at}{key}: expected a positive finite number")
                 if need("runs", int, v, at) and v["runs"] < MIN_RUNS:
                     errors.append(f"{at}runs: {v['runs']} < {MIN_RUNS}")
-                if need("samples", list, v, at) and len(v["samples"]) != v.get("runs"):
+                if need("samples", list, v, at) and not all(
+                    isinstance(x, (int, float)) and 0 < x < math.inf for x in v["samples"]
+                ):
+                    errors.append(f"{at}samples: expected positive finite numbers")
+                elif "samples" in v and len(v["samples"]) != v.get("runs"):
                     errors.append(
                         f"{at}samples: {len(v['samples'])} samples for {v.get('runs')} runs"
                     )
@@ -157,6 +165,19 @@ def validate_record(record: object) -> list[str]:
         for name in _context_names(headline):
             if name not in names:
                 errors.append(f"{where}.context: no variant named {name!r}")
+    # Text a message quotes (device, what, label, per, versus): a sentence, not a flood.
+    quoted = [
+        record.get("device", {}).get("name") if isinstance(record.get("device"), dict) else None
+    ]
+    variants = record.get("variants") if isinstance(record.get("variants"), list) else []
+    quoted += [v.get("label") for v in variants if isinstance(v, dict)]
+    quoted += [
+        h.get(k) for h in heads.values() if isinstance(h, dict) for k in ("what", "per", "versus")
+    ]
+    if any(isinstance(q, str) and len(q) > MAX_QUOTED for q in quoted):
+        errors.append(
+            f"a quoted text (device, label, what, per, versus) over {MAX_QUOTED} characters"
+        )
     if "checks" in record and not isinstance(record["checks"], dict):
         errors.append("checks: expected an object")
     return errors
@@ -200,47 +221,70 @@ def write_record(record: dict, directory: pathlib.Path | str = EVIDENCE_DIR) -> 
     return path
 
 
+MAX_RECORD_FILES = 2000  # records read per folder: the newest matter, a flood is cut off
+
+
 def _candidate_files(path: pathlib.Path) -> list[pathlib.Path]:
-    if path.is_file():
-        return [path]
     if not path.is_dir():
-        return []
+        return [path]
     nested = path / EVIDENCE_DIR
-    if nested.is_dir():
-        return sorted(nested.glob("*.json"))
-    return sorted(path.glob("*.json"))
+    folder = nested if nested.is_dir() else path
+    return sorted(folder.glob("*.json"))[-MAX_RECORD_FILES:]
 
 
-def load_records(paths: list[pathlib.Path], errors: list[str] | None = None) -> list[dict]:
+def load_records(
+    paths: list[pathlib.Path],
+    errors: list[str] | None = None,
+    problems: list[tuple[str, str]] | None = None,
+) -> list[dict]:
     """Valid records from ``.gpulint/evidence/*.json`` under each directory, or from each file.
 
     A directory is searched for ``.gpulint/evidence/`` first and read directly otherwise (so both
     a project root and the evidence directory itself work). A file may hold one record or a list.
-    Malformed files and invalid records are skipped; a description of each lands in ``errors``.
+    Malformed files and invalid records are skipped; a description of each lands in ``errors``
+    (and, as ``(file, why)``, in ``problems``). Only regular files are read, each capped at
+    ``MAX_RECORD_BYTES`` (a record is a repository's file: a FIFO or a link to ``/dev/zero``
+    named ``*.json`` must neither hang nor exhaust the run); a link is followed only inside the
+    folder it was found in or the path named.
     """
+    from gpulint.safeio import MAX_RECORD_BYTES, Unreadable, read_text
+
     sink = errors if errors is not None else []
+    told = problems if problems is not None else []
+
+    def bad(file: pathlib.Path, where: str, why: str) -> None:
+        sink.append(f"{where}: {why}")
+        told.append((str(file), f"evidence record {why}"))
+
     found: list[dict] = []
     seen: set[pathlib.Path] = set()
     for raw in paths:
         root = pathlib.Path(raw)
-        if not root.exists():
+        if not os.path.lexists(root):
             sink.append(f"{root}: no such file or directory")
             continue
         for file in _candidate_files(root):
-            resolved = file.resolve()
+            resolved = pathlib.Path(os.path.abspath(file))
             if resolved in seen:
                 continue
             seen.add(resolved)
             try:
-                data = json.loads(file.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-                sink.append(f"{file}: unreadable ({exc})")
+                data = json.loads(read_text(file, MAX_RECORD_BYTES, [root]))
+            except Unreadable as exc:
+                bad(file, str(file), f"unreadable ({exc})")
+                continue
+            except (ValueError, RecursionError) as exc:
+                bad(
+                    file,
+                    str(file),
+                    f"unreadable (not JSON: {str(exc)[:200] or 'nested too deeply'})",
+                )
                 continue
             for i, rec in enumerate(data if isinstance(data, list) else [data]):
-                problems = validate_record(rec)
-                if problems:
+                errs = validate_record(rec)
+                if errs:
                     where = f"{file}[{i}]" if isinstance(data, list) else str(file)
-                    sink.append(f"{where}: {'; '.join(problems[:3])}")
+                    bad(file, where, "; ".join(errs[:3]))
                     continue
                 rec = dict(rec)
                 rec["_source"] = str(file)
