@@ -19,10 +19,13 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("pre_commit") is None or shutil.which("git") is None,
-    reason="pre-commit (pip install 'gpulint[dev]') and git are needed to run the real hook",
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        importlib.util.find_spec("pre_commit") is None or shutil.which("git") is None,
+        reason="pre-commit (pip install 'gpulint[dev]') and git are needed to run the real hook",
+    ),
+]
 
 BAD = "import torch\n\nscaler = torch.cuda.amp.GradScaler()\n"
 GOOD = 'import torch\n\nscaler = torch.amp.GradScaler("cuda")\n'

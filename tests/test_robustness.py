@@ -77,6 +77,7 @@ def test_mutated_fixtures_never_crash(path: Path):
 
 # hypothesmith compiles what it generates; CPython warns about some valid programs ("'str'
 # object is not callable"), which is noise here.
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::SyntaxWarning")
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.data())
@@ -124,7 +125,10 @@ HOSTILE = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(HOSTILE))
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=pytest.mark.slow) if n == "ten_mb.py" else n for n in sorted(HOSTILE)],
+)
 def test_hostile_file_gives_findings_or_gpu000(name):
     start = time.perf_counter()
     findings = lint_bytes(HOSTILE[name], name)
@@ -147,6 +151,7 @@ def test_columns_count_code_points():
     assert finding.col == text.splitlines()[1].index("torch") + 1
 
 
+@pytest.mark.slow
 def test_hostile_tree_run_goes_on(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     for name, data in HOSTILE.items():
