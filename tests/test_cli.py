@@ -208,6 +208,24 @@ def test_rules_and_rule_commands(capsys):
     assert main(["rule", "GPU999"]) == 2
 
 
+def test_rules_lists_one_short_summary_per_rule(capsys):
+    from gpulint.rule import all_rules
+    from gpulint.ruledocs import short_summary
+
+    assert main(["rules"]) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("GPU")]
+    assert len(lines) == len(all_rules())
+    for rule, line in zip(all_rules(), lines, strict=True):
+        summary = short_summary(rule)
+        assert line.startswith(rule.code) and line.endswith(summary)
+        assert len(summary) <= 140, (rule.code, summary)
+        assert summary.rstrip(".…") in " ".join(rule.summary().split()) or "(" in rule.summary()
+    # The whole sentence stays in `gpulint rule`.
+    gpu202 = next(r for r in all_rules() if r.code == "GPU202")
+    assert len(gpu202.summary()) > 140 and main(["rule", "GPU202"]) == 0
+    assert " ".join(gpu202.summary().split()) in " ".join(capsys.readouterr().out.split())
+
+
 def test_cache_serves_identical_findings_and_respects_config(project):
     first = run("check", "--format", "json", ".")[1]
     assert list((project / ".gpulint_cache").glob("results-*.json"))

@@ -219,12 +219,18 @@ def cmd_rules(args) -> int:
             )
         )
         return EXIT_OK
+    from gpulint.ruledocs import short_summary
+
+    # One line per rule: the short summary; `gpulint rule CODE` has the whole text.
     width = max((len(r.name) for r in rules), default=10)
     for r in rules:
-        flags = ("fix" if r.fixable else "   ") + (" opt-in" if not r.default_enabled else "")
+        flags = "fix" if r.fixable else "   "
+        flags += " opt-in" if not r.default_enabled else "       "
         print(
-            f"{r.code}  {r.name:<{width}}  {r.severity.value:<7}  {','.join(r.languages()):<8} {flags}  {r.summary()}"
+            f"{r.code}  {r.name:<{width}}  {r.severity.value:<7}  {','.join(r.languages()):<8} "
+            f"{flags}  {short_summary(r)}"
         )
+    print("\n`gpulint rule CODE` prints a rule's whole documentation.")
     return EXIT_OK
 
 

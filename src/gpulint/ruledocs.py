@@ -80,6 +80,58 @@ def family(code: str) -> str:
     return FAMILIES.get(code[:4], "Other")
 
 
+SHORT_SUMMARY = 100  # characters a `gpulint rules` line gives a rule's summary
+
+
+def _drop_parentheticals(text: str) -> str:
+    """`text` without its "(...)" asides; code in backticks is left whole."""
+    out, depth, in_code = [], 0, False
+    for ch in text:
+        if ch == "`" and depth == 0:
+            in_code = not in_code
+        elif not in_code and ch == "(":
+            depth += 1
+            continue
+        elif not in_code and ch == ")" and depth:
+            depth -= 1
+            continue
+        if depth == 0:
+            out.append(ch)
+    if depth:  # unbalanced: leave the text alone
+        return text
+    return re.sub(r"\s+([,.:;])", r"\1", re.sub(r"\s{2,}", " ", "".join(out))).strip()
+
+
+def _cut_points(text: str, marks: tuple[str, ...]) -> list[int]:
+    """Where one of `marks` starts outside backticks."""
+    points, in_code = [], False
+    for i, ch in enumerate(text):
+        if ch == "`":
+            in_code = not in_code
+        elif not in_code and text.startswith(marks, i):
+            points.append(i)
+    return points
+
+
+def short_summary(rule: type[Rule], limit: int = SHORT_SUMMARY) -> str:
+    """The summary in about one line: `gpulint rules` and SARIF's shortDescription.
+
+    The first sentence of "What it does" without its asides, cut before the list that follows
+    a colon or the examples after "such as"; only when that fails, cut at a word. The whole
+    sentence stays in `gpulint rule CODE` and the rule's page."""
+    text = rule.summary().rstrip(".")
+    if len(text) <= limit:
+        return text + "."
+    text = _drop_parentheticals(text)
+    for marks in ((": ", "; ", " — "), (", such as ", " such as ", ", e.g. ")):
+        for i in _cut_points(text, marks):
+            if 30 <= i <= limit * 1.4:
+                return text[:i].rstrip(",") + "."
+    if len(text) <= limit * 1.3:
+        return text + "."
+    return text[: limit - 1].rsplit(" ", 1)[0].rstrip(",;:") + "…"
+
+
 def noqa_comment(language: str, codes: str) -> str:
     """The comment that suppresses `codes` on a line of `language`, e.g. `// noqa: GPU802`."""
     opening, closing = _NOQA_COMMENT.get(language, ("# ", ""))

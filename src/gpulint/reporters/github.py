@@ -1,6 +1,12 @@
-"""GitHub Actions workflow commands: `::warning file=...,line=...,col=...,title=...::message`."""
+"""GitHub Actions workflow commands: `::warning file=...,line=...,col=...,title=...::message`.
+
+GitHub places an annotation by its path relative to the repository root, whichever directory
+the step ran in; paths outside the repository stay as they were."""
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 from gpulint.diagnostics import Finding, Severity
 from gpulint.safeio import escape
@@ -17,10 +23,24 @@ def _escape_property(s: str) -> str:
     return _escape_data(s).replace(":", "%3A").replace(",", "%2C")
 
 
-def render(findings: list[Finding], **_: object) -> str:
+def repository_path(path: str, base: Path) -> str:
+    absolute = Path(os.path.abspath(path))
+    for candidate in (absolute, absolute.resolve()):
+        try:
+            return candidate.relative_to(base).as_posix()
+        except ValueError:
+            continue
+    return path
+
+
+def render(findings: list[Finding], *, root: Path | None = None, **_: object) -> str:
+    from gpulint.reporters.sarif import source_root
+
+    base = source_root(root or Path.cwd())
     out = []
     for f in findings:
-        props = f"file={_escape_property(f.path)},line={f.line},col={f.col}"
+        path = repository_path(f.path, base)
+        props = f"file={_escape_property(path)},line={f.line},col={f.col}"
         if f.end_line:
             props += f",endLine={f.end_line}"
         if f.end_col and f.end_line == f.line:

@@ -1,23 +1,43 @@
 """SARIF 2.1.0 as GitHub code scanning reads it: rules with their documentation, results with
-repo-relative URIs, 1-based regions, stable fingerprints and fixes."""
+repo-relative URIs, 1-based regions, stable fingerprints and fixes, within GitHub's limits.
+
+GitHub's upload action computes `primaryLocationLineHash` itself (codeql-action's
+`fingerprints.ts`) and warns about every result that already carries a different one, so ours
+lives under its own key, `gpulintLineHash/v1`."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import sys
 from collections import Counter
 from pathlib import Path
 from urllib.parse import quote
 
 from gpulint import __version__
-from gpulint.diagnostics import UNANALYSABLE, Finding
+from gpulint.diagnostics import UNANALYSABLE, Finding, Severity
 from gpulint.rule import all_rules
-from gpulint.ruledocs import rule_markdown, rule_text
+from gpulint.ruledocs import rule_markdown, rule_text, short_summary
 from gpulint.source import SourceText
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFO_URI = "https://github.com/gpulint/gpulint"
+RULE_PAGE = INFO_URI + "/blob/main/docs/rules/{code}.md"
+# GitHub code scanning's limits: results per run (more is rejected), characters of a rule's
+# fullDescription (longer is cut off with a warning).
+MAX_RESULTS = 25_000
+MAX_DESCRIPTION = 1_000
+FINGERPRINT_KEY = "gpulintLineHash/v1"
+_SEVERITY_RANK = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
+
+
+def _clip(text: str, limit: int = MAX_DESCRIPTION) -> str:
+    """At most `limit` characters, cut at a word boundary with an ellipsis."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1].rsplit(" ", 1)[0]
+    return cut + "…"
 
 
 def _rule_descriptors() -> list[dict]:
@@ -33,6 +53,7 @@ def _rule_descriptors() -> list[dict]:
                 "text": "Fix the file (or exclude it); gpulint reports it so nothing is skipped silently.",
                 "markdown": "Fix the file (or exclude it); gpulint reports it so nothing is skipped silently.",
             },
+            "helpUri": INFO_URI + "/blob/main/docs/integrations.md",
             "defaultConfiguration": {"level": "error"},
             "properties": {
                 "tags": ["gpulint"],
@@ -46,9 +67,12 @@ def _rule_descriptors() -> list[dict]:
             {
                 "id": rule.code,
                 "name": rule.name,
-                "shortDescription": {"text": rule.summary()},
-                "fullDescription": {"text": rule_text(rule, brief=True)},
+                "shortDescription": {"text": _clip(short_summary(rule))},
+                # GitHub cuts a fullDescription over 1,000 characters (with a warning); the whole
+                # page is in help.
+                "fullDescription": {"text": _clip(rule.summary())},
                 "help": {"text": rule_text(rule), "markdown": rule_markdown(rule)},
+                "helpUri": RULE_PAGE.format(code=rule.code),
                 "defaultConfiguration": {"level": rule.severity.sarif_level},
                 "properties": {
                     "tags": ["gpulint", "performance", *rule.tags],
@@ -94,8 +118,35 @@ def _line_hash(finding: Finding, line_text: str, occurrence: int) -> str:
     return f"{hashlib.sha256(basis.encode()).hexdigest()[:16]}:{occurrence}"
 
 
-def render(findings: list[Finding], *, root: Path, read_text=None, **_: object) -> str:
-    """`read_text(path) -> str | None` gives a file's text, for fingerprints and fixes."""
+def cap(findings: list[Finding], limit: int = MAX_RESULTS) -> tuple[list[Finding], Counter]:
+    """At most `limit` findings, the most severe kept (in their original order), and a count of
+    what was dropped per (code, severity)."""
+    if len(findings) <= limit:
+        return findings, Counter()
+    ranked = sorted(range(len(findings)), key=lambda i: _SEVERITY_RANK[findings[i].severity])
+    keep = set(ranked[:limit])
+    dropped = Counter((f.code, f.severity.value) for i, f in enumerate(findings) if i not in keep)
+    return [f for i, f in enumerate(findings) if i in keep], dropped
+
+
+def _warn_dropped(total: int, dropped: Counter, warn) -> None:
+    parts = ", ".join(
+        f"{code} ({severity}) x{count:,}"
+        for (code, severity), count in sorted(dropped.items(), key=lambda kv: (-kv[1], kv[0]))
+    )
+    warn(
+        f"gpulint: warning: SARIF run capped at {MAX_RESULTS:,} results (GitHub rejects more); "
+        f"dropped the {sum(dropped.values()):,} least severe of {total:,}: {parts}"
+    )
+
+
+def render(findings: list[Finding], *, root: Path, read_text=None, warn=None, **_: object) -> str:
+    """`read_text(path) -> str | None` gives a file's text, for fingerprints and fixes;
+    `warn(message)` hears about results dropped to keep within GitHub's limit (default: stderr)."""
+    total = len(findings)
+    findings, dropped = cap(findings)
+    if dropped:
+        _warn_dropped(total, dropped, warn or (lambda m: print(m, file=sys.stderr)))
     texts: dict[str, SourceText | None] = {}
 
     def source(path: str) -> SourceText | None:
@@ -134,7 +185,7 @@ def render(findings: list[Finding], *, root: Path, read_text=None, **_: object) 
                     }
                 }
             ],
-            "partialFingerprints": {"primaryLocationLineHash": _line_hash(f, line_text, seen[key])},
+            "partialFingerprints": {FINGERPRINT_KEY: _line_hash(f, line_text, seen[key])},
         }
         if f.fix is not None and src is not None:
             result["fixes"] = [_sarif_fix(f, artifact, src)]
