@@ -1,6 +1,6 @@
 import ast
 
-from gpulint.diagnostics import Fix
+from gpulint.diagnostics import Edit, Fix
 from gpulint.frontends.python import edits
 from gpulint.rule import Invalid, Rule
 
@@ -43,8 +43,12 @@ class DeprecatedAmpApi(Rule):
         loss = model(x)
     ```
 
-    The autofix rewrites calls when `torch` is imported in the file. `autocast` called with
-    positional arguments is reported but not fixed: its positional order changed.
+    The autofix never introduces a name: `torch.cuda.amp.X(...)` becomes `torch.amp.X("cuda",
+    ...)` through the same `torch` binding, and an alias made by an import (`from
+    torch.cuda.amp import autocast, GradScaler`, `import torch.cuda.amp as amp`) is fixed by
+    rewriting the import to `torch.amp` together with every use of the alias, so no deprecated
+    import is left behind. `autocast`'s positional arguments become keywords (its positional
+    order changed). An alias used other than as a call or decorator is reported, not fixed.
 
     ## References
     - [Automatic Mixed Precision package - torch.amp](https://docs.pytorch.org/docs/stable/amp.html)
@@ -88,11 +92,21 @@ else:
         ),
         Invalid(
             "import torch\nfrom torch.cuda.amp import autocast as ac\nwith ac():\n    pass\n",
-            fixed='import torch\nfrom torch.cuda.amp import autocast as ac\nwith torch.amp.autocast("cuda"):\n    pass\n',
+            fixed='import torch\nfrom torch.amp import autocast as ac\nwith ac("cuda"):\n    pass\n',
+        ),
+        Invalid(
+            "from torch.cuda.amp import autocast, GradScaler\n"
+            "scaler = GradScaler()\nwith autocast(True):\n    pass\n",
+            fixed="from torch.amp import autocast, GradScaler\n"
+            'scaler = GradScaler("cuda")\nwith autocast("cuda", enabled=True):\n    pass\n',
+        ),
+        Invalid(
+            "import torch\nscaler = torch.cuda.amp.GradScaler((2.0**16))\n",
+            fixed='import torch\nscaler = torch.amp.GradScaler("cuda", (2.0**16))\n',
         ),
         Invalid(
             "import torch\nimport torch.cuda.amp as amp\n\n@amp.custom_fwd\ndef f(ctx, x):\n    return x\n",
-            fixed='import torch\nimport torch.cuda.amp as amp\n\n@torch.amp.custom_fwd(device_type="cuda")\ndef f(ctx, x):\n    return x\n',
+            fixed='import torch\nimport torch.amp as amp\n\n@amp.custom_fwd(device_type="cuda")\ndef f(ctx, x):\n    return x\n',
         ),
     ]
 
@@ -132,22 +146,138 @@ else:
         return False
 
     def _fix(self, node, file, device, attr, style) -> Fix | None:
-        torch_name = next((k for k, v in file.bindings.items() if v == "torch"), None)
-        if torch_name is None:
+        root = node
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if not isinstance(root, ast.Name):
             return None
-        new_func = f"{torch_name}.amp.{attr}"
-        parent = file.parent(node)
-        if isinstance(parent, ast.Call) and parent.func is node:
-            if style == "first":
-                if attr == "autocast" and parent.args:
-                    return None  # positional order changed: enabled/dtype are not device_type
-                extra = edits.insert_first_arg(file, parent, f'"{device}"')
-            else:
-                extra = edits.append_arg(file, parent, f'device_type="{device}"')
-            return Fix(f"use {new_func}", (edits.replace(file, node, new_func), extra))
-        if style == "keyword" and isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            # A bare decorator: `@custom_fwd` becomes `@torch.amp.custom_fwd(device_type=...)`.
-            if node in parent.decorator_list:
-                text = f'{new_func}(device_type="{device}")'
-                return Fix(f"use {new_func}", (edits.replace(file, node, text),))
+        bound_to = file.bindings.get(root.id)
+        if bound_to == "torch":
+            # `torch.cuda.amp.X(...)` -> `torch.amp.X("cuda", ...)`: the same name, so it is
+            # visible wherever the original was, whatever scope the call sits in.
+            call_edits = _use_edits(file, node, device, attr, style)
+            if call_edits is None:
+                return None
+            new_func = f"{root.id}.amp.{attr}"
+            return Fix(f"use {new_func}", (edits.replace(file, node, new_func), *call_edits))
+        if bound_to is not None:
+            # An alias made by an import (`from torch.cuda.amp import autocast`, `import
+            # torch.cuda.amp as amp`): rewrite the import and every use of the alias together,
+            # so no new name is introduced and no deprecated import is left behind.
+            return _rewrite_alias(file, root.id)
         return None
+
+
+# What the deprecated API's positional parameters were: torch.amp.autocast takes the device
+# first, so `autocast(True)` must become `autocast("cuda", enabled=True)`.
+_AUTOCAST_POSITIONAL = ("enabled", "dtype", "cache_enabled")
+
+
+def _use_edits(file, use: ast.AST, device: str, attr: str, style: str) -> list[Edit] | None:
+    """Edits that make one use of a deprecated callable call the torch.amp one; None when the
+    use is not a call or a decorator the fix understands."""
+    parent = file.parent(use)
+    if isinstance(parent, ast.Call) and parent.func is use:
+        if style == "keyword":
+            edit = edits.append_arg(file, parent, f'device_type="{device}"')
+            return None if edit is None else [edit]
+        if attr == "autocast" and parent.args:
+            return _positional_autocast(file, parent, device)
+        edit = edits.insert_first_arg(file, parent, f'"{device}"')
+        return None if edit is None else [edit]
+    if style == "keyword" and isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        if use in parent.decorator_list:  # `@custom_fwd` -> `@custom_fwd(device_type="cuda")`
+            _, end = file.offsets(use)
+            return [Edit(end, end, f'(device_type="{device}")')]
+    return None
+
+
+def _positional_autocast(file, call: ast.Call, device: str) -> list[Edit] | None:
+    if len(call.args) > len(_AUTOCAST_POSITIONAL) or any(
+        isinstance(a, ast.Starred) for a in call.args
+    ):
+        return None
+    starts = edits.argument_starts(file, call)
+    if starts is None:
+        return None
+    out = []
+    for i, arg in enumerate(call.args):
+        prefix = f'"{device}", ' if i == 0 else ""
+        out.append(Edit(starts[id(arg)], starts[id(arg)], f"{prefix}{_AUTOCAST_POSITIONAL[i]}="))
+    return out
+
+
+_AMP_MODULES = {"torch.cuda.amp": "cuda", "torch.cpu.amp": "cpu"}
+
+
+def _rewrite_alias(file, name: str) -> Fix | None:
+    """Rewrite every import statement that binds `name` (and every name they bind) to the
+    torch.amp API, with every use of those names; None unless every use can be rewritten."""
+    statements = edits.imports_binding(file, name)
+    if not statements:
+        return None
+    pending, seen_names, changes = list(statements), set(), []
+    seen_statements: set[int] = set()
+    uses_by_name: dict[str, list[ast.Name]] = {}
+    for node in file.nodes(ast.Name):
+        if isinstance(node.ctx, ast.Load):
+            uses_by_name.setdefault(node.id, []).append(node)
+    while pending:
+        statement = pending.pop()
+        if id(statement) in seen_statements:
+            continue
+        seen_statements.add(id(statement))
+        plan = _import_plan(statement)
+        if plan is None:
+            return None
+        old_module, new_module, bound = plan
+        edit = edits.rewrite_import(file, statement, old_module, new_module)
+        if edit is None:
+            return None
+        changes.append(edit)
+        for bound_name, target in bound:
+            if bound_name in seen_names:
+                continue
+            seen_names.add(bound_name)
+            others = edits.imports_binding(file, bound_name)
+            if others is None:
+                return None
+            pending.extend(others)
+            for use in uses_by_name.get(bound_name, ()):
+                use_edits = _alias_use_edits(file, use, target)
+                if use_edits is None:
+                    return None
+                changes.extend(use_edits)
+    return Fix("use torch.amp", tuple(sorted(set(changes))))
+
+
+def _import_plan(statement) -> tuple[str, str, list[tuple[str, str]]] | None:
+    """(old module, new module, [(bound name, what it named)]) for an import the fix can point
+    at torch.amp; None for any other import (mixed with unrelated names, relative, star)."""
+    if isinstance(statement, ast.ImportFrom):
+        module = statement.module or ""
+        if statement.level:
+            return None
+        names = [(a.asname or a.name, f"{module}.{a.name}") for a in statement.names]
+        if module in _AMP_MODULES and all(target in DEPRECATED for _, target in names):
+            return module, "torch.amp", names
+        if module in ("torch.cuda", "torch.cpu") and all(a.name == "amp" for a in statement.names):
+            return module, "torch", names
+        return None
+    bound = [(a.asname, a.name) for a in statement.names if a.asname and a.name in _AMP_MODULES]
+    if len(bound) != 1:
+        return None
+    return bound[0][1], "torch.amp", bound
+
+
+def _alias_use_edits(file, use: ast.Name, target: str) -> list[Edit] | None:
+    if target in DEPRECATED:  # the name is the deprecated callable itself
+        device, attr, style = DEPRECATED[target]
+        return _use_edits(file, use, device, attr, style)
+    if target in _AMP_MODULES:  # the name is the deprecated module: `amp.autocast(...)`
+        parent = file.parent(use)
+        if not isinstance(parent, ast.Attribute) or f"{target}.{parent.attr}" not in DEPRECATED:
+            return None
+        device, attr, style = DEPRECATED[f"{target}.{parent.attr}"]
+        return _use_edits(file, parent, device, attr, style)
+    return None

@@ -117,7 +117,7 @@ def _config_for(args) -> Config:
 
 def cmd_check(args) -> int:
     from gpulint.cache import ResultCache
-    from gpulint.fixes import fix_file, unified_diff
+    from gpulint.fixes import fix_until_stable, unified_diff
 
     config = _config_for(args)
     if args.paths is None or not args.paths:
@@ -152,10 +152,19 @@ def cmd_check(args) -> int:
         diffs = []
         fixed_paths = []
         for result in report.results:
-            fixable = [f for f in result.findings if f.fix]
-            if not fixable:
+            if not any(f.fix for f in result.findings):
                 continue
-            outcome = fix_file(Path(result.path), fixable, result.digest, write=args.fix)
+            path = Path(result.path)
+            relpath = linter.relpath(path)
+
+            def lint(data: bytes, shown=result.path, relpath=relpath):
+                return linter.lint_bytes(shown, data, relpath, prefilter=linter.prefilter)[0]
+
+            # --diff writes nothing, also with --fix.
+            write = args.fix and not args.diff
+            outcome = fix_until_stable(
+                path, result.findings, result.digest, write, lint, config.root
+            )
             if outcome.error:
                 print(f"{result.path}: {outcome.error}", file=sys.stderr)
             elif args.diff:
