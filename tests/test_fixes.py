@@ -3,6 +3,7 @@ fix writes code that parses and is wrong, and one refused fix does not block the
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -219,6 +220,12 @@ def test_symlink_out_of_the_tree_is_not_followed(tmp_path):
     tree.mkdir()
     (tree / "link.py").symlink_to(outside / "real.py")
     outcome = _lint_and_fix(tree / "link.py", root=tree)
+    assert outcome.applied == 0
+    assert (outside / "real.py").read_text() == AMP
+    # Even with findings in hand (say, from a run that read the target), the fix refuses it.
+    findings = [f for f in lint_source(AMP, "link.py") if f.fix]
+    digest = hashlib.sha256(AMP.encode()).hexdigest()
+    outcome = fix_file(tree / "link.py", findings, digest, write=True, root=tree)
     assert outcome.applied == 0 and "outside the checked tree" in (outcome.error or "")
     assert (outside / "real.py").read_text() == AMP
 
