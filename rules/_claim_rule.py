@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 
+from gpulint.diagnostics import Severity
 from gpulint.frontends.docs import docstring_claims
 
 
@@ -22,10 +23,24 @@ def claim_findings(rule, file):
     if hasattr(file, "claims"):  # a Markdown / RST document
         for claim in file.claims:
             if claim.code == rule.code:
-                yield rule.report(file, claim, claim.message)
+                yield rule.report(file, claim, claim.message, severity=_severity(claim))
         return
     if not isinstance(getattr(file, "tree", None), ast.Module):
         return
+    # Docstring claims are opt-in; without it only an evidence reference can be a finding.
+    if not rule.settings.option("claims", "docstrings", False) and not _cites_evidence(file):
+        return
     for claim, span in docstring_claims(file, rule.settings):
         if claim.code == rule.code:
-            yield rule.report(_At(file.display_path, span), claim, claim.message)
+            yield rule.report(
+                _At(file.display_path, span), claim, claim.message, severity=_severity(claim)
+            )
+
+
+def _severity(claim) -> Severity | None:
+    return Severity(claim.severity) if claim.severity else None
+
+
+def _cites_evidence(file) -> bool:
+    text = getattr(getattr(file, "source", None), "text", None) or getattr(file, "text", "") or ""
+    return "gpulint-evidence" in text or "gpulint bench" in text

@@ -1,6 +1,6 @@
 from gpulint.rules._claim_rule import claim_findings
 
-from gpulint.claims import SPEED_WORDS, THROUGHPUT_WORDS
+from gpulint.claims import EVIDENCE_WORDS, SPEED_WORDS, THROUGHPUT_WORDS
 from gpulint.diagnostics import Severity
 from gpulint.rule import Invalid, Rule
 
@@ -8,11 +8,26 @@ from gpulint.rule import Invalid, Rule
 class ClaimWithoutEvidence(Rule):
     """
     ## What it does
-    Finds speedup and throughput claims in documentation (Markdown, reStructuredText, and
-    Python docstrings): `3.2× faster`, `30% speedup`, `up to 2x higher throughput`, `achieves
-    700 TFLOPS`, that cite no evidence. A claim that cites a `gpulint bench` record is checked
-    against it: a record that does not exist, or a quoted figure more than 10% away from what the
-    record measured (a ratio, or an absolute figure in a comparable unit), is a finding too.
+    Finds speedup and throughput claims in a project's result documents, `3.2× faster`, `30%
+    speedup`, `up to 2x higher throughput`, `achieves 700 TFLOPS`, that are not backed where
+    they are made: no absolute pair (`0.94 → 0.51 ms`, `107 vs 66 tok/s`, or an absolute figure
+    such as `115 TFLOPS`) and no cited record. One finding per sentence, saying what is missing
+    (the pair, the hardware, the runs count). A claim that cites a `gpulint bench` record is
+    checked against it: a quoted figure more than 10% away from what the record measured (a
+    ratio, or an absolute figure in a comparable unit) is a warning. A cited record that does
+    not exist (or holds no valid record) is a warning in every document, whatever its scope.
+
+    Which documents: by default the project's own result documents: READMEs, files under
+    `docs/` (or `doc/`, `documentation/`), `benchmark(s)/`, `bench/`, `results/`, `perf/`, and
+    files named like `RESULTS.md`, `benchmarks.md`, `LEADERBOARD.md`. Not blog, news or posts
+    trees, changelogs and release notes, vendored copies of other projects (`third_party/`,
+    `vendor/`, `deps/`, `dependencies/`), nor Python docstrings. Opt them in:
+
+    ```toml
+    [tool.gpulint.claims]
+    include = ["blog/**", "CHANGELOG.md"]   # globs, relative to the pyproject.toml
+    docstrings = true                       # judge claims in module/class/function docstrings
+    ```
 
     Evidence references, in the claim's paragraph, list item or table row (or on the line right
     after it):
@@ -26,16 +41,18 @@ class ClaimWithoutEvidence(Rule):
     A relative PATH is resolved against the document's directory, then against the project root
     (the directory of the pyproject.toml holding `[tool.gpulint]`).
 
-    Left alone: code blocks, inline code, block quotes and text in quotation marks (someone
-    else's words), HTML/RST comments, headings of changelogs (they quote upstream releases),
-    claims that link the paper, blog post or benchmark they come from, claims that are
-    themselves the text of a link (a model card, a results page, a `:ref:` to the benchmark
-    section, a table-of-contents anchor), someone else's result named as such ("Press et al.
-    report", "torchtitan reports 25% speedups"), expectations and theory ("we would expect 8 GPUs
-    to be 8 times faster", "we should see ~1.6x", "2x theoretical throughput"), rows of a results
-    table that carry both figures, heading claims whose section holds the evidence, list items
-    whose nested items hold it, and claims that state their runs count and dispersion
-    ("median of 5 runs, ±2%").
+    Left alone (the measurement is there, or is someone else's): code blocks, inline code, block
+    quotes and text in quotation marks, HTML/RST comments; a claim with its absolute pair or an
+    absolute figure; the caption of a figure (an image right above or below it, or text starting
+    `Figure 3:`); text within two units of a results table or a benchmark log; text that points
+    at its evidence ("the table below", "see the benchmarks"); a claim whose paragraph, list item,
+    neighbour or parent item links a paper, blog post, benchmark, results page, log or docs
+    section; claims that are themselves link text; news (dated items such as `[2023/09]`, and
+    everything under a News / Updates / Release notes heading); someone else's result named as
+    such ("Press et al. report"); expectations and theory ("would be 8 times faster", "the
+    optimal 3.87x", "2x theoretical"); rows of a results table that carry both figures; heading
+    claims whose section holds the evidence; claims that state their runs count and dispersion
+    (those still want the pair: GPU911).
 
     ## Why is this bad?
     A speedup claim with no evidence cannot be checked, and it outlives the code it described.
@@ -62,9 +79,9 @@ class ClaimWithoutEvidence(Rule):
 
     code = "GPU910"
     name = "claim-without-evidence"
-    severity = Severity.WARNING
+    severity = Severity.INFO  # advice; a dangling or drifted citation is a warning
     language = ("markdown", "python")
-    triggers = SPEED_WORDS + THROUGHPUT_WORDS
+    triggers = SPEED_WORDS + THROUGHPUT_WORDS + EVIDENCE_WORDS
     message = "performance claim without evidence"
     tags = ("claims", "docs")
 
@@ -78,7 +95,7 @@ class ClaimWithoutEvidence(Rule):
     INVALID = [
         "Our fused kernel is 2x faster than PyTorch.\n",
         "- 45% speedup fine-tuning OPT at low cost.\n",
-        "The new allocator achieves 700 TFLOPS on H100.\n",
+        "- Up to 3x higher throughput with the new scheduler.\n",
         Invalid(
             "Our fused kernel is 2x faster.\n<!-- gpulint-evidence: .gpulint/evidence/missing.json -->\n"
         ),

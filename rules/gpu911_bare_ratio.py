@@ -8,13 +8,14 @@ from gpulint.rule import Rule
 class BareRatio(Rule):
     """
     ## What it does
-    Finds a speed ratio in documentation (Markdown, reStructuredText, Python docstrings), such as
-    `2.3× faster` or `30% speedup`, with no absolute pair next to it: no two figures with units
-    (`1.21 s/step → 0.52 s/step`, `from 120 ms to 52 ms`) in the same paragraph, list item or
-    table row (a table row whose other cells hold the two figures counts, and so does a list
-    item whose figure pairs with the item above it: `- BF16: 16.9 ms` then
-    `- FP8: 10.3 ms (1.64x faster)`). Code, quotations, expectations and claims that link the
-    outside source they quote are left alone.
+    Finds a speed ratio, such as `2.3× faster` or `30% speedup`, that states its runs and
+    dispersion ("median of 5 runs, ±2%") or cites a `gpulint bench` record, but gives no absolute
+    pair next to it: no two figures with units (`1.21 s/step → 0.52 s/step`, `from 120 ms to 52
+    ms`) in the same paragraph, list item or table row (a table row whose other cells hold the
+    two figures counts, and so does a list item whose figure pairs with the item above it: `-
+    BF16: 16.9 ms` then `- FP8: 10.3 ms (1.64x faster)`). A ratio with no evidence at all is
+    GPU910's, whose message names the missing pair too: one finding per sentence, never both.
+    Same documents as GPU910 (see its `[tool.gpulint.claims]` options).
 
     ## Why is this bad?
     A bare ratio hides both what was measured and how big it is: 2× of 10 µs is not 2× of a
@@ -51,8 +52,8 @@ class BareRatio(Rule):
         "It trains 2x faster, as in the [paper](https://arxiv.org/abs/2205.14135).\n",
     ]
     INVALID = [
-        "Pinned memory makes copies 3.3× faster.\n",
-        "The cache gives a 30% speedup on retrieval.\n",
+        "Pinned memory makes copies 3.3× faster (median of 5 runs, ±2%).\n",
+        "The cache gives a 30% speedup on retrieval (10 runs, std 1%).\n",
     ]
 
     def finish(self, file):

@@ -8,8 +8,8 @@ class UnknownPeakDenominator(Rule):
     """
     ## What it does
     Finds %-of-peak figures (`71% of peak`, `45% MFU`, `80% of the roofline`) in documentation
-    (Markdown, reStructuredText, Python docstrings) that name a GPU of the hardware table whose
-    peak for the dtype in question is unknown or only estimated: every GB10 (DGX Spark) compute
+    (Markdown, reStructuredText; docstrings when opted in; the same documents as GPU910) that
+    name a GPU of the hardware table whose peak for the dtype in question is unknown or only estimated: every GB10 (DGX Spark) compute
     peak, the RTX PRO 6000 BF16/TF32/FP8 figures, RTX 5090 TF32. With no dtype named, it fires
     when the GPU has no published compute peak at all. It also finds a TFLOP/s figure that is
     exactly a GPU's 2:4-sparse peak quoted as dense ("H100: 1,979 TFLOPS BF16": the dense BF16

@@ -43,6 +43,8 @@ SPEED_WORDS = (
     "shorter",
     "eduction in",
 )
+# A citation of a record, checked whether or not a claim is found next to it.
+EVIDENCE_WORDS = ("gpulint-evidence", "gpulint bench", "gpulint/evidence", "evidence")
 # ...and a throughput figure needs one of its units.
 THROUGHPUT_WORDS = ("FLOP", "flop", "/s", "per second")
 
@@ -150,10 +152,16 @@ class Unit:
     start: int  # character offset of text[0] in the file
     kind: str = "paragraph"  # paragraph / heading / table-row / list-item / docstring
     references: list[str] = field(default_factory=list)  # record paths cited
+    section_references: list[str] = field(default_factory=list)  # cited in its section
     external_link: bool = False  # cites an outside source (paper, blog, upstream release)
     section: str = ""  # for a heading: the prose of the section under it (where its evidence is)
     link_texts: list[tuple[int, int]] = field(default_factory=list)  # link-text spans, unit offsets
     previous_item: str = ""  # for a list item: the item before it in the same list
+    # Set by the front-end from the unit's neighbourhood in the document:
+    beside_figure: bool = False  # an image/figure sits right above or below it (its caption)
+    beside_table: bool = False  # a table row with figures sits right above or below it
+    news: bool = False  # a dated news item, or under a News / Updates / Release heading
+    lead: str = ""  # the text just before it: the paragraph above, the parent list item
 
 
 @dataclass
@@ -162,6 +170,7 @@ class Claim:
     start: int  # offset in the file
     end: int
     message: str
+    severity: str | None = None  # None: the rule's own; "warning" for a defect (dangling, drift)
 
 
 @dataclass
@@ -264,21 +273,54 @@ def _same_unit(quoted: str, recorded: str) -> float | None:
 
 
 # -- the analysis --------------------------------------------------------------------------------
-def analyse(unit: Unit, evidence: EvidenceContext, changelog: bool = False) -> list[Claim]:
-    if changelog:
+def analyse(
+    unit: Unit, evidence: EvidenceContext, changelog: bool = False, scope: bool = True
+) -> list[Claim]:
+    """The claims findings of one unit, at most one per sentence. Out of `scope` (a blog post,
+    a changelog, a code docstring not opted in) only a dangling evidence reference is reported:
+    a link to a record that does not exist is a defect wherever it is written."""
+    dangling = _dangling(unit, evidence)
+    if not scope or changelog:
         # Release notes record what was announced at the time, often quoting upstream
         # (a new flash-attn, a new CUDA): history, not the docs a claim lives in.
-        return _peak_claims(unit)
+        return dangling
     claims: list[Claim] = []
     speed = [
         c
         for c in _speed_claims(unit.text)
         if not _hypothetical(unit.text, c[0], c[1]) and not _in_link(unit, c[0])
     ]
-    if speed:
+    if speed and not dangling:
         claims.extend(_judge_speed(unit, speed, evidence))
     claims.extend(_peak_claims(unit))
-    return claims
+    return dangling + _one_per_sentence(unit, claims)
+
+
+_PRIORITY = {"GPU912": 0, "GPU910": 1, "GPU911": 2}
+
+
+def _one_per_sentence(unit: Unit, claims: list[Claim]) -> list[Claim]:
+    """One finding per sentence: a wrong denominator first, then missing evidence, then a
+    bare ratio (two findings on one sentence read as noise, not as two problems)."""
+    best: dict[tuple[int, int], Claim] = {}
+    for claim in claims:
+        key = _sentence(unit.text, claim.start - unit.start)
+        kept = best.get(key)
+        if kept is None or (_PRIORITY[claim.code], claim.start) < (
+            _PRIORITY[kept.code],
+            kept.start,
+        ):
+            best[key] = claim
+    return sorted(best.values(), key=lambda c: c.start)
+
+
+def _dangling(unit: Unit, evidence: EvidenceContext) -> list[Claim]:
+    _, problem = _cited_records(unit, evidence, own=True)
+    if problem is None:
+        return []
+    first = unit.text.strip()
+    at = unit.start + (unit.text.index(first[0]) if first else 0)
+    return [Claim("GPU910", at, at + min(len(first), 80) if first else at + 1, problem, "warning")]
 
 
 def _speed_claims(text: str) -> list[tuple[int, int, str, float | None]]:
@@ -313,9 +355,10 @@ def _judge_speed(unit: Unit, speed, evidence: EvidenceContext) -> list[Claim]:
     out: list[Claim] = []
     text = unit.text
     context = f"{text}\n{unit.section}"
-    self_evident = bool(_RUNS.search(context) and _DISPERSION.search(context))
+    runs = bool(_RUNS.search(context))
+    self_evident = runs and bool(_DISPERSION.search(context))
     quoting = unit.external_link or bool(_QUOTING.search(context))
-    records, problem = _cited_records(unit, evidence)
+    records, _ = _cited_records(unit, evidence)
     absolutes = list(ABSOLUTE.finditer(text))
     section_absolutes = list(ABSOLUTE.finditer(unit.section)) if unit.section else []
     paired = (
@@ -324,38 +367,98 @@ def _judge_speed(unit: Unit, speed, evidence: EvidenceContext) -> list[Claim]:
         # `- FP8: 10.31 ms (1.64x faster)` under `- BF16: 16.95 ms`: the list is the pair.
         or bool(absolutes and unit.previous_item and ABSOLUTE.search(unit.previous_item))
     )
+    around = f"{context}\n{unit.lead}"
+    hardware = bool(_HARDWARE.search(around) or devices_named(around))
     results_row = unit.kind == "table-row" and paired  # a results table: the row is the data
+    # Where the measurement is shown rather than said: the figure this text captions, the
+    # results table right above or below it; and news items, which announce (and link) results.
+    shown = unit.beside_figure or unit.beside_table or unit.news or _CAPTION.match(text)
     for start, end, kind, ratio in speed:
         at, until = unit.start + start, unit.start + end
         claim_text = " ".join(text[start:end].split())
-        if problem:
-            out.append(Claim("GPU910", at, until, problem))
-        elif records:
+        if records:
             drift = _drift(claim_text, kind, ratio, absolutes, records)
             if drift:
-                out.append(Claim("GPU910", at, until, drift))
-        elif not self_evident and not quoting and not results_row:
-            out.append(
-                Claim(
-                    "GPU910",
-                    at,
-                    until,
-                    f'performance claim "{claim_text}" cites no evidence: link the `gpulint bench` record '
-                    f"that measured it (`<!-- gpulint-evidence: .gpulint/evidence/<record>.json -->`), "
-                    f"or state the runs count and dispersion (≥3 runs, median ± spread)",
-                )
+                out.append(Claim("GPU910", at, until, drift, "warning"))
+            elif kind in ("ratio", "percent") and not paired:
+                out.append(Claim("GPU911", at, until, _bare(claim_text)))
+            continue
+        if quoting or results_row or shown or _linked_sentence(unit, start):
+            continue
+        if _POINTING.search(text, *_sentence(text, start)):
+            continue  # "as the table below shows": the evidence is pointed at
+        # Backed where it is made: the absolute pair (or an absolute figure) is the measurement.
+        measured = paired or kind == "absolute"
+        if measured:
+            continue
+        if self_evident:
+            if kind in ("ratio", "percent") and not paired:
+                out.append(Claim("GPU911", at, until, _bare(claim_text)))
+            continue
+        missing = [
+            what
+            for what, there in (
+                ("no absolute pair (X → Y)", measured),
+                ("no hardware", hardware),
+                ("no runs count", runs),
             )
-        if kind in ("ratio", "percent") and not quoting and not paired:
-            out.append(
-                Claim(
-                    "GPU911",
-                    at,
-                    until,
-                    f'bare ratio "{claim_text}": give the absolute pair it came from '
-                    f"(`X s/step → Y s/step`, both medians) next to it",
-                )
+            if not there
+        ]
+        out.append(
+            Claim(
+                "GPU910",
+                at,
+                until,
+                f'performance claim "{claim_text}" is not backed where it is made: it gives '
+                f"{_join(missing)}; put the measurement next to it (`X ms → Y ms on <GPU>, "
+                f"median of N runs`) or link the record or page that holds it",
             )
+        )
     return out
+
+
+def _join(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + f" and {items[-1]}"
+
+
+def _bare(claim_text: str) -> str:
+    return (
+        f'bare ratio "{claim_text}": give the absolute pair it came from '
+        f"(`X s/step → Y s/step`, both medians) next to it"
+    )
+
+
+# Hardware a measurement names: a GPU family or model, a CPU, a device count.
+_HARDWARE = re.compile(
+    r"\b(?:[AHBLTVP]\d{2,3}[A-Za-z]?|GB\d{3}|MI\d{3}X?|RTX\s?(?:PRO\s?)?[A-Z]?\d{3,4}\w*|GTX\s?\d{3,4}"
+    r"|Titan|Jetson|Orin|Xavier|Hopper|Ampere|Blackwell|Ada|Volta|Turing|TPU\s?v?\d*|Gaudi\d?"
+    r"|sm_?\d{2,3}a?|GPUs?|CPUs?|Xeon|EPYC|M[1-4](?:\s?(?:Pro|Max|Ultra))?|\d+\s?x\s?[A-Z]\d{2,3})\b",
+)
+# "Figure 3: ...", "Table 2. ...": a caption, the figure or table is the evidence.
+_CAPTION = re.compile(
+    r"^\s*(?:[-*]\s+)?(?:\*\*|__|\*|_)?(?:Fig(?:ure)?|Table|Tab)\.?\s*\d+", re.IGNORECASE
+)
+_POINTING = re.compile(
+    r"\b(?:the\s+)?(?:following|below|above)\b|\bshown\s+in\b|\bsee\s+(?:the\s+)?(?:table|figure|fig\.|chart|plot|results|benchmarks?)",
+    re.IGNORECASE,
+)
+_SENTENCE_END = re.compile(r"[.!?](?=\s)|\n\s*\n")
+
+
+def _sentence(text: str, at: int) -> tuple[int, int]:
+    """The sentence of `text` holding offset `at`: (start, end) offsets."""
+    start = 0
+    for m in _SENTENCE_END.finditer(text, 0, at):
+        start = m.end()
+    m = _SENTENCE_END.search(text, at)
+    return start, m.start() if m else len(text)
+
+
+def _linked_sentence(unit: Unit, at: int) -> bool:
+    """The claim's sentence links where its figures are (a results page, a paper, the project
+    that measured it): the reader is one click from the evidence."""
+    start, end = _sentence(unit.text, at)
+    return any(start <= s <= end for s, _ in unit.link_texts)
 
 
 # Someone else's result, named: "Press et al. report", "the authors found", "according to".
@@ -366,7 +469,8 @@ _QUOTING = re.compile(
 )
 # A figure someone expects rather than measured: "we expect it to run 4 times faster".
 _HYPOTHETICAL = re.compile(
-    r"\b(?:expect(?:s|ed)?|ideally|in\s+theory|theoretical(?:ly)?|would|should|could|might|hope"
+    r"\b(?:expect(?:s|ed)?|ideal(?:ly)?|optimal|maximum\s+possible|in\s+theory|theoretical(?:ly)?"
+    r"|would|should|could|might|hope"
     r"|if\s+we|assum(?:e|ing))\b",
     re.IGNORECASE,
 )
@@ -402,10 +506,13 @@ def _has_absolute_pair(unit: Unit, absolutes) -> bool:
     return False
 
 
-def _cited_records(unit: Unit, evidence: EvidenceContext) -> tuple[list[dict], str | None]:
-    """The records the unit cites, or a problem sentence when a citation does not resolve."""
+def _cited_records(
+    unit: Unit, evidence: EvidenceContext, own: bool = False
+) -> tuple[list[dict], str | None]:
+    """The records the unit cites (with `own`, not counting those of the section under it), or
+    a problem sentence when a citation does not resolve."""
     records: list[dict] = []
-    for ref in unit.references:
+    for ref in unit.references if own else unit.references + unit.section_references:
         path = evidence.resolve(ref)
         if path is None:
             return (

@@ -112,6 +112,28 @@ def _cuda(key: str, value: Any) -> dict[str, Any]:
     return out
 
 
+def _claims(key: str, value: Any) -> dict[str, Any]:
+    """`[tool.gpulint.claims]`: which documents GPU910-912 judge beyond the default (README,
+    docs/, benchmark and results pages)."""
+    if not isinstance(value, dict):
+        raise ConfigError(f"[tool.gpulint] {key}: expected a table")
+    out: dict[str, Any] = {}
+    for k, v in value.items():
+        if k == "include":
+            out[k] = _str_list(f"claims.{k}", v)
+        elif k == "docstrings":
+            if not isinstance(v, bool):
+                raise ConfigError(
+                    f"[tool.gpulint.claims] docstrings: expected true or false, got {v!r}"
+                )
+            out[k] = v
+        else:
+            raise ConfigError(
+                f"[tool.gpulint.claims] unknown key {k!r}; known: docstrings, include"
+            )
+    return out
+
+
 def _levers(key: str, value: Any) -> list[dict]:
     if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
         raise ConfigError(f"[[tool.gpulint.{key}]]: expected an array of tables")
@@ -151,6 +173,7 @@ _KEYS = {
     "jobs": _positive_int,
     "evidence": _inside_paths,
     "cuda": _cuda,
+    "claims": _claims,
     "levers": _levers,
 }
 

@@ -14,11 +14,12 @@ docstring exactly as they judge a README.
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from gpulint.claims import EVIDENCE_TAG, Claim, EvidenceContext, Unit, analyse
 from gpulint.diagnostics import Finding
@@ -71,12 +72,96 @@ _CODE_DIRECTIVES = {
 _EVIDENCE_URL = re.compile(r"gpulint/evidence/[^)\s>]*\.json$|\.json$", re.IGNORECASE)
 _CITATION_URL = re.compile(
     r"arxiv\.org|openreview\.net|aclanthology|proceedings|paperswithcode|/blog|blog\.|medium\.com"
-    r"|benchmark|\.pdf\b|/releases?/|developer\.nvidia\.com/blog|pytorch\.org/blog",
+    r"|benchmark|\.pdf\b|/releases?/|developer\.nvidia\.com/blog|pytorch\.org/blog"
+    r"|\.(?:txt|log|csv|json|ipynb)$|#(?:benchmark|performance|result)",
     re.IGNORECASE,
 )
 _CHANGELOG = re.compile(
     r"^(changelog|changes|history|news|release[-_ ]?notes?|releases?)(?![a-z])", re.IGNORECASE
 )
+
+# Which documents claims are judged in by default: the project's own result documents. Other
+# documents (blog posts, news, changelogs, vendored copies of other projects) are opted in with
+# `[tool.gpulint.claims] include = [globs]`; docstrings with `docstrings = true`.
+_OWN_DIRS = {
+    "docs",
+    "doc",
+    "documentation",
+    "benchmark",
+    "benchmarks",
+    "bench",
+    "results",
+    "perf",
+    "performance",
+}
+_OWN_NAME = re.compile(r"^readme|results?|benchmark|perf|leaderboard", re.IGNORECASE)
+_OTHER_DIRS = {
+    "blog",
+    "blogs",
+    "news",
+    "posts",
+    "_posts",
+    "changelog",
+    "changelogs",
+    "releases",
+    "release-notes",
+    "release_notes",
+    "history",
+    "third_party",
+    "third-party",
+    "thirdparty",
+    "3rdparty",
+    "vendor",
+    "vendored",
+    "external",
+    "extern",
+    "deps",
+    "dependencies",
+}
+_OTHER_NAME = re.compile(r"^(blog|news|posts?)(?![a-z])", re.IGNORECASE)
+# Markdown images, HTML images and videos, RST image/figure directives: a figure.
+_FIGURE = re.compile(
+    r"!\[[^\]\n]*\]\(|<(?:img|video|picture|figure)\b|^\s*\.\.\s+(?:image|figure)::",
+    re.IGNORECASE | re.MULTILINE,
+)
+_NEWS_HEADING = re.compile(
+    r"\b(?:news|updates?|announcements?|change\s?log|changes|release\s?notes?|releases"
+    r"|what'?s\s+new|history|timeline)\b",
+    re.IGNORECASE,
+)
+_MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?\s+\d{2,4}"
+_DATED = re.compile(
+    rf"^\s*(?:[-*+]\s+)?(?:[*_]{{1,2}})?(?:\\?\[\s*(?:\d{{4}}[/.-]\d{{1,2}}(?:[/.-]\d{{1,2}})?|{_MONTH})\s*\\?\]"
+    rf"|(?:\d{{4}}[/.-]\d{{1,2}}(?:[/.-]\d{{1,2}})?|{_MONTH})\s*(?:[*_]{{1,2}})?\s*[:–—-]\s)",
+    re.IGNORECASE,
+)
+
+
+def claims_scope(display_path: str, settings: Settings | None) -> bool:
+    """Whether claims in this document are judged (the project's own result documents), or only
+    its evidence references are checked."""
+    rel = _relative(display_path, settings)
+    include = settings.option("claims", "include", []) if settings is not None else []
+    if any(fnmatch.fnmatch(rel, g) or PurePosixPath(rel).match(g) for g in include):
+        return True
+    parts = rel.lower().split("/")
+    name, folders = parts[-1], parts[:-1]
+    if _CHANGELOG.match(name) or _OTHER_NAME.match(name) or any(p in _OTHER_DIRS for p in folders):
+        return False
+    return bool(_OWN_NAME.match(name) or _OWN_NAME.search(name.rsplit(".", 1)[0])) or any(
+        p in _OWN_DIRS for p in folders
+    )
+
+
+def _relative(display_path: str, settings: Settings | None) -> str:
+    path = display_path.replace("\\", "/")
+    root = settings.option("config", "root") if settings is not None else None
+    if root:
+        try:
+            return Path(path).resolve().relative_to(Path(root).resolve()).as_posix()
+        except (ValueError, OSError):
+            pass
+    return path.lstrip("./") if path.startswith("./") else path
 
 
 @dataclass(frozen=True)
@@ -348,7 +433,86 @@ def units_from(
     flush(kind)
     _attach(units, m, base)
     _sections(units)
+    _neighbourhood(units, raw, base, rst)
     return units
+
+
+def _neighbourhood(units: list[Unit], raw: str, base: int, rst: bool) -> None:
+    """What sits around each unit. A figure, a results table or a block of measured output
+    within two units of it (the text is its caption or its summary); a neighbour or parent list
+    item that links the benchmark or source; the hardware its parent item or the paragraph
+    before names; and whether it is news (a dated item, a News / Updates section)."""
+    figures = [base + m.start() for m in _FIGURE.finditer(raw)]
+    headings: list[tuple[int, bool]] = []  # (level, news) of the headings above
+    n = len(units)
+    for i, unit in enumerate(units):
+        lo, hi = max(i - _NEAR, 0), min(i + _NEAR, n - 1)
+        low = units[lo - 1].start + len(units[lo - 1].text) if lo else base
+        high = units[hi + 1].start if hi + 1 < n else base + len(raw)
+        unit.beside_figure = any(low <= at < high for at in figures)
+        unit.beside_table = unit.kind != "table-row" and (
+            any(units[j].kind == "table-row" and _digits(units[j].text) for j in range(lo, hi + 1))
+            or _measured_block(_gaps(units, lo, hi, raw, base))
+        )
+        parent = _parent_item(units, i)
+        nearby = [units[j] for j in (i - 1, i + 1) if 0 <= j < n and units[j].kind != "heading"]
+        if parent is not None:
+            nearby.append(parent)
+        unit.external_link = unit.external_link or any(u.external_link for u in nearby)
+        unit.lead = "\n".join(u.text for u in nearby if u.start < unit.start)
+        if unit.kind == "heading":
+            level = 1 if rst else len(unit.raw.lstrip()) - len(unit.raw.lstrip().lstrip("#"))
+            while headings and headings[-1][0] >= level:
+                headings.pop()
+            headings.append((level, bool(_NEWS_HEADING.search(unit.text))))
+        unit.news = bool(_DATED.match(unit.raw)) or any(news for _, news in headings)
+
+
+_NEAR = 2  # units either side where a figure or table still belongs to the text
+# Grid tables and table directives of reStructuredText (blanked before units are cut).
+_RST_TABLE = re.compile(r"^\s*\|.*\d.*\|\s*$|^\s*\.\.\s+(?:list-|csv-)?table::", re.MULTILINE)
+_DECIMAL = re.compile(r"(?<![\d.])\d+\.\d+(?![\d.])")
+
+
+def _measured_block(gap: str) -> bool:
+    """Raw text between units (code blocks, RST tables) holding measured output: a table, or
+    at least four decimal figures (a benchmark log)."""
+    return bool(_RST_TABLE.search(gap)) or len(_DECIMAL.findall(gap)) >= 4
+
+
+def _gaps(units: list[Unit], lo: int, hi: int, raw: str, base: int) -> str:
+    """The raw text between units lo-1..hi+1 that is no unit's (code blocks, tables, figures)."""
+    edges = [base] + [e for u in units[lo : hi + 1] for e in (u.start, u.start + len(u.text))]
+    edges.append(units[hi + 1].start if hi + 1 < len(units) else base + len(raw))
+    if lo:
+        edges[0] = units[lo - 1].start + len(units[lo - 1].text)
+    return "\n".join(
+        raw[edges[k] - base : edges[k + 1] - base] for k in range(0, len(edges) - 1, 2)
+    )
+
+
+def _digits(text: str) -> bool:
+    return any(ch.isdigit() for ch in text)
+
+
+def _parent_item(units: list[Unit], i: int) -> Unit | None:
+    if units[i].kind != "list-item":
+        return None
+    for earlier in reversed(units[:i]):
+        if earlier.kind != "list-item":
+            return earlier if earlier.kind == "paragraph" else None
+        if _indent(earlier) < _indent(units[i]):
+            return earlier
+    return None
+
+
+def _table_with_figures(units: list[Unit], j: int, step: int) -> bool:
+    """The table starting at units[j] (walking by `step`) has a row with a figure in it."""
+    while 0 <= j < len(units) and units[j].kind == "table-row":
+        if any(ch.isdigit() for ch in units[j].text):
+            return True
+        j += step
+    return False
 
 
 def _attach(units: list[Unit], m: Masker, base: int) -> None:
@@ -396,7 +560,7 @@ def _sections(units: list[Unit]) -> None:
             if unit.kind == "list-item" and _indent(later) <= _indent(unit):
                 break
             body.append(later.text)
-            unit.references.extend(later.references)
+            unit.section_references.extend(later.references)
             unit.external_link = unit.external_link or later.external_link
         unit.section = "\n".join(body)
         if unit.kind == "list-item":
@@ -409,7 +573,9 @@ def _sections(units: list[Unit]) -> None:
 
 
 _CITATION_TEXT = re.compile(
-    r"paper|blog|benchmark|results?|report|model card|details", re.IGNORECASE
+    r"paper|blog|benchmark|results?|report|model card|details|performance|logs?\b|data\b"
+    r"|numbers|measurements?|table|chart|plot|figure|docs\b|documentation|here\b|more\b|section",
+    re.IGNORECASE,
 )
 
 
@@ -441,10 +607,11 @@ class DocFile:
     @functools.cached_property
     def claims(self) -> list[Claim]:
         evidence = evidence_context(self.display_path, self.settings)
+        scope = claims_scope(self.display_path, self.settings)
         return [
             c
             for node in self.nodes_by_type["DocUnit"]
-            for c in analyse(node.unit, evidence, self.changelog)
+            for c in analyse(node.unit, evidence, scope=scope)
         ]
 
 
@@ -465,6 +632,9 @@ def docstring_claims(file, settings: Settings) -> list[tuple[Claim, tuple[int, i
 
     out = []
     evidence = evidence_context(file.display_path, settings)
+    # Docstrings describe code, not results: their claims are judged only when opted in
+    # (`[tool.gpulint.claims] docstrings = true`); a dangling evidence reference always is.
+    scope = bool(settings.option("claims", "docstrings", False)) if settings is not None else False
     for node in file.nodes(ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef):
         body = getattr(node, "body", None)
         if not body or not isinstance(body[0], ast.Expr):
@@ -472,7 +642,7 @@ def docstring_claims(file, settings: Settings) -> list[tuple[Claim, tuple[int, i
         literal = body[0].value
         if not (isinstance(literal, ast.Constant) and isinstance(literal.value, str)):
             continue
-        out.extend(_docstring(file, literal, evidence))
+        out.extend(_docstring(file, literal, evidence, scope))
     try:
         file._gpulint_docstring_claims = out
     except AttributeError:  # pragma: no cover - slotted file objects
@@ -480,7 +650,7 @@ def docstring_claims(file, settings: Settings) -> list[tuple[Claim, tuple[int, i
     return out
 
 
-def _docstring(file, literal, evidence: EvidenceContext):
+def _docstring(file, literal, evidence: EvidenceContext, scope: bool = True):
     value: str = literal.value
     if not any(ch.isdigit() for ch in value):
         return []
@@ -499,7 +669,7 @@ def _docstring(file, literal, evidence: EvidenceContext):
     out = []
     for unit in units:
         unit.kind = "docstring" if unit.kind == "paragraph" else unit.kind
-        for claim in analyse(unit, evidence):
+        for claim in analyse(unit, evidence, scope=scope):
             if base is not None:
                 line, col = file.source.position(base + claim.start)
                 end_line, end_col = file.source.position(base + claim.end)
