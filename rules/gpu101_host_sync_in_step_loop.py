@@ -1,7 +1,12 @@
 import ast
+from collections.abc import Iterator
 
+from gpulint.diagnostics import Finding, Related
+from gpulint.frontends.python.file import PythonFile
+from gpulint.frontends.python.names import terminal_name
+from gpulint.frontends.python.summaries import summaries
 from gpulint.frontends.python.syncs import READBACK_METHODS, host_sync, python_side
-from gpulint.frontends.python.tensors import assigned_values
+from gpulint.frontends.python.tensors import TENSOR_METHODS, assigned_values, looks_like_tensor
 from gpulint.frontends.python.timing import is_clock
 from gpulint.rule import Rule
 
@@ -15,10 +20,17 @@ class HostSyncInStepLoop(Rule):
     ## What it does
     Finds a host-device synchronisation that runs on every iteration of a training or evaluation
     step loop: `.item()`, `.cpu()`, `.numpy()`, `.tolist()`, `float()`/`int()`/`bool()` of a
-    tensor, `print()` of a tensor, or `torch.cuda.synchronize()`.
+    tensor, `print()` of a tensor, `torch.cuda.synchronize()`, and the implicit ones: an f-string
+    or `%` formatting of a tensor, `if`/`while`/`assert` on a tensor, `nonzero()`-style ops and
+    boolean-mask indexing (their output size is data-dependent). A helper that syncs (`.item()`
+    per parameter in `clip_grads()`), called every step, is reported at the call in the loop with
+    the line that syncs, also through further calls within the module.
 
     A step loop is a loop whose own body calls `.backward()`, `optimizer.step()` or
-    `scaler.step()`, or iterates a data loader and calls a model. Calls under a periodic guard
+    `scaler.step()` (directly or through a function it calls once per iteration: a closure,
+    `self.training_step(batch)`), or takes a batch per iteration (iterates a data loader,
+    `x, y = get_batch()`) and calls a model. NaN checks (`if not torch.isfinite(loss):`) are
+    deliberate and left alone. Calls under a periodic guard
     (`if step % log_every == 0:`, `if should_log:`), before or after the loop, and in tests are
     left alone, and so are conversions of values that are plainly Python numbers. A
     `torch.cuda.synchronize()` next to a clock read or a CUDA event record is there to time the
@@ -63,10 +75,14 @@ class HostSyncInStepLoop(Rule):
     name = "host-sync-in-step-loop"
     bench = "sync"
     # A step loop cannot exist without one of these.
-    triggers = ("backward", "step(", "loader", "Loader")
+    triggers = ("backward", "step(", "loader", "Loader", "batch")
     message = (
         "{what} forces a host-device sync on every iteration of the step loop at line {loop}; "
         "keep the value on the device and read it every N steps (`if step % log_every == 0:`)"
+    )
+    callee_message = (
+        "`{callee}()` syncs on every step: {what} at {where}{chain}, in the step loop at line "
+        "{loop}; keep the value on the device and read it every N steps"
     )
     tags = ("sync",)
 
@@ -149,14 +165,15 @@ for x, y in loader:
 """,
     ]
 
-    def visit_Call(self, node: ast.Call, file):
+    def visit_Call(self, node: ast.Call, file: PythonFile) -> Iterator[Finding]:
         if file.is_test or not file.uses_cuda:
             return
         what = self._sync(node, file)
         if what is None:
+            yield from self._callee_sync(node, file)
             return
-        loop = file.loops.runs_every_step(node)
-        if loop is None or _only_when_failing(node, file, loop):
+        loop = self._every_step(node, file)
+        if loop is None:
             return
         if what == _DEVICE_SYNC and _times_something(node, file):
             return  # the sync that makes a wall-clock or event timing honest
@@ -165,6 +182,109 @@ for x, y in loader:
         if isinstance(node.func, ast.Attribute) and _host_value(file, node.func.value, loop):
             return
         yield self.report(file, node, what=what, loop=loop.lineno)
+
+    def visit_JoinedStr(self, node: ast.JoinedStr, file: PythonFile) -> Iterator[Finding]:
+        """`f"loss {loss:.3f}"`: formatting a tensor reads its value back."""
+        if file.is_test or not file.uses_cuda or _printed(file, node):
+            return
+        scope = file.enclosing_function(node)
+        for part in node.values:
+            if isinstance(part, ast.FormattedValue) and _device_tensor(file, part.value, scope):
+                yield from self._implicit(node, file, "an f-string of a tensor")
+                return
+
+    def visit_BinOp(self, node: ast.BinOp, file: PythonFile) -> Iterator[Finding]:
+        """`"%g" % loss`: as an f-string."""
+        if not (
+            isinstance(node.op, ast.Mod)
+            and isinstance(node.left, ast.Constant)
+            and isinstance(node.left.value, str)
+        ):
+            return
+        if file.is_test or not file.uses_cuda or _printed(file, node):
+            return
+        scope = file.enclosing_function(node)
+        values = node.right.elts if isinstance(node.right, ast.Tuple) else [node.right]
+        if any(_device_tensor(file, v, scope) for v in values):
+            yield from self._implicit(node, file, "`%` formatting of a tensor")
+
+    def visit_If(self, node: ast.If, file: PythonFile) -> Iterator[Finding]:
+        yield from self._truth_test(node, file, "`if`")
+
+    def visit_While(self, node: ast.While, file: PythonFile) -> Iterator[Finding]:
+        yield from self._truth_test(node, file, "`while`")
+
+    def visit_Assert(self, node: ast.Assert, file: PythonFile) -> Iterator[Finding]:
+        yield from self._truth_test(node, file, "`assert`")
+
+    def visit_Subscript(self, node: ast.Subscript, file: PythonFile) -> Iterator[Finding]:
+        """`logits[labels != -100]`: a boolean mask's result size is read back to the host."""
+        if not isinstance(node.ctx, ast.Load) or not isinstance(node.slice, ast.Compare):
+            return
+        if file.is_test or not file.uses_cuda:
+            return
+        scope = file.enclosing_function(node)
+        mask = node.slice
+        if _device_tensor(file, node.value, scope) and any(
+            _device_tensor(file, side, scope) for side in [mask.left, *mask.comparators]
+        ):
+            yield from self._implicit(node, file, "boolean-mask indexing (a data-dependent shape)")
+
+    def _truth_test(self, node: ast.If | ast.While | ast.Assert, file: PythonFile, kw: str):
+        """`if torch.isnan(loss):`, `assert (x >= 0).all()`: Python needs the bool on the host."""
+        if file.is_test or not file.uses_cuda:
+            return
+        scope = file.enclosing_function(node)
+        test = node.test
+        while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test = test.operand
+        parts = test.values if isinstance(test, ast.BoolOp) else [test]
+        if any(_nan_check(file, p) for p in parts):
+            return  # `if not torch.isfinite(loss): raise`: a deliberate guard, paid knowingly
+        if any(_tensor_condition(file, p, scope) for p in parts):
+            yield from self._implicit(node.test, file, f"{kw} on a tensor")
+
+    def _implicit(self, node: ast.AST, file: PythonFile, what: str) -> Iterator[Finding]:
+        loop = self._every_step(node, file)
+        if loop is not None:
+            yield self.report(
+                file, node, what=what.capitalize() if what[0] != "`" else what, loop=loop.lineno
+            )
+
+    def _every_step(self, node: ast.AST, file: PythonFile) -> ast.AST | None:
+        loop = file.loops.runs_every_step(node)
+        if loop is None or _only_when_failing(node, file, loop):
+            return None
+        return loop
+
+    def _callee_sync(self, node: ast.Call, file: PythonFile) -> Iterator[Finding]:
+        """`log_metrics(d)` / `self.clip_grads()` every step, where the callee (or its callee)
+        reads a tensor back: reported here, where the loop makes it cost, naming the line."""
+        if isinstance(node.func, ast.Attribute) and node.func.attr in READBACK_METHODS:
+            return
+        summary = summaries(file).of_call(node)
+        if summary is None or summary.sync is None:
+            return
+        loop = self._every_step(node, file)
+        if loop is None:
+            return
+        site = summary.sync
+        if site.what in _BULK and not file.loops.trains(loop):
+            return
+        callee = terminal_name(node.func) or "the callee"
+        where = f"{_short(site.path, file.display_path)}:{site.line}"
+        chain = f" (through {site.via})" if site.via else ""
+        yield self.report(
+            file,
+            node,
+            self.callee_message,
+            callee=callee,
+            what=site.what,
+            where=where,
+            chain=chain,
+            loop=loop.lineno,
+            related=(Related(site.path, site.line, site.col, f"{site.what} syncs here"),),
+        )
 
     def _sync(self, node: ast.Call, file) -> str | None:
         func = node.func
@@ -179,6 +299,8 @@ for x, y in loader:
                 and inner.func.attr in READBACK_METHODS
             ):
                 return None
+        if _data_dependent(file, node):
+            return "`nonzero()`-style op (a data-dependent shape)"
         what = host_sync(file, node, with_events=False)
         # Event and stream syncs are the timing rules' business; a step loop's cost is the device.
         return None if what == "`synchronize()`" else what
@@ -215,6 +337,100 @@ def _timing_near(block: list, at: int, file) -> bool:
     return False
 
 
+_DATA_DEPENDENT = {"nonzero", "masked_select", "unique", "unique_consecutive", "argwhere"}
+
+
+def _data_dependent(file: PythonFile, node: ast.Call) -> bool:
+    """`torch.nonzero(mask)`, `(labels == k).nonzero()`: the host waits to learn the size."""
+    q = file.qualname(node)
+    if q is not None:
+        return q.startswith("torch.") and q.rsplit(".", 1)[-1] in _DATA_DEPENDENT
+    func = node.func
+    if not isinstance(func, ast.Attribute) or func.attr not in _DATA_DEPENDENT:
+        return False
+    scope = file.enclosing_function(node)
+    receiver = func.value
+    if isinstance(receiver, ast.Compare):
+        return any(_device_tensor(file, s, scope) for s in [receiver.left, *receiver.comparators])
+    return _device_tensor(file, receiver, scope)
+
+
+def _short(path: str, here: str) -> str:
+    """The callee's file as a reader finds it: its name when beside this file, else the path."""
+    head, _, name = path.rpartition("/")
+    return name if head == here.rpartition("/")[0] else path
+
+
+def _printed(file: PythonFile, node: ast.AST) -> bool:
+    """An argument of `print()`: the `print()` finding covers it."""
+    parent = file.parent(node)
+    return (
+        isinstance(parent, ast.Call)
+        and isinstance(parent.func, ast.Name)
+        and parent.func.id == "print"
+    )
+
+
+def _device_tensor(file: PythonFile, expr: ast.AST, scope: ast.AST | None) -> bool:
+    """A tensor by the code's own evidence (`loss = criterion(...)`, `torch.isnan(x)`)."""
+    return looks_like_tensor(file, expr, scope) and not python_side(file, expr)
+
+
+def _tensor_condition(file: PythonFile, test: ast.AST, scope: ast.AST | None) -> bool:
+    """A condition that is a tensor: `torch.isnan(loss).any()`, `loss > threshold` with `loss`
+    a tensor, `(x >= 0).all()`; not a Python value (`x.item() > 0`, `len(x)`)."""
+    if isinstance(test, ast.Compare):
+        if any(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in test.ops):
+            return False
+        return any(_tensor_operand(file, s, scope) for s in [test.left, *test.comparators])
+    return _tensor_operand(file, test, scope)
+
+
+def _tensor_operand(file: PythonFile, expr: ast.AST, scope: ast.AST | None) -> bool:
+    """A tensor by evidence that reaches its root: `torch.isnan(x)`, `logits.abs()`,
+    `(pred == y).all()` with `logits`/`pred` tensors; never a bare method name on an unknown."""
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        if _torch_predicate(file, expr) or (
+            (file.qualname(expr) or "").startswith("torch.")
+            and looks_like_tensor(file, expr, scope)
+        ):
+            return True
+        if isinstance(func, ast.Attribute) and func.attr in TENSOR_METHODS:
+            receiver = func.value
+            if isinstance(receiver, ast.Compare):
+                return _tensor_condition(file, receiver, scope)
+            return _tensor_operand(file, receiver, scope)
+        return False
+    if isinstance(expr, ast.Subscript):
+        return _tensor_operand(file, expr.value, scope)
+    if isinstance(expr, ast.BinOp):
+        return _tensor_operand(file, expr.left, scope) or _tensor_operand(file, expr.right, scope)
+    if isinstance(expr, ast.Compare):
+        return _tensor_condition(file, expr, scope)
+    if isinstance(expr, (ast.Name, ast.Attribute)):
+        return _device_tensor(file, expr, scope)
+    return False
+
+
+def _nan_check(file: PythonFile, expr: ast.AST) -> bool:
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Call):
+            q = file.qualname(node) or ""
+            name = q.rsplit(".", 1)[-1] if q else terminal_name(node.func)
+            if name in {"isnan", "isinf", "isfinite", "isneginf", "isposinf"}:
+                return True
+    return False
+
+
+def _torch_predicate(file: PythonFile, call: ast.Call) -> bool:
+    q = file.qualname(call) or ""
+    return q.startswith("torch.") and q.rsplit(".", 1)[-1] in {
+        "isnan", "isinf", "isfinite", "any", "all", "equal", "allclose", "isclose", "isneginf",
+        "isposinf",
+    }  # fmt: skip
+
+
 def _only_when_failing(node, file, loop) -> bool:
     """Inside a `raise`: runs once, on the way out, not every step."""
     for ancestor in file.ancestors(node):
@@ -240,7 +456,8 @@ def _host_value(file, receiver: ast.AST, loop, depth: int = 0) -> bool:
     scope = file.enclosing_function(loop)
     values = assigned_values(file, scope, name.id)
     if values and all(
-        isinstance(v, ast.Call)
+        v is not None
+        and isinstance(v, ast.Call)
         and (
             (isinstance(v.func, ast.Attribute) and v.func.attr in READBACK_METHODS)
             or python_side(file, v)

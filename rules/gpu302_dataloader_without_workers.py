@@ -54,7 +54,8 @@ def _dataset_exprs(file, call: ast.Call) -> list[ast.AST]:
         return []
     exprs = [dataset]
     if isinstance(dataset, ast.Name):
-        exprs += assigned_values(file, file.enclosing_function(call), dataset.id)
+        values = assigned_values(file, file.enclosing_function(call), dataset.id)
+        exprs += [v for v in values if v is not None]
     return exprs
 
 

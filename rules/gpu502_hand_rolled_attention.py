@@ -1,8 +1,9 @@
 import ast
 import re
 
+from gpulint.frontends.python.file import PythonFile
+from gpulint.frontends.python.model import MemoKey, end_position, position, scope_nodes
 from gpulint.frontends.python.names import terminal_name
-from gpulint.frontends.python.timing import end_position, position, scope_nodes
 from gpulint.rule import Rule
 
 _SOFTMAX = {
@@ -372,7 +373,7 @@ def forward(self, q, k, v):
         bindings inside an `if` or loop that does not hold `at` may not have run, so the search
         goes on to the first one that always runs. A tuple target is unknown (`ast.Pass`)."""
         found = []
-        for node in _assignments(file, scope).get(name, ()):
+        for node in _assignments(file, scope, name):
             if end_position(node) > position(at):
                 continue
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -563,36 +564,29 @@ def forward(self, q, k, v):
         return None
 
 
-def _assignments(file, scope) -> dict[str, list[ast.AST]]:
-    """Assignment statements of a scope by the names they bind, computed once per scope: the
-    trace asks for them at every step."""
-    cache = file.__dict__.setdefault("_gpu502_assignments", {})
-    table = cache.get(id(scope))
-    if table is None:
-        table = {}
-        for node in scope_nodes(scope):
-            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                names = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-                for bound in names:
-                    table.setdefault(bound, []).append(node)
-        cache[id(scope)] = table
-    return table
+def _assignments(file: PythonFile, scope: ast.AST, name: str) -> list[ast.AST]:
+    """Assignment statements of `scope` that bind `name` (the model's binding table)."""
+    return [
+        b.node
+        for b in file.model.bindings_in(scope, name)
+        if isinstance(b.node, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+    ]
 
 
-def _softmax_modules(file) -> set[str]:
+_SOFTMAX_MODULES: MemoKey[set[str]] = MemoKey("names bound to nn.Softmax modules")
+
+
+def _softmax_modules(file: PythonFile) -> set[str]:
     """Names bound to `nn.Softmax(...)` anywhere in the file (`self.softmax`, `attend`)."""
-    cached = file.__dict__.get("_softmax_modules")
-    if cached is None:
-        cached = set()
-        for assign in file.nodes(ast.Assign):
-            if (
-                isinstance(assign.value, ast.Call)
-                and file.qualname(assign.value) in _SOFTMAX_MODULE
-            ):
-                cached |= {terminal_name(t) for t in assign.targets} - {None}
-        file.__dict__["_softmax_modules"] = cached
-    return cached
+    return file.memo.get(_SOFTMAX_MODULES, lambda: _find_softmax_modules(file))
+
+
+def _find_softmax_modules(file: PythonFile) -> set[str]:
+    found: set[str] = set()
+    for assign in file.nodes(ast.Assign):
+        if isinstance(assign.value, ast.Call) and file.qualname(assign.value) in _SOFTMAX_MODULE:
+            found |= {terminal_name(t) for t in assign.targets} - {None}
+    return found
 
 
 def _exclusive_branches(file, a: ast.AST, b: ast.AST) -> bool:

@@ -1,8 +1,12 @@
 import ast
 import re
+from collections.abc import Iterator
 
+from gpulint.diagnostics import Finding
+from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.loops import is_step_marker
-from gpulint.frontends.python.names import terminal_name
+from gpulint.frontends.python.model import scope_nodes
+from gpulint.frontends.python.names import keyword, terminal_name
 from gpulint.frontends.python.timing import CLOCK_TRIGGERS, cuda_work, intervals, is_sync
 from gpulint.rule import Rule
 
@@ -22,7 +26,9 @@ class UnsynchronizedWallClockTiming(Rule):
     stream `.synchronize()`, or other host sync (`.item()`, `.cpu()`, `.tolist()`, boolean-mask
     indexing, `nonzero()`...) between the work and the second clock read, in one function. CUDA
     work is a model call, `.backward()`, an optimizer step, a `non_blocking` copy to the device,
-    a Triton launch, or a torch op (not a tensor factory) in a function that uses CUDA.
+    a Triton launch, or a torch op (not a tensor factory) in a function that uses CUDA. Also
+    `timeit.timeit`/`timeit.repeat`/`timeit.Timer` of a callable (a lambda, or a function of the
+    file) that does CUDA work and never syncs.
 
     Left alone: a sync anywhere in the interval; CPU-only work (modules without CUDA, branches
     under `if device == "cpu":`); whole training steps (forward plus backward or optimizer step,
@@ -62,7 +68,12 @@ class UnsynchronizedWallClockTiming(Rule):
 
     code = "GPU601"
     name = "unsynchronized-wall-clock-timing"
-    triggers = CLOCK_TRIGGERS
+    triggers = (*CLOCK_TRIGGERS, "timeit")
+    timeit_message = (
+        "`{call}` times CUDA work with no sync in the timed callable: it measures kernel "
+        "launches, not execution; end the callable with `torch.cuda.synchronize()` or use "
+        "`torch.utils.benchmark.Timer`, which synchronises"
+    )
     message = (
         "wall-clock read of CUDA work started at line {line} with no sync before it: it measures "
         "kernel launches, not execution; call `torch.cuda.synchronize()` before reading the clock "
@@ -84,7 +95,25 @@ class UnsynchronizedWallClockTiming(Rule):
         "    y = model(x.cuda())\n    return time.perf_counter() - t0\n",
         "import torch\nfrom timeit import default_timer as timer\nstart = timer()\n"
         "for _ in range(10):\n    out = net(inputs.to(device))\nend = timer()\nprint(end - start)\n",
+        "import timeit\nimport torch\nx = torch.randn(64, 64, device='cuda')\n"
+        "print(timeit.timeit(lambda: model(x), number=100))\n",
     ]
+
+    def visit_Call(self, node: ast.Call, file: PythonFile) -> Iterator[Finding]:
+        """`timeit.timeit(lambda: model(x), number=100)`, `timeit.Timer(run).timeit(10)`."""
+        q = file.qualname(node)
+        if q not in _TIMEIT or file.is_test or not file.uses_cuda:
+            return
+        stmt = node.args[0] if node.args else getattr(keyword(node, "stmt"), "value", None)
+        body = _callable_body(file, stmt, node)
+        if body is None:
+            return
+        scope = file.enclosing_function(node) or file.tree
+        if not any(cuda_work(file, n, scope) for n in body):
+            return
+        if any(is_sync(file, n) for n in body):
+            return
+        yield self.report(file, node, self.timeit_message, call=q)
 
     def visit_Module(self, node: ast.Module, file):
         if file.is_test or not file.uses_cuda:
@@ -107,6 +136,21 @@ class UnsynchronizedWallClockTiming(Rule):
             if any(is_sync(file, n) for n in region):
                 continue
             yield self.report(file, interval.end, line=interval.start.lineno)
+
+
+_TIMEIT = {"timeit.timeit", "timeit.repeat", "timeit.Timer"}
+
+
+def _callable_body(file: PythonFile, stmt: ast.AST | None, at: ast.AST) -> list[ast.AST] | None:
+    """The nodes a timed callable runs: a lambda's body, or a def of this file by name."""
+    if isinstance(stmt, ast.Lambda):
+        return list(ast.walk(stmt.body))
+    if isinstance(stmt, ast.Name):
+        bound = file.model.bindings_of(stmt.id, before=at)
+        defs = [b.node for b in bound if b.kind == "def"]
+        if len(defs) == 1 and len(bound) == 1:
+            return list(scope_nodes(defs[0]))
+    return None
 
 
 def _opaque_driver(file, node: ast.AST, scope: ast.AST) -> bool:

@@ -1,6 +1,8 @@
 import ast
 
-from gpulint.frontends.python.timing import is_sync, position, scope_nodes
+from gpulint.frontends.python.file import PythonFile
+from gpulint.frontends.python.model import MemoKey, position, scope_nodes
+from gpulint.frontends.python.timing import is_sync
 from gpulint.rule import Rule
 
 _EVENT = {"torch.cuda.Event", "torch.cuda.streams.Event", "torch.Event"}
@@ -124,9 +126,13 @@ def _base(node: ast.AST) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
-def _event_bindings(file, scope) -> tuple[set[str], set[str], set[str]]:
+_EventBindings = tuple[set[str], set[str], set[str]]
+_EVENT_BINDINGS: MemoKey[dict[int, _EventBindings]] = MemoKey("GPU603 event bindings by scope")
+
+
+def _event_bindings(file: PythonFile, scope: ast.AST | None) -> _EventBindings:
     """(names bound to events in `scope`, attribute names bound to events anywhere, parameters)."""
-    cache = file.__dict__.setdefault("_cuda_event_bindings", {})
+    cache = file.memo.get(_EVENT_BINDINGS, dict)
     key = id(scope)
     if key in cache:
         return cache[key]

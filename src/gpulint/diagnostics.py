@@ -32,6 +32,16 @@ class Fix:
 
 
 @dataclass(frozen=True)
+class Related:
+    """Another place that explains a finding: the line in a callee that syncs."""
+
+    path: str
+    line: int
+    col: int
+    message: str
+
+
+@dataclass(frozen=True)
 class Finding:
     """One finding. Lines and columns are 1-based; columns count code points; end is exclusive."""
 
@@ -44,6 +54,7 @@ class Finding:
     end_line: int | None = None
     end_col: int | None = None
     fix: Fix | None = field(default=None, compare=False)
+    related: tuple[Related, ...] = field(default=(), compare=False)
 
     def sort_key(self) -> tuple:
         return (self.path, self.line, self.col, self.code, self.message)
@@ -65,6 +76,11 @@ class Finding:
                 "description": self.fix.description,
                 "edits": [{"start": e.start, "end": e.end, "text": e.text} for e in self.fix.edits],
             }
+        if self.related:
+            out["related"] = [
+                {"path": r.path, "line": r.line, "col": r.col, "message": r.message}
+                for r in self.related
+            ]
         return out
 
     @classmethod
@@ -85,6 +101,10 @@ class Finding:
             end_line=d.get("end_line"),
             end_col=d.get("end_col"),
             fix=fix,
+            related=tuple(
+                Related(r["path"], r["line"], r["col"], r["message"])
+                for r in d.get("related") or ()
+            ),
         )
 
 

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from gpulint.diagnostics import Finding, Fix, Severity
+from gpulint.diagnostics import Finding, Fix, Related, Severity
 
 if TYPE_CHECKING:
     from gpulint.settings import Settings
@@ -84,6 +84,7 @@ class Rule:
         *,
         fix: Fix | None = None,
         severity: Severity | None = None,
+        related: tuple[Related, ...] = (),
         **fmt: Any,
     ) -> Finding:
         """A finding at `node`, located by the front-end that parsed `file`."""
@@ -99,6 +100,7 @@ class Rule:
             end_line,
             end_col,
             fix if self.fixable else None,
+            related,
         )
 
     def finish(self, file: Any) -> Iterable[Finding]:

@@ -187,6 +187,18 @@ def render(findings: list[Finding], *, root: Path, read_text=None, warn=None, **
             ],
             "partialFingerprints": {FINGERPRINT_KEY: _line_hash(f, line_text, seen[key])},
         }
+        if f.related:
+            result["relatedLocations"] = [
+                {
+                    "id": i,
+                    "physicalLocation": {
+                        "artifactLocation": _artifact(r.path, base),
+                        "region": {"startLine": r.line, "startColumn": r.col},
+                    },
+                    "message": {"text": r.message},
+                }
+                for i, r in enumerate(f.related)
+            ]
         if f.fix is not None and src is not None:
             result["fixes"] = [_sarif_fix(f, artifact, src)]
         results.append(result)

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import ast
 import functools
-import re
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
+from gpulint.frontends.python.devices import uses_gpu
 from gpulint.frontends.python.loops import LoopModel
+from gpulint.frontends.python.model import Memo, SemanticModel
 from gpulint.frontends.python.names import collect_bindings, dotted
 from gpulint.source import SourceText, is_test_path
 
+if TYPE_CHECKING:
+    from gpulint.frontends.python.summaries import External
+
 _PARENT = "_gpulint_parent"
-_CUDA = re.compile(r"\bcuda\b|device\s*=|\.to\(\s*(device|dev|self\.device|rank|local_rank)\b")
 
 
 class PythonFile:
@@ -24,6 +28,9 @@ class PythonFile:
         self.source = SourceText(text)
         self.tree = tree
         self.nodes_by_type: dict[type, list[ast.AST]] = {}
+        # Summaries of functions in other modules of the checked tree (gpulint.project), when
+        # the engine has an index; None: calls out of this file are unknown.
+        self.project_lookup: External | None = None
         self._index()
 
     def _index(self) -> None:
@@ -119,6 +126,15 @@ class PythonFile:
                             names.add(target.attr)
         return names
 
+    @functools.cached_property
+    def model(self) -> SemanticModel:
+        """Scopes, bindings, calls and the per-file memo (built as far as rules ask)."""
+        return SemanticModel(self)
+
+    @property
+    def memo(self) -> Memo:
+        return self.model.memo
+
     # -- context -----------------------------------------------------------------------------
     @functools.cached_property
     def loops(self) -> LoopModel:
@@ -130,7 +146,8 @@ class PythonFile:
 
     @functools.cached_property
     def uses_cuda(self) -> bool:
-        return bool(_CUDA.search(self.text))
+        """GPU code: the text says `cuda`, or tensors go to a device not provably the CPU."""
+        return uses_gpu(self)
 
     # -- positions ---------------------------------------------------------------------------
     def span(self, node: ast.AST) -> tuple[int, int, int | None, int | None]:

@@ -12,8 +12,12 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from gpulint.frontends.python.names import terminal_name
+
+if TYPE_CHECKING:
+    from gpulint.frontends.python.file import PythonFile
 
 LOOPS = (ast.For, ast.AsyncFor, ast.While)
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
@@ -70,14 +74,25 @@ def is_step_marker(node: ast.AST) -> bool:
     return False
 
 
+def _fetches_batch(node: ast.AST) -> bool:
+    if not isinstance(node, ast.Call):
+        return False
+    name = terminal_name(node.func)
+    return bool(name and _BATCH_FETCH.search(name))
+
+
 def _unwrap_iterable(node: ast.AST) -> ast.AST:
     while isinstance(node, ast.Call) and terminal_name(node.func) in _ITER_WRAPPERS and node.args:
         node = node.args[0]
     return node
 
 
+# `x, y = get_batch("train")`, `batch = next(train_iter)`: the loop fetches its own batches.
+_BATCH_FETCH = re.compile(r"^(get|next|sample|fetch|load|draw)_?(train_)?batch(es)?$|^next$")
+
+
 class LoopModel:
-    def __init__(self, file):
+    def __init__(self, file: PythonFile):
         self.file = file
         self._step: dict[int, bool] = {}
 
@@ -96,23 +111,50 @@ class LoopModel:
         return bool(name and (_LOADER.search(name) or name in self.loader_names))
 
     def is_step_loop(self, loop: ast.AST) -> bool:
+        """Its own body steps (backward, optimizer step), directly or through a function it
+        calls that steps once per call (a closure, `self.train_step(batch)`), or it takes a
+        batch per iteration (iterates a loader, `x, y = get_batch()`) and calls a model."""
         key = id(loop)
         if key not in self._step:
+            self._step[key] = False  # a loop reached again through its own callees: no
             nodes = list(own_nodes(loop))
-            marker = any(is_step_marker(n) for n in nodes)
-            if not marker and self.iterates_loader(loop):
-                marker = any(
-                    isinstance(n, ast.Call)
-                    and (name := terminal_name(n.func)) is not None
-                    and bool(_MODEL.search(name))
-                    for n in nodes
-                )
+            marker = self.basic_step_loop(loop, nodes) or self._steps_through_callee(nodes)
             self._step[key] = marker
         return self._step[key]
 
+    def basic_step_loop(self, loop: ast.AST, nodes: list[ast.AST] | None = None) -> bool:
+        """`is_step_loop` from the loop's own text only (function summaries use this one)."""
+        if nodes is None:
+            nodes = list(own_nodes(loop))
+        if any(is_step_marker(n) for n in nodes):
+            return True
+        if self.iterates_loader(loop) or any(_fetches_batch(n) for n in nodes):
+            return any(
+                isinstance(n, ast.Call)
+                and (name := terminal_name(n.func)) is not None
+                and bool(_MODEL.search(name))
+                for n in nodes
+            )
+        return False
+
+    def _steps_through_callee(self, nodes: list[ast.AST]) -> bool:
+        from gpulint.frontends.python.summaries import summaries
+
+        calls = [n for n in nodes if isinstance(n, ast.Call) and not is_step_marker(n)]
+        if not calls:
+            return False
+        table = summaries(self.file)
+        for call in calls:
+            summary = table.of_call(call)
+            if summary is not None and summary.steps:
+                return True
+        return False
+
     def trains(self, loop: ast.AST) -> bool:
         """A training step loop (backward/optimizer step), not only a loader-and-model loop."""
-        return any(is_step_marker(n) for n in ast.walk(loop))
+        if any(is_step_marker(n) for n in ast.walk(loop)):
+            return True
+        return self._steps_through_callee(list(own_nodes(loop)))
 
     def iteration_source(self, name: str, loop: ast.AST):
         """Where a loop variable comes from, for `name` bound by a `for` target at or inside

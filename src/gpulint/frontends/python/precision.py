@@ -12,8 +12,13 @@ import ast
 import io
 import re
 import tokenize
+from typing import TYPE_CHECKING
 
+from gpulint.frontends.python.model import MemoKey
 from gpulint.frontends.python.names import keyword
+
+if TYPE_CHECKING:
+    from gpulint.frontends.python.file import PythonFile
 
 AUTOCAST = {
     "torch.autocast",
@@ -69,18 +74,22 @@ def autocast_dtype(file, call: ast.Call) -> str | None:
     return "unknown"
 
 
-def _comments(file) -> dict[int, str]:
-    cache = file.__dict__.get("_comments_by_line")
-    if cache is None:
-        cache = {}
-        try:
-            for tok in tokenize.generate_tokens(io.StringIO(file.text).readline):
-                if tok.type == tokenize.COMMENT:
-                    cache[tok.start[0]] = tok.string
-        except (tokenize.TokenError, SyntaxError, IndentationError):
-            pass
-        file.__dict__["_comments_by_line"] = cache
-    return cache
+_COMMENTS: MemoKey[dict[int, str]] = MemoKey("comments by line")
+
+
+def _comments(file: PythonFile) -> dict[int, str]:
+    return file.memo.get(_COMMENTS, lambda: _read_comments(file.text))
+
+
+def _read_comments(text: str) -> dict[int, str]:
+    comments: dict[int, str] = {}
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type == tokenize.COMMENT:
+                comments[tok.start[0]] = tok.string
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        pass
+    return comments
 
 
 def comment_near(file, node: ast.AST) -> str:

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import ast
 import re
+from typing import TYPE_CHECKING
 
 from gpulint.frontends.python.names import terminal_name
+
+if TYPE_CHECKING:
+    from gpulint.frontends.python.file import PythonFile
 
 # Methods that return a tensor when called on one.
 TENSOR_METHODS = {
@@ -92,42 +96,11 @@ def looks_like_tensor(file, expr: ast.AST, scope: ast.AST | None) -> bool:
         )
     if isinstance(expr, ast.Name):
         values = assigned_values(file, scope, expr.id)
-        return bool(values) and all(produces_tensor(file, v) for v in values)
+        return bool(values) and all(v is not None and produces_tensor(file, v) for v in values)
     return False
 
 
-def assigned_values(file, scope: ast.AST | None, name: str) -> list[ast.AST]:
-    """Values assigned to `name` in `scope` (a function, or the module)."""
-    cache = file.__dict__.setdefault("_assignments", {})
-    key = id(scope)
-    if key not in cache:
-        table: dict[str, list[ast.AST]] = {}
-        root = scope if scope is not None else file.tree
-        for node in ast.walk(root):
-            if isinstance(node, ast.Assign):
-                for target in node.targets:
-                    for t in ast.walk(target):
-                        if isinstance(t, ast.Name):
-                            # Tuple targets get an unknown value: cannot say which part is which.
-                            value = node.value if target is t else ast.Constant(None)
-                            table.setdefault(t.id, []).append(value)
-            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(
-                node.target, ast.Name
-            ):
-                if node.value is not None:
-                    table.setdefault(node.target.id, []).append(node.value)
-            elif isinstance(node, (ast.For, ast.AsyncFor, ast.With, ast.comprehension)):
-                targets = (
-                    [node.target]
-                    if not isinstance(node, ast.With)
-                    else [i.optional_vars for i in node.items if i.optional_vars is not None]
-                )
-                for target in targets:
-                    for t in ast.walk(target):
-                        if isinstance(t, ast.Name):
-                            table.setdefault(t.id, []).append(ast.Constant(None))
-        if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for arg in [*scope.args.args, *scope.args.kwonlyargs, *scope.args.posonlyargs]:
-                table.setdefault(arg.arg, []).append(ast.Constant(None))
-        cache[key] = table
-    return cache[key].get(name, [])
+def assigned_values(file: PythonFile, scope: ast.AST | None, name: str) -> list[ast.expr | None]:
+    """Values bound to `name` in `scope` (a function, or the module) or the scope it resolves
+    to; None for a value that cannot be told (tuple unpacking, loop targets, parameters)."""
+    return file.model.values_of(name, scope)

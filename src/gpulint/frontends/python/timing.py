@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from gpulint.frontends.python.loops import SCOPES, is_step_marker
+from gpulint.frontends.python.loops import is_step_marker
+from gpulint.frontends.python.model import MemoKey, scope_nodes
 from gpulint.frontends.python.names import keyword, terminal_name
 from gpulint.frontends.python.syncs import host_sync
 from gpulint.frontends.python.tensors import _torch_call
+
+if TYPE_CHECKING:
+    from gpulint.frontends.python.file import PythonFile
 
 CLOCKS = {
     "time.time",
@@ -77,22 +81,6 @@ def is_clock(file, node: ast.AST) -> bool:
     return isinstance(node, ast.Call) and not node.args and file.qualname(node) in CLOCKS
 
 
-def scope_nodes(scope: ast.AST) -> Iterator[ast.AST]:
-    """Nodes of a function (or module) body, not descending into nested functions or classes."""
-    body = (
-        scope.body
-        if isinstance(scope, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef))
-        else [scope]
-    )
-    stack = list(reversed(body))
-    while stack:
-        node = stack.pop()
-        yield node
-        if isinstance(node, SCOPES):
-            continue
-        stack.extend(reversed(list(ast.iter_child_nodes(node))))
-
-
 @dataclass(frozen=True)
 class Interval:
     start: ast.Call  # the first clock read
@@ -119,10 +107,14 @@ def _clock_assignments(file, scope: ast.AST) -> dict[str, list[ast.Call]]:
     return out
 
 
-def intervals(file) -> list[Interval]:
-    cache = file.__dict__.get("_timing_intervals")
-    if cache is not None:
-        return cache
+_INTERVALS: MemoKey[list[Interval]] = MemoKey("timing intervals")
+
+
+def intervals(file: PythonFile) -> list[Interval]:
+    return file.memo.get(_INTERVALS, lambda: _intervals(file))
+
+
+def _intervals(file: PythonFile) -> list[Interval]:
     found: dict[tuple[int, int], Interval] = {}
     scopes = [file.tree, *file.nodes(ast.FunctionDef, ast.AsyncFunctionDef)]
     for scope in scopes:
@@ -157,19 +149,13 @@ def intervals(file) -> list[Interval]:
                 continue
             start = max(before, key=position)
             found.setdefault((id(start), id(end)), Interval(start, end, scope))
-    result = list(found.values())
-    file.__dict__["_timing_intervals"] = result
-    return result
+    return list(found.values())
 
 
-def local_functions(file) -> dict[str, ast.AST]:
-    cache = file.__dict__.get("_local_functions")
-    if cache is None:
-        cache = {}
-        for f in file.nodes(ast.FunctionDef, ast.AsyncFunctionDef):
-            cache.setdefault(f.name, f)
-        file.__dict__["_local_functions"] = cache
-    return cache
+def local_function(file: PythonFile, name: str | None) -> ast.AST | None:
+    """The first def named `name` in the file, if any."""
+    found = file.model.functions(name) if name else []
+    return found[0] if found else None
 
 
 def is_sync(file, node: ast.AST, depth: int = 1) -> bool:
@@ -185,8 +171,8 @@ def is_sync(file, node: ast.AST, depth: int = 1) -> bool:
         return True
     if isinstance(node.func, ast.Name) and _pipeline(file, node.func, node):
         return True  # pipelines hand back host objects (images, text): they read back
-    if depth and name in local_functions(file):
-        helper = local_functions(file)[name]
+    helper = local_function(file, name) if depth else None
+    if helper is not None:
         return any(is_sync(file, n, depth - 1) for n in scope_nodes(helper))
     return False
 
@@ -244,7 +230,8 @@ def cuda_work(file, node: ast.AST, scope: ast.AST) -> bool:
         and file.qualname(node) is None
     ):
         return True
-    if name in local_functions(file) and _launches_triton(file, local_functions(file)[name]):
+    launcher = local_function(file, name)
+    if launcher is not None and _launches_triton(file, launcher):
         return True  # a launcher defined in this file: `def add(x, y): add_kernel[grid](x, y, ...)`
     if _torch_call(file, node) and _scope_uses_cuda(file, scope):
         return (file.qualname(node) or "").rsplit(".", 1)[-1] not in _FACTORIES

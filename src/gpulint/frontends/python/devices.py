@@ -1,0 +1,84 @@
+"""Device facts: does this module put tensors or models on an accelerator?
+
+A module is GPU code when its text says `cuda`, or when it moves tensors or models to a device
+that is not provably the CPU, whatever the device's spelling: `x.to(args.device)`,
+`device=cfg.device`, `torch.device(device_type)`, an `Accelerator()`/`Fabric()` object or its
+`.device`, `torch.accelerator.current_accelerator()`. A device is provably the CPU when every
+value that reaches it is the constant "cpu" (or "meta"): `def run(x, device="cpu"): x.to(device)`
+with no other device stays CPU code, as do `device = "cpu"` scripts.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import TYPE_CHECKING
+
+from gpulint.frontends.python.names import keyword, terminal_name
+
+if TYPE_CHECKING:
+    from gpulint.frontends.python.file import PythonFile
+
+_CUDA_TEXT = re.compile(r"\bcuda\b")
+# Cheap gate before any tree is looked at: each device spelling below contains one of these.
+_DEVICE_WORDS = re.compile(r"device|rank|gpu|accelerat|Fabric", re.IGNORECASE)
+_DEVICE_NAME = re.compile(r"device|^dev$|gpu|rank$|accelerator", re.IGNORECASE)
+_HOST_DEVICES = {"cpu", "meta"}
+_ACCELERATOR_OBJECTS = {
+    "accelerate.Accelerator",
+    "lightning.Fabric",
+    "lightning.fabric.Fabric",
+    "lightning_fabric.Fabric",
+    "torch.accelerator.current_accelerator",
+}
+
+
+def uses_gpu(file: PythonFile) -> bool:
+    if _CUDA_TEXT.search(file.text):
+        return True
+    if not _DEVICE_WORDS.search(file.text):
+        return False
+    qualname = file.qualname
+    for call in file.nodes_by_type.get(ast.Call, ()):
+        assert isinstance(call, ast.Call)
+        func = call.func
+        q = qualname(func)
+        if q in _ACCELERATOR_OBJECTS:
+            return True
+        if q == "torch.device":
+            arg = call.args[0] if call.args else getattr(keyword(call, "type"), "value", None)
+            if arg is not None and not provably_host(file, arg):
+                return True
+            continue
+        device = keyword(call, "device")
+        if device is not None and not provably_host(file, device.value):
+            return True
+        if isinstance(func, ast.Attribute) and func.attr == "to" and call.args:
+            target = call.args[0]
+            name = terminal_name(target)
+            if name and _DEVICE_NAME.search(name) and not provably_host(file, target):
+                return True
+    return False
+
+
+def provably_host(file: PythonFile, expr: ast.AST, depth: int = 0) -> bool:
+    """Every value that can reach `expr` is a host device ("cpu", "meta", None)."""
+    if depth > 4:
+        return False
+    if isinstance(expr, ast.Constant):
+        value = expr.value
+        return value is None or (
+            isinstance(value, str) and value.split(":")[0].lower() in _HOST_DEVICES
+        )
+    if isinstance(expr, ast.IfExp):
+        return provably_host(file, expr.body, depth + 1) and provably_host(
+            file, expr.orelse, depth + 1
+        )
+    if isinstance(expr, ast.Call) and file.qualname(expr) == "torch.device" and expr.args:
+        return provably_host(file, expr.args[0], depth + 1)
+    if isinstance(expr, ast.Name):
+        bindings = file.model.bindings_of(expr.id, before=expr)
+        return bool(bindings) and all(
+            b.value is not None and provably_host(file, b.value, depth + 1) for b in bindings
+        )
+    return False

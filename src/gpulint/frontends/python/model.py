@@ -1,0 +1,333 @@
+"""The semantic model of one Python file: scopes, bindings, qualified names, calls, memo.
+
+One object per parsed file (`PythonFile.model`), built lazily and only as far as asked: a scope's
+binding table is made the first time a name in it is looked up. Nothing is stored on AST nodes;
+every table is keyed by `id(node)` and lives here, so the model and the tree stay acyclic.
+
+Scopes follow Python: a function, lambda or class body is its own scope; comprehensions share
+their function's (close enough for what rules ask). A name read in a nested function and not
+bound there resolves through the enclosing functions to the module, skipping class bodies.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+if TYPE_CHECKING:
+    from gpulint.frontends.python.file import PythonFile
+
+FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+LOOPS = (ast.For, ast.AsyncFor, ast.While)
+Function = ast.FunctionDef | ast.AsyncFunctionDef
+Position = tuple[int, int]
+
+T = TypeVar("T")
+
+
+class MemoKey(Generic[T]):
+    """A typed key for `Memo`: `_INTERVALS: MemoKey[list[Interval]] = MemoKey("intervals")`."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"MemoKey({self.name!r})"
+
+
+class Memo:
+    """The one place for a rare per-file cache (computed once per file, asked many times)."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self) -> None:
+        self._values: dict[MemoKey, object] = {}
+
+    def get(self, key: MemoKey[T], build: Callable[[], T]) -> T:
+        try:
+            return self._values[key]  # type: ignore[return-value]
+        except KeyError:
+            value = self._values[key] = build()
+            return value
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """One place that binds `name` in a scope.
+
+    `value` is the expression assigned to exactly this name (`x = expr`, `x: T = expr`, a
+    parameter's default), or None when it cannot be told apart (tuple unpacking, loop and `with`
+    targets, imports, parameters without a default). `kind` says which statement bound it.
+    """
+
+    name: str
+    kind: str  # "assign" | "augassign" | "annassign" | "for" | "with" | "param" | "def" | "class" | "import" | "other"
+    node: ast.AST  # the binding statement (or the ast.arg for a parameter)
+    value: ast.expr | None
+    position: Position
+
+    @property
+    def is_assignment(self) -> bool:
+        return self.kind in ("assign", "augassign", "annassign")
+
+
+def position(node: ast.AST) -> Position:
+    return getattr(node, "lineno", 0), getattr(node, "col_offset", 0)
+
+
+def end_position(node: ast.AST) -> Position:
+    return getattr(node, "end_lineno", 0) or 0, getattr(node, "end_col_offset", 0) or 0
+
+
+def scope_nodes(scope: ast.AST) -> Iterator[ast.AST]:
+    """Nodes of a function (or module) body, not descending into nested functions or classes
+    (the nested def itself is yielded: its name binds here)."""
+    if isinstance(scope, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        stack: list[ast.AST] = list(reversed(scope.body))
+    elif isinstance(scope, ast.Lambda):
+        stack = [scope.body]
+    else:
+        stack = [scope]
+    pop, extend = stack.pop, stack.extend
+    while stack:
+        node = pop()
+        yield node
+        if isinstance(node, SCOPES):
+            continue
+        extend(reversed(list(ast.iter_child_nodes(node))))
+
+
+def _names_in(target: ast.AST) -> Iterator[ast.Name]:
+    """Names a target binds: `a, (b, *c)` binds a, b, c; `x[i] = ...` and `self.a = ...` bind
+    nothing (x and self are read)."""
+    for t in ast.walk(target):
+        if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store):
+            yield t
+
+
+class SemanticModel:
+    def __init__(self, file: PythonFile):
+        self.file = file
+        self.memo = Memo()
+        self._tables: dict[int, dict[str, list[Binding]]] = {}
+        self._scope_of: dict[int, ast.AST] = {}
+        self._calls: dict[str, list[ast.Call]] | None = None
+        self._functions: dict[str, list[Function]] | None = None
+
+    # -- scopes ------------------------------------------------------------------------------
+    def scope_of(self, node: ast.AST) -> ast.AST:
+        """The function, lambda, class or module whose body holds `node` (a def's own scope is
+        the one around it)."""
+        key = id(node)
+        found = self._scope_of.get(key)
+        if found is None:
+            found = self.file.tree
+            for ancestor in self.file.ancestors(node):
+                if isinstance(ancestor, SCOPES):
+                    found = ancestor
+                    break
+            self._scope_of[key] = found
+        return found
+
+    def enclosing_scopes(self, scope: ast.AST) -> Iterator[ast.AST]:
+        """`scope`, then the functions around it, then the module: where a free name resolves
+        (class bodies around a function are not searched, as in Python)."""
+        yield scope
+        node = scope
+        while not isinstance(node, ast.Module):
+            node = self.scope_of(node)
+            if not isinstance(node, ast.ClassDef):
+                yield node
+
+    def enclosing_class(self, node: ast.AST) -> ast.ClassDef | None:
+        for ancestor in self.file.ancestors(node):
+            if isinstance(ancestor, ast.ClassDef):
+                return ancestor
+        return None
+
+    # -- bindings ----------------------------------------------------------------------------
+    def table(self, scope: ast.AST) -> dict[str, list[Binding]]:
+        """Every binding in `scope`'s own body by name, in source order."""
+        key = id(scope)
+        table = self._tables.get(key)
+        if table is None:
+            table = self._tables[key] = _bindings_table(scope)
+        return table
+
+    def bindings_in(self, scope: ast.AST, name: str) -> list[Binding]:
+        return self.table(scope).get(name, [])
+
+    def defining_scope(self, name: str, at: ast.AST) -> ast.AST | None:
+        """The scope whose binding of `name` a read at `at` sees, or None (a builtin, a global
+        from elsewhere)."""
+        for scope in self.enclosing_scopes(self.scope_of(at)):
+            if name in self.table(scope):
+                return scope
+        return None
+
+    def bindings_of(self, name: str, before: ast.AST) -> list[Binding]:
+        """The bindings of `name` that may reach the read at `before`: in its own scope, those
+        earlier in the text plus those later in a loop around it (the next iteration sees
+        them); in an enclosing scope (a closure or a global), all of them."""
+        scope = self.defining_scope(name, before)
+        if scope is None:
+            return []
+        bindings = self.table(scope)[name]
+        if scope is not self.scope_of(before):
+            return bindings
+        at = position(before)
+        loops = [
+            loop
+            for loop in self._ancestors_in_scope(before)
+            if isinstance(loop, LOOPS) or isinstance(loop, ast.comprehension)
+        ]
+        out = []
+        for b in bindings:
+            if b.position < at or any(_inside(b.node, loop) for loop in loops):
+                out.append(b)
+        return out
+
+    def values_of(self, name: str, scope: ast.AST | None) -> list[ast.expr | None]:
+        """Every value bound to `name` in `scope` (the module when None) or, where it does not
+        bind it, the scope it resolves to; None stands for a value that cannot be told."""
+        start = scope if scope is not None else self.file.tree
+        for s in self.enclosing_scopes(start):
+            found = self.table(s).get(name)
+            if found:
+                return [b.value for b in found]
+        return []
+
+    def _ancestors_in_scope(self, node: ast.AST) -> Iterator[ast.AST]:
+        for ancestor in self.file.ancestors(node):
+            if isinstance(ancestor, SCOPES):
+                return
+            yield ancestor
+
+    # -- names and calls -----------------------------------------------------------------------
+    def qualname(self, node: ast.AST) -> str | None:
+        return self.file.qualname(node)
+
+    def calls_to(self, *qualnames: str) -> list[ast.Call]:
+        """Calls whose callee resolves to one of `qualnames`, in source order; the table is
+        built once from the file's indexed Call nodes."""
+        if self._calls is None:
+            calls: dict[str, list[ast.Call]] = {}
+            qualname = self.file.qualname
+            for call in self.file.nodes_by_type.get(ast.Call, ()):
+                q = qualname(call)
+                if q is not None:
+                    calls.setdefault(q, []).append(call)  # type: ignore[arg-type]
+            self._calls = calls
+        if len(qualnames) == 1:
+            return self._calls.get(qualnames[0], [])
+        out = [c for q in qualnames for c in self._calls.get(q, ())]
+        return sorted(out, key=position)
+
+    def functions(self, name: str) -> list[Function]:
+        """Every def named `name` anywhere in the file (methods included)."""
+        if self._functions is None:
+            table: dict[str, list[Function]] = {}
+            for kind in FUNCTIONS:
+                for f in self.file.nodes_by_type.get(kind, ()):
+                    table.setdefault(f.name, []).append(f)  # type: ignore[attr-defined]
+            self._functions = table
+        return self._functions.get(name, [])
+
+    def resolve_callee(self, call: ast.Call) -> Function | None:
+        """The def a call runs, where this file says so: `f(...)` with `f` a def (or a closure)
+        in scope, `self.m(...)`/`cls.m(...)` inside a class that defines `m`."""
+        func = call.func
+        if isinstance(func, ast.Name):
+            scope = self.defining_scope(func.id, call)
+            if scope is None:
+                return None
+            bound = self.table(scope)[func.id]
+            defs = [b.node for b in bound if b.kind == "def"]
+            if len(defs) == len(bound) and len(defs) == 1:
+                return defs[0]  # type: ignore[return-value]
+            return None
+        if (
+            isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Name)
+            and func.value.id in ("self", "cls")
+        ):
+            cls = self.enclosing_class(call)
+            if cls is None:
+                return None
+            for stmt in cls.body:
+                if isinstance(stmt, FUNCTIONS) and stmt.name == func.attr:
+                    return stmt
+        return None
+
+    def in_loop(self, node: ast.AST) -> ast.AST | None:
+        """The nearest loop around `node` in its own scope, or None."""
+        for ancestor in self._ancestors_in_scope(node):
+            if isinstance(ancestor, LOOPS):
+                return ancestor
+        return None
+
+
+def _inside(node: ast.AST, outer: ast.AST) -> bool:
+    return position(outer) <= position(node) and end_position(node) <= end_position(outer)
+
+
+def _bindings_table(scope: ast.AST) -> dict[str, list[Binding]]:
+    table: dict[str, list[Binding]] = {}
+
+    def add(name: str, kind: str, node: ast.AST, value: ast.expr | None, at: ast.AST) -> None:
+        table.setdefault(name, []).append(Binding(name, kind, node, value, position(at)))
+
+    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        args = scope.args
+        positional = [*args.posonlyargs, *args.args]
+        defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults))
+        defaults += list(args.defaults)
+        for arg, default in zip(positional, defaults, strict=False):
+            add(arg.arg, "param", arg, default, arg)
+        for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=False):
+            add(arg.arg, "param", arg, default, arg)
+        for arg in (args.vararg, args.kwarg):
+            if arg is not None:
+                add(arg.arg, "param", arg, None, arg)
+    for node in scope_nodes(scope):
+        kind = type(node)
+        if kind is ast.Assign:
+            for target in node.targets:  # type: ignore[attr-defined]
+                if type(target) is ast.Name:
+                    add(target.id, "assign", node, node.value, target)  # type: ignore[attr-defined]
+                else:
+                    for t in _names_in(target):
+                        add(t.id, "assign", node, None, t)
+        elif kind is ast.AnnAssign or kind is ast.AugAssign:
+            target = node.target  # type: ignore[attr-defined]
+            if type(target) is ast.Name:
+                tag = "annassign" if kind is ast.AnnAssign else "augassign"
+                if node.value is not None:  # type: ignore[attr-defined]
+                    add(target.id, tag, node, node.value, target)  # type: ignore[attr-defined]
+        elif kind is ast.For or kind is ast.AsyncFor or kind is ast.comprehension:
+            for t in _names_in(node.target):  # type: ignore[attr-defined]
+                add(t.id, "for", node, None, t)
+        elif kind is ast.With or kind is ast.AsyncWith:
+            for item in node.items:  # type: ignore[attr-defined]
+                if item.optional_vars is not None:
+                    for t in _names_in(item.optional_vars):
+                        add(t.id, "with", node, None, t)
+        elif kind is ast.NamedExpr:
+            add(node.target.id, "assign", node, node.value, node)  # type: ignore[attr-defined]
+        elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+            add(node.name, "def", node, None, node)  # type: ignore[attr-defined]
+        elif kind is ast.ClassDef:
+            add(node.name, "class", node, None, node)  # type: ignore[attr-defined]
+        elif kind is ast.Import or kind is ast.ImportFrom:
+            for alias in node.names:  # type: ignore[attr-defined]
+                if alias.name != "*":
+                    bound = alias.asname or alias.name.split(".")[0]
+                    add(bound, "import", node, None, node)
+        elif kind is ast.ExceptHandler and node.name:  # type: ignore[attr-defined]
+            add(node.name, "other", node, None, node)  # type: ignore[attr-defined]
+    return table

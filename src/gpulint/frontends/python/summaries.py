@@ -1,0 +1,249 @@
+"""Function summaries: what calling a function does, as far as GPU rules care.
+
+For every function and method of a file, computed once: where it syncs the host (the first
+unguarded readback, with its line), whether it runs a backward pass or an optimizer step, whether
+it launches GPU work, moves tensors to a device, or times a callable. Facts flow from callees to
+callers through the calls the model can resolve (`f()`, a closure, `self.m()`), repeated to a
+fixed point, so a helper two calls away counts and recursion terminates. Calls into other modules
+of the checked tree are answered by the project index (`gpulint.project`), when the engine has one.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from gpulint.frontends.python.loops import is_periodic_test, is_step_marker
+from gpulint.frontends.python.model import FUNCTIONS, Function, MemoKey, scope_nodes
+from gpulint.frontends.python.names import terminal_name
+from gpulint.frontends.python.syncs import host_sync
+
+if TYPE_CHECKING:
+    from gpulint.frontends.python.file import PythonFile
+
+
+@dataclass(frozen=True, slots=True)
+class SyncSite:
+    """Where a function (or one of its callees) makes the host wait: `.item()` at utils.py:88."""
+
+    what: str  # as in messages: "`.item()`"
+    path: str
+    line: int
+    col: int
+    via: str = ""  # the callee chain below the summarised function, if the sync is not its own
+
+    def to_list(self) -> list:
+        return [self.what, self.path, self.line, self.col, self.via]
+
+    @classmethod
+    def from_list(cls, data: list) -> SyncSite:
+        what, path, line, col, via = data
+        return cls(str(what), str(path), int(line), int(col), str(via))
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    sync: SyncSite | None = None
+    steps: bool = False  # runs backward or an optimizer step
+    launches: bool = False  # queues GPU work (a model call, a torch op, a kernel)
+    moves: bool = False  # moves tensors to a device
+    times: bool = False  # reads a clock around a callable it was given
+
+    def merge(self, callee: Summary, callee_name: str) -> Summary:
+        sync = self.sync
+        if sync is None and callee.sync is not None:
+            via = f"{callee_name}()" + (f" -> {callee.sync.via}" if callee.sync.via else "")
+            sync = replace(callee.sync, via=via)
+        return Summary(
+            sync,
+            self.steps or callee.steps,
+            self.launches or callee.launches,
+            self.moves or callee.moves,
+            self.times,
+        )
+
+    def to_list(self) -> list:
+        return [
+            self.sync.to_list() if self.sync else None,
+            self.steps,
+            self.launches,
+            self.moves,
+            self.times,
+        ]
+
+    @classmethod
+    def from_list(cls, data: list) -> Summary:
+        sync, steps, launches, moves, times = data
+        return cls(
+            SyncSite.from_list(sync) if sync else None,
+            bool(steps),
+            bool(launches),
+            bool(moves),
+            bool(times),
+        )
+
+
+EMPTY = Summary()
+# `synchronize()` in a helper is left to the timing rules: it is how code times itself.
+_NOT_READBACKS = {None, "`synchronize()`", "`torch.cuda.synchronize()`"}
+_CLOCK_NAMES = {"time", "perf_counter", "monotonic", "default_timer", "time_ns", "perf_counter_ns"}
+# An external resolver: (file, call) -> the callee's summary from another module, or None.
+External = Callable[["PythonFile", ast.Call], "Summary | None"]
+
+
+class Summaries:
+    """The summaries of one file's functions, to a fixed point over the calls it resolves."""
+
+    def __init__(self, file: PythonFile, external: External | None = None):
+        self.file = file
+        self.external = external
+        self._own: dict[int, Summary] = {}
+        self._calls: dict[int, list[_Call]] = {}
+        self._final: dict[int, Summary] = {}
+        functions: list[Function] = [
+            f  # type: ignore[misc]
+            for kind in FUNCTIONS
+            for f in file.nodes_by_type.get(kind, ())
+        ]
+        for f in functions:
+            self._own[id(f)], self._calls[id(f)] = self._direct(f)
+        self._solve(functions)
+
+    def of(self, function: ast.AST) -> Summary:
+        return self._final.get(id(function), EMPTY)
+
+    def of_call(self, call: ast.Call) -> Summary | None:
+        """What calling `call` does, where the callee is known (this file or the project)."""
+        callee = self.file.model.resolve_callee(call)
+        if callee is not None:
+            return self.of(callee)
+        if self.external is not None:
+            return self.external(self.file, call)
+        return None
+
+    def _direct(self, f: Function) -> tuple[Summary, list[_Call]]:
+        file = self.file
+        sync: SyncSite | None = None
+        steps = launches = moves = times = False
+        calls: list[_Call] = []
+        params = {a.arg for a in [*f.args.posonlyargs, *f.args.args, *f.args.kwonlyargs]}
+        clock = False
+        for node in scope_nodes(f):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = terminal_name(func)
+            if is_step_marker(node):
+                launches = True
+                # One step per call: a step inside the function's own loop is a training loop,
+                # whose per-step costs GPU101 reports where they are.
+                steps = steps or not _in_loop(file, node, f)
+            elif name in ("to", "cuda") and isinstance(func, ast.Attribute):
+                moves = True
+            elif name in _CLOCK_NAMES:
+                clock = True
+            elif isinstance(func, ast.Name) and func.id in params:
+                times = times or clock  # calls a callable it was given, after reading a clock
+            if sync is None:
+                what = host_sync(file, node, with_events=False)
+                if (
+                    what not in _NOT_READBACKS
+                    and not _guarded(file, node, f)
+                    and not _in_step_loop(file, node, f)
+                ):
+                    line, col, _, _ = file.span(node)
+                    sync = SyncSite(what, file.display_path, line, col)  # type: ignore[arg-type]
+            callee = file.model.resolve_callee(node)
+            if callee is not None or (self.external is not None and name is not None):
+                calls.append(_Call(node, callee, _guarded(file, node, f), _in_loop(file, node, f)))
+        return Summary(sync, steps, launches, moves, times), calls
+
+    def _solve(self, functions: list[Function]) -> None:
+        final = dict(self._own)
+        external: dict[int, Summary | None] = {}
+        changed = True
+        rounds = 0
+        while changed and rounds <= len(functions) + 1:  # monotone: ends by then at the latest
+            changed = False
+            rounds += 1
+            for f in functions:
+                key = id(f)
+                current = final[key]
+                for site in self._calls[key]:
+                    if site.guarded or site.callee is f:
+                        continue
+                    if site.callee is not None:
+                        other: Summary | None = final.get(id(site.callee), EMPTY)
+                        callee_name = site.callee.name
+                    else:
+                        if id(site.call) not in external:
+                            external[id(site.call)] = self.external(self.file, site.call)  # type: ignore[misc]
+                        other = external[id(site.call)]
+                        callee_name = terminal_name(site.call.func) or "?"
+                    if other is None:
+                        continue
+                    if site.in_loop and other.steps:
+                        other = replace(other, steps=False)
+                    merged = current.merge(other, callee_name)
+                    if merged != current:
+                        current = merged
+                        changed = True
+                final[key] = current
+        self._final = final
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    call: ast.Call
+    callee: Function | None  # in this file; None: ask the project index
+    guarded: bool
+    in_loop: bool
+
+
+def _in_step_loop(file: PythonFile, node: ast.AST, function: ast.AST) -> bool:
+    """In a loop of `function` that steps by its own text: GPU101 reports that sync there."""
+    for parent in file.ancestors(node):
+        if parent is function:
+            return False
+        if isinstance(parent, (ast.For, ast.AsyncFor, ast.While)) and file.loops.basic_step_loop(
+            parent
+        ):
+            return True
+    return False
+
+
+def _in_loop(file: PythonFile, node: ast.AST, function: ast.AST) -> bool:
+    for parent in file.ancestors(node):
+        if parent is function:
+            return False
+        if isinstance(parent, (ast.For, ast.AsyncFor, ast.While)):
+            return True
+    return False
+
+
+def _guarded(file: PythonFile, node: ast.AST, function: ast.AST) -> bool:
+    """Runs only some calls of `function`: under a periodic test (`if step % k == 0`,
+    `if self.log_metrics:`), in an exception handler or a `raise`."""
+    child = node
+    for parent in file.ancestors(node):
+        if parent is function:
+            return False
+        if isinstance(parent, (ast.ExceptHandler, ast.Raise)):
+            return True
+        if (
+            isinstance(parent, ast.If)
+            and child is not parent.test
+            and is_periodic_test(parent.test)
+        ):
+            return True
+        child = parent
+    return False
+
+
+_SUMMARIES: MemoKey[Summaries] = MemoKey("function summaries")
+
+
+def summaries(file: PythonFile) -> Summaries:
+    return file.memo.get(_SUMMARIES, lambda: Summaries(file, file.project_lookup))

@@ -1,0 +1,138 @@
+"""The Python semantic model: bindings, reaching assignments, calls, memo, summaries."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+from gpulint.frontends.python import FRONTEND
+from gpulint.frontends.python.file import PythonFile
+from gpulint.frontends.python.model import MemoKey
+from gpulint.frontends.python.summaries import summaries
+from gpulint.settings import Settings
+
+
+def parse(text: str, path: str = "train.py") -> PythonFile:
+    return FRONTEND.parse(path, textwrap.dedent(text).encode(), Settings())
+
+
+def _name_at(file: PythonFile, name: str, line: int) -> ast.Name:
+    return next(
+        n
+        for n in file.nodes(ast.Name)
+        if n.id == name and n.lineno == line and isinstance(n.ctx, ast.Load)
+    )
+
+
+def test_bindings_of_sees_earlier_assignments_and_loop_carried_ones():
+    file = parse(
+        """
+        def f(xs):
+            total = 0
+            for x in xs:
+                use(total)
+                total = total + x
+            late = 1
+            return total
+        """
+    )
+    read = _name_at(file, "total", 5)
+    kinds = [(b.kind, b.position[0]) for b in file.model.bindings_of("total", before=read)]
+    assert kinds == [("assign", 3), ("assign", 6)]  # the loop's own assignment reaches round two
+    after = _name_at(file, "total", 8)
+    assert len(file.model.bindings_of("total", before=after)) == 2
+    assert file.model.bindings_of("late", before=read) == []
+
+
+def test_closures_resolve_to_the_enclosing_function_not_class_bodies():
+    file = parse(
+        """
+        device = "cpu"
+        class C:
+            device = "meta"
+            def m(self):
+                def inner():
+                    return device
+                return inner
+        """
+    )
+    read = _name_at(file, "device", 7)
+    (binding,) = file.model.bindings_of("device", before=read)
+    assert isinstance(binding.value, ast.Constant) and binding.value.value == "cpu"
+
+
+def test_parameters_carry_their_defaults_and_targets_bind_only_stored_names():
+    file = parse(
+        """
+        def f(a, device="cpu", *, k=3):
+            self.x = 1
+            a[0] = 2
+            b, c = g()
+            return a
+        """
+    )
+    function = file.tree.body[0]
+    table = file.model.table(function)
+    assert table["device"][0].value.value == "cpu"
+    assert table["a"][0].value is None and len(table["a"]) == 1  # `a[0] = ...` binds nothing
+    assert "self" not in table
+    assert [b.value for b in table["b"]] == [None]  # tuple unpacking: value unknown
+
+
+def test_calls_to_resolves_aliases_once():
+    file = parse(
+        """
+        import torch as T
+        from torch.cuda import synchronize as sync
+        T.cuda.synchronize()
+        sync()
+        other()
+        """
+    )
+    calls = file.model.calls_to("torch.cuda.synchronize")
+    assert [c.lineno for c in calls] == [4, 5]
+
+
+def test_memo_is_typed_and_computed_once():
+    file = parse("x = 1\n")
+    key: MemoKey[list[int]] = MemoKey("test")
+    built = []
+    first = file.memo.get(key, lambda: built.append(1) or [1])
+    second = file.memo.get(key, lambda: built.append(2) or [2])
+    assert first is second and built == [1]
+    assert not any(k.startswith("_") and k not in {"_index"} for k in vars(file) if k != "model")
+
+
+def test_summaries_reach_a_fixed_point_through_recursion_and_closures():
+    file = parse(
+        """
+        def a(t):
+            return b(t)
+        def b(t):
+            if t:
+                return a(t)
+            return t.item()
+        def loop(model, opt, loader):
+            def step(x):
+                model(x).backward()
+                opt.step()
+            for x in loader:
+                step(x)
+        """
+    )
+    table = summaries(file)
+    a, b, loop = (n for n in file.tree.body)
+    assert table.of(b).sync is not None and table.of(b).sync.line == 7
+    assert table.of(a).sync is not None and table.of(a).sync.via == "b()"
+    step = loop.body[0]
+    assert table.of(step).steps
+    assert not table.of(loop).steps  # its step runs in its own loop: a training loop, not a step
+
+
+def test_device_from_configuration_makes_gpu_code_and_cpu_defaults_do_not():
+    assert parse("def f(m, args):\n    m.to(args.device)\n").uses_cuda
+    assert parse("import torch\nd = torch.device(device_type)\n").uses_cuda
+    assert parse("from accelerate import Accelerator\nacc = Accelerator()\n").uses_cuda
+    assert not parse("def f(m, device='cpu'):\n    m.to(device)\n").uses_cuda
+    assert not parse("device = 'cpu'\nx = y.to(device)\nz = w.to(device=device)\n").uses_cuda
+    assert not parse("x = 1\n").uses_cuda
