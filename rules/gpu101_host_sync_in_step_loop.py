@@ -1,4 +1,5 @@
 import ast
+import re
 from collections.abc import Iterator
 
 from gpulint.diagnostics import Finding, Related
@@ -173,7 +174,7 @@ for x, y in loader:
             yield from self._callee_sync(node, file)
             return
         loop = self._every_step(node, file)
-        if loop is None:
+        if loop is None or _loop_control(file, node):
             return
         if what == _DEVICE_SYNC and _times_something(node, file):
             return  # the sync that makes a wall-clock or event timing honest
@@ -371,9 +372,62 @@ def _printed(file: PythonFile, node: ast.AST) -> bool:
     )
 
 
-def _device_tensor(file: PythonFile, expr: ast.AST, scope: ast.AST | None) -> bool:
-    """A tensor by the code's own evidence (`loss = criterion(...)`, `torch.isnan(x)`)."""
-    return looks_like_tensor(file, expr, scope) and not python_side(file, expr)
+def _loop_control(file: PythonFile, node: ast.AST) -> bool:
+    """`if signal.item() == 0: break`: the value decides whether the loop goes on, so it has
+    to be on the host; nothing to defer."""
+    child = node
+    for parent in file.ancestors(node):
+        if isinstance(parent, (ast.If, ast.While)):
+            if child is not parent.test:
+                return False
+            if isinstance(parent, ast.While):
+                return True
+            return all(isinstance(s, (ast.Break, ast.Return, ast.Continue)) for s in parent.body)
+        if isinstance(parent, ast.stmt):
+            return False
+        child = parent
+    return False
+
+
+# Callees whose result is a tensor by their name alone: models and loss functions.
+_TENSOR_CALLEE = re.compile(
+    r"^(model|net|module|criterion|loss_fn|loss_func|lossfn|forward)$|_(model|net|criterion)$",
+    re.IGNORECASE,
+)
+
+
+def _device_tensor(file: PythonFile, expr: ast.AST, scope: ast.AST | None, depth: int = 0) -> bool:
+    """A tensor by evidence that reaches its root, stricter than `looks_like_tensor` (an
+    implicit sync is only as sure as the tensor): a torch op, a model or loss-function call,
+    a tensor method on such a value, `outputs.loss`/`.logits`, or a name every binding of
+    which is one of those."""
+    if depth > 4 or python_side(file, expr):
+        return False
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        if isinstance(func, ast.Attribute) and func.attr in {"item", "tolist", "numpy", "cpu"}:
+            return False
+        q = file.qualname(expr)
+        if q is not None:
+            return q.startswith("torch.") and looks_like_tensor(file, expr, scope)
+        if isinstance(func, ast.Attribute) and func.attr in TENSOR_METHODS:
+            return _device_tensor(file, func.value, scope, depth + 1)
+        name = terminal_name(func)
+        return bool(name and _TENSOR_CALLEE.search(name))
+    if isinstance(expr, ast.Attribute):
+        return expr.attr in {"loss", "logits"}
+    if isinstance(expr, ast.Subscript):
+        return _device_tensor(file, expr.value, scope, depth + 1)
+    if isinstance(expr, ast.BinOp):
+        return _device_tensor(file, expr.left, scope, depth + 1) or _device_tensor(
+            file, expr.right, scope, depth + 1
+        )
+    if isinstance(expr, ast.Name):
+        bound = file.model.bindings_of(expr.id, before=expr)
+        return bool(bound) and all(
+            b.value is not None and _device_tensor(file, b.value, scope, depth + 1) for b in bound
+        )
+    return False
 
 
 def _tensor_condition(file: PythonFile, test: ast.AST, scope: ast.AST | None) -> bool:

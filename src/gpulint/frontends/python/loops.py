@@ -118,7 +118,9 @@ class LoopModel:
         if key not in self._step:
             self._step[key] = False  # a loop reached again through its own callees: no
             nodes = list(own_nodes(loop))
-            marker = self.basic_step_loop(loop, nodes) or self._steps_through_callee(nodes)
+            marker = self.basic_step_loop(loop, nodes) or (
+                self._iterates_steps(loop) and self._steps_through_callee(nodes)
+            )
             self._step[key] = marker
         return self._step[key]
 
@@ -136,6 +138,19 @@ class LoopModel:
                 for n in nodes
             )
         return False
+
+    def _iterates_steps(self, loop: ast.AST) -> bool:
+        """A loop over batches or step counts (`for batch in loader`, `for step in range(n)`,
+        `while step < max_steps`), not over configurations or experiments."""
+        if not isinstance(loop, (ast.For, ast.AsyncFor)):
+            return True
+        if self.iterates_loader(loop):
+            return True
+        it = _unwrap_iterable(loop.iter)
+        if isinstance(it, ast.Call) and terminal_name(it.func) == "range":
+            return True
+        name = terminal_name(it) or ""
+        return bool(re.search(r"batch|step|iter|data|bar$|pbar", name, re.IGNORECASE))
 
     def _steps_through_callee(self, nodes: list[ast.AST]) -> bool:
         from gpulint.frontends.python.summaries import summaries
@@ -211,10 +226,25 @@ class LoopModel:
                 in_body = (
                     child in parent.body if isinstance(parent, ast.If) else child is parent.body
                 )
-                if in_body and is_periodic_test(parent.test) and not self._is_step_block(parent):
+                if in_body and self.periodic(parent.test) and not self._is_step_block(parent):
                     return parent
             child = parent
         return None
+
+    def periodic(self, test: ast.AST) -> bool:
+        """`is_periodic_test`, also through a name bound to one: `is_log_step = i % k == 0`
+        ... `if is_log_step:` (every binding that reaches the test must be periodic)."""
+        if is_periodic_test(test):
+            return True
+        names = [test]
+        if isinstance(test, ast.BoolOp):
+            names = test.values
+        for name in names:
+            if isinstance(name, ast.Name):
+                bound = self.file.model.bindings_of(name.id, before=name)
+                if bound and all(b.value is not None and is_periodic_test(b.value) for b in bound):
+                    return True
+        return False
 
     @staticmethod
     def _is_step_block(guard: ast.AST) -> bool:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from gpulint.frontends.python.loops import is_periodic_test, is_step_marker
+from gpulint.frontends.python.loops import is_step_marker
 from gpulint.frontends.python.model import FUNCTIONS, Function, MemoKey, scope_nodes
 from gpulint.frontends.python.names import terminal_name
 from gpulint.frontends.python.syncs import host_sync
@@ -157,7 +157,9 @@ class Summaries:
                     sync = SyncSite(what, file.display_path, line, col)  # type: ignore[arg-type]
             callee = file.model.resolve_callee(node)
             if callee is not None or (self.external is not None and name is not None):
-                calls.append(_Call(node, callee, _guarded(file, node, f), _in_loop(file, node, f)))
+                # A call in a step loop of `f` is reported there (GPU101): not `f`'s own sync.
+                quiet = _guarded(file, node, f) or _in_step_loop(file, node, f)
+                calls.append(_Call(node, callee, quiet, _in_loop(file, node, f)))
         return Summary(sync, steps, launches, moves, times), calls
 
     def _solve(self, functions: list[Function]) -> None:
@@ -198,7 +200,7 @@ class Summaries:
 class _Call:
     call: ast.Call
     callee: Function | None  # in this file; None: ask the project index
-    guarded: bool
+    guarded: bool  # runs only some calls of `f`, or in a step loop of its own
     in_loop: bool
 
 
@@ -235,7 +237,7 @@ def _guarded(file: PythonFile, node: ast.AST, function: ast.AST) -> bool:
         if (
             isinstance(parent, ast.If)
             and child is not parent.test
-            and is_periodic_test(parent.test)
+            and file.loops.periodic(parent.test)
         ):
             return True
         child = parent
