@@ -63,3 +63,59 @@ def test_python_dash_m_ignores_the_working_folder(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert Path(tmp_path / "json.py").exists()
+
+
+def _stubborn(*args, **kwargs):
+    """A check that swallows everything an in-process alarm could raise, and never ends."""
+    import time
+
+    while True:
+        try:
+            time.sleep(60)
+        except BaseException:  # noqa: BLE001, S110 - the point of the test
+            pass
+
+
+def test_the_budget_is_enforced_from_outside_the_worker(tmp_path, monkeypatch):
+    import time
+
+    from gpulint.engine import Linter
+    from gpulint.parallel import lint_many
+    from gpulint.supervisor import lint_bytes_budgeted
+    from gpulint.testing import example_config
+
+    files = []
+    for name in ("a.py", "stuck.py", "b.py"):
+        (tmp_path / name).write_text("import torch\ns = torch.cuda.amp.GradScaler()\n")
+        files.append(tmp_path / name)
+    linter = Linter(example_config(root=tmp_path))
+    real = linter.lint_bytes
+
+    def lint_bytes(shown, *args, **kwargs):
+        if shown.endswith("stuck.py"):
+            _stubborn()
+        return real(shown, *args, **kwargs)
+
+    monkeypatch.setattr(linter, "lint_bytes", lint_bytes)
+    start = time.monotonic()
+    results = lint_many(linter, files, jobs=2, budget=1.5)
+    assert time.monotonic() - start < 15
+    codes = {Path(r.path).name: [f.code for f in r.findings] for r in results}
+    assert codes == {"a.py": ["GPU201"], "stuck.py": ["GPU000"], "b.py": ["GPU201"]}
+    # The flake8 plugin's and the language server's path: the same budget, the same GPU000.
+    start = time.monotonic()
+    findings = lint_bytes_budgeted(linter, "stuck.py", b"import torch\n", budget=1.0)
+    assert time.monotonic() - start < 10
+    assert [f.code for f in findings] == ["GPU000"] and "over 1 s" in findings[0].message
+    # ...and the worker that replaced the killed one still lints.
+    good = lint_bytes_budgeted(linter, "ok.py", b"import torch\ns = torch.cuda.amp.GradScaler()\n")
+    assert [f.code for f in good] == ["GPU201"]
+
+
+def test_a_memory_bomb_ends_in_its_worker():
+    from gpulint.supervisor import Supervisor
+
+    with Supervisor(1) as supervisor:
+        outcome = supervisor.call(bytearray, 64 * 1024**3, budget=30)
+    assert outcome.status in ("error", "crash")
+    assert outcome.status == "crash" or "memory" in outcome.value.lower()

@@ -36,6 +36,8 @@ from gpulint.config import ConfigError, find_pyproject, load_config
 from gpulint.engine import MAX_FILE_BYTES, Linter, evidence_notes
 from gpulint.files import FileFinder
 from gpulint.hardware import UnknownTargetError
+from gpulint.safeio import Unreadable, read_bytes
+from gpulint.supervisor import lint_bytes_budgeted
 
 _STDIN_NAMES = {"-", "stdin"}
 
@@ -102,9 +104,9 @@ class GpulintChecker:
         if len(data) > MAX_FILE_BYTES:
             yield 1, 0, f"GPU000 file too large ({len(data):,} bytes); skipped", type(self)
             return
-        findings, _ = linter.lint_bytes(
-            self.filename, data, linter.relpath(path), prefilter=linter.prefilter
-        )
+        # In a supervised worker: flake8 has no per-file time limit of its own, and a stuck
+        # file must cost its own GPU000, not the whole flake8 run.
+        findings = lint_bytes_budgeted(linter, self.filename, data, linter.relpath(path))
         for f in findings:
             # gpulint columns are 1-based code points; flake8 adds 1 to what plugins give it.
             yield f.line, max(f.col - 1, 0), f"{f.code} {f.message}", type(self)
@@ -114,8 +116,8 @@ class GpulintChecker:
         """The file's bytes as the CLI reads them, or the received lines for standard input."""
         if not self._reads_stdin and self.filename not in _STDIN_NAMES:
             try:
-                return path.read_bytes()
-            except OSError:
+                return read_bytes(path, MAX_FILE_BYTES)
+            except Unreadable:
                 pass
         return _encode_lines(self.lines)
 

@@ -19,6 +19,7 @@ from gpulint.frontends import frontend_for
 from gpulint.hardware import UnknownTargetError
 from gpulint.ruledocs import noqa_comment
 from gpulint.source import SourceText
+from gpulint.supervisor import lint_bytes_budgeted
 
 # An editor's languageId -> a file extension gpulint's front-ends know, for documents whose own
 # name does not say (unsaved buffers, files without an extension).
@@ -154,8 +155,9 @@ def lint_text(
     result = LintResult(shown, body, bom=bom, language=frontend.language if frontend else None)
     if frontend is None:
         return result
-    findings, _ = linter.lint_bytes(shown, encode_like_disk(body), shown)
-    result.findings = findings
+    # In a supervised worker: a document that would take the analysis past the budget costs
+    # its own GPU000 instead of blocking every request the editor sends.
+    result.findings = lint_bytes_budgeted(linter, shown, encode_like_disk(body), shown)
     return result
 
 

@@ -1,0 +1,257 @@
+"""Work on a stranger's files under a budget that the work cannot dodge.
+
+Each task runs in a forked worker process; the supervisor (the calling process) waits for the
+answer with a deadline, and a worker that is late is killed (SIGKILL) and replaced: no `except`
+inside a rule, a parser or a C extension can swallow that, where an in-process alarm's exception
+can be caught by any broad handler (and firing inside `ast.parse` it raised SystemError). A
+worker that dies (a segfault in a parser, the memory limit) costs only its task. Each worker's
+address space is capped too (`MEMORY_HEADROOM` over what the supervisor had at the fork), so a
+bomb ends as a MemoryError in that worker, not as the OOM killer's choice on a CI machine.
+
+Workers are forked, so they start with the supervisor's state (the linter and its rules) already
+in memory and tasks carry only their arguments. The CLI, the flake8 plugin and the language
+server all use this. Where `fork` does not exist (Windows) tasks run in-process, unbudgeted.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, Pipe, wait
+from typing import Any
+
+FILE_TIME_BUDGET_S = 30.0  # a pathological file is reported and skipped, never hangs the run
+MEMORY_HEADROOM = 3 * 1024**3  # bytes of address space a worker may add to what it inherited
+CAN_FORK = hasattr(os, "fork")
+
+
+@dataclass
+class Outcome:
+    """How one task ended: `ok` (value), `error` (the task raised: text), `timeout`, `crash`."""
+
+    status: str
+    value: Any = None
+
+
+def _address_space() -> int | None:
+    try:
+        with open("/proc/self/statm", encoding="ascii") as f:
+            return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _serve(conn: Connection, keep: int) -> None:
+    """The worker's loop: run each (function, args) it is sent, send back an Outcome."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # Drop inherited descriptors (a flake8 pool's pipes, an editor's socket): a worker holds
+    # only its own line to the supervisor.
+    os.closerange(3, keep)
+    os.closerange(keep + 1, 1 << 16)
+    used = _address_space()
+    if used is not None:
+        try:
+            import resource
+
+            limit = used + MEMORY_HEADROOM
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        except (ImportError, ValueError, OSError):
+            pass
+    while True:
+        try:
+            func, args = conn.recv()
+        except (EOFError, OSError):
+            return
+        except Exception as e:  # a task that could not be unpickled
+            outcome = Outcome("error", f"{type(e).__name__}: {e}")
+        else:
+            try:
+                outcome = Outcome("ok", func(*args))
+            except MemoryError:
+                outcome = Outcome("error", "out of memory")
+            except BaseException as e:  # noqa: BLE001 - reported as the task's own failure
+                outcome = Outcome("error", f"{type(e).__name__}: {e}")
+        try:
+            conn.send(outcome)
+        except (pickle.PicklingError, TypeError, AttributeError) as e:
+            conn.send(Outcome("error", f"unpicklable result: {e}"))
+        except (OSError, MemoryError):
+            return
+
+
+class _Worker:
+    def __init__(self) -> None:
+        parent, child = Pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child's side, measured by the tests' outcomes
+            code = 0
+            try:
+                parent.close()
+                _serve(child, child.fileno())
+            except BaseException:
+                code = 1
+            finally:
+                os._exit(code)
+        child.close()
+        self.pid = pid
+        self.conn = parent
+
+    def kill(self) -> None:
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.conn.close()
+        try:
+            os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            pass
+
+    def close(self) -> None:
+        """Let the worker finish and exit (its pipe closes), reap it; kill a stuck one."""
+        self.conn.close()
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            try:
+                done, _ = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if done:
+                return
+            time.sleep(0.01)
+        self.kill()
+
+
+class Supervisor:
+    """A set of forked workers that run tasks, each within `budget` seconds."""
+
+    def __init__(self, workers: int = 1, budget: float = FILE_TIME_BUDGET_S):
+        self.size = max(1, workers)
+        self.budget = budget
+        self._idle: list[_Worker] = []
+        self._all: set[_Worker] = set()
+
+    def _worker(self) -> _Worker:
+        if self._idle:
+            return self._idle.pop()
+        worker = _Worker()
+        self._all.add(worker)
+        return worker
+
+    def _retire(self, worker: _Worker) -> None:
+        self._all.discard(worker)
+        worker.kill()
+
+    def map(
+        self, func: Callable, tasks: Iterable[tuple], budget: float | None = None
+    ) -> Iterator[tuple[int, Outcome]]:
+        """(index, Outcome) for each task, in the order they finish."""
+        budget = self.budget if budget is None else budget
+        todo = list(enumerate(tasks))
+        todo.reverse()
+        if not CAN_FORK:
+            for index, args in reversed(todo):
+                try:
+                    yield index, Outcome("ok", func(*args))
+                except Exception as e:  # noqa: BLE001
+                    yield index, Outcome("error", f"{type(e).__name__}: {e}")
+            return
+        busy: dict[Connection, tuple[_Worker, int, float]] = {}
+        while todo or busy:
+            while todo and len(busy) < self.size:
+                index, args = todo.pop()
+                worker = self._worker()
+                try:
+                    worker.conn.send((func, args))
+                except (OSError, pickle.PicklingError, TypeError, AttributeError) as e:
+                    self._retire(worker)
+                    yield index, Outcome("error", f"cannot hand over the task: {e}")
+                    continue
+                busy[worker.conn] = (worker, index, time.monotonic() + budget)
+            if not busy:
+                continue
+            wait_s = max(0.0, min(d for _, _, d in busy.values()) - time.monotonic())
+            for conn in wait(list(busy), timeout=wait_s):
+                worker, index, _ = busy.pop(conn)
+                try:
+                    outcome = conn.recv()
+                except (EOFError, OSError, pickle.UnpicklingError):
+                    self._retire(worker)  # it died: a segfault, the memory limit, os._exit
+                    yield index, Outcome("crash")
+                    continue
+                self._idle.append(worker)
+                yield index, outcome
+            now = time.monotonic()
+            for conn, (worker, index, deadline) in list(busy.items()):
+                if deadline <= now:
+                    del busy[conn]
+                    self._retire(worker)  # killed from outside: nothing in it can object
+                    yield index, Outcome("timeout")
+
+    def call(self, func: Callable, *args: Any, budget: float | None = None) -> Outcome:
+        return next(self.map(func, [args], budget))[1]
+
+    def close(self) -> None:
+        for worker in list(self._all):
+            if worker in self._idle:
+                worker.close()
+            else:
+                worker.kill()
+        self._all.clear()
+        self._idle.clear()
+
+    def __enter__(self) -> Supervisor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# -- one file's bytes, for the flake8 plugin and the language server --------------------------
+# Each linter gets its own worker, forked once it is known (so the worker holds it); a handful
+# are kept (the configurations open in an editor), the oldest retired first.
+_KEEP = 4
+_linters: dict[int, Any] = {}
+_supervisors: dict[int, tuple[Supervisor, Any]] = {}
+
+
+def _lint_bytes_task(key: int, shown: str, data: bytes, relpath: str | None):
+    linter = _linters[key]
+    findings, _ = linter.lint_bytes(shown, data, relpath, prefilter=linter.prefilter)
+    return findings
+
+
+def lint_bytes_budgeted(
+    linter, shown: str, data: bytes, relpath: str | None = None, budget: float | None = None
+) -> list:
+    """`linter.lint_bytes(...)` findings, computed in a supervised worker: a file over the
+    budget, or one that kills its worker, is that file's GPU000 and the caller goes on."""
+    import threading
+
+    from gpulint.diagnostics import unanalysable
+
+    key = id(linter)
+    entry = _supervisors.get(key)
+    if entry is None:
+        while len(_supervisors) >= _KEEP:
+            old = next(iter(_supervisors))
+            _supervisors.pop(old)[0].close()
+            _linters.pop(old, None)
+        _linters[key] = linter  # held here, so its id is not reused while its worker lives
+        entry = _supervisors[key] = (Supervisor(1), threading.Lock())
+    supervisor, lock = entry
+    with lock:
+        outcome = supervisor.call(_lint_bytes_task, key, shown, data, relpath, budget=budget)
+    if outcome.status == "ok":
+        return outcome.value
+    limit = supervisor.budget if budget is None else budget
+    why = {
+        "timeout": f"analysis took over {limit:g} s; skipped",
+        "crash": "the analyser crashed on this file; skipped",
+    }.get(outcome.status, f"internal error: {outcome.value}")
+    return [unanalysable(shown, why)]
