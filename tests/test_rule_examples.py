@@ -6,15 +6,11 @@ import pytest
 
 from gpulint.fixes import apply_edits, still_parses
 from gpulint.rule import Invalid, Valid, all_rules
-from gpulint.testing import lint_text
+from gpulint.testing import example_filename, lint_text
 
 
 def _filename(rule) -> str:
-    if rule.example_filename:
-        return rule.example_filename
-    return {"python": "example.py", "cuda": "example.cu", "markdown": "README.md"}.get(
-        rule.languages()[0], "example.txt"
-    )
+    return example_filename(rule)
 
 
 def _cases(kind: str):

@@ -17,6 +17,7 @@ from lsprotocol import types as lsp  # noqa: E402
 from pytest_lsp import ClientServerConfig, LanguageClient  # noqa: E402
 
 from gpulint.rule import Invalid, all_rules  # noqa: E402
+from gpulint.testing import example_filename  # noqa: E402
 
 DEBOUNCE_MS = 300
 TIMEOUT = 20.0
@@ -310,7 +311,7 @@ def _example_per_language():
         for example in rule.INVALID:
             case = example if isinstance(example, Invalid) else Invalid(example)
             if not case.targets:
-                name = rule.example_filename or f"example{suffix[language]}"
+                name = example_filename(rule)
                 seen[language] = pytest.param(
                     rule.code, name, case.code, id=f"{language}-{rule.code}"
                 )

@@ -22,6 +22,17 @@ def example_config(targets: tuple[str, ...] | list[str] = (), root: Path | None 
     return config
 
 
+def example_filename(rule) -> str:
+    """The file name a rule's VALID/INVALID examples are linted as, wherever they are run (rule
+    tests, the language server's tests): Markdown examples are a README, since claims are judged
+    by default only in the project's own result documents."""
+    if rule.example_filename:
+        return rule.example_filename
+    return {"python": "example.py", "cuda": "example.cu", "markdown": "README.md"}.get(
+        rule.languages()[0], "example.txt"
+    )
+
+
 def lint_text(text: str, filename: str, targets=(), options: dict | None = None) -> list[Finding]:
     config = example_config(targets)
     config.options.update(options or {})
