@@ -1,7 +1,10 @@
 import ast
+import functools
 import re
+from pathlib import Path
 
-from gpulint.levers import Lever, registry, table_markdown
+from gpulint.diagnostics import Severity
+from gpulint.levers import Lever, preset_levers, registry, table_markdown
 from gpulint.rule import Invalid, Rule, Valid
 
 _IMPORT_ERRORS = {
@@ -50,6 +53,97 @@ def _is_test_path(path: str) -> bool:
     )
 
 
+# Hardware a file says it targets, in its path or its opening comments / docstring, or in a CI
+# job's `runs-on:` labels: (pattern, architectures).
+_HARDWARE_NAMES = [
+    (r"sm_?(\d{2,3})a?", None),  # the architecture itself
+    (r"hopper|h100|h800|h200|gh200", ("sm_90",)),
+    (r"ampere|a100|a10g?|a40|a6000|rtx_?30\d0", ("sm_80", "sm_86")),
+    (r"ada|l4|l40s?|rtx_?40\d0|rtx_?6000_?ada", ("sm_89",)),
+    (r"blackwell", ("sm_100", "sm_120", "sm_121")),
+    (r"b100|b200|b300|gb200|gb300", ("sm_100",)),
+    (r"rtx_?50\d0|rtx_?pro_?6000|pro6000", ("sm_120",)),
+    (r"gb10|dgx_?spark", ("sm_121",)),
+    (r"turing|t4|rtx_?20\d0", ("sm_75",)),
+    (r"volta|v100", ("sm_70",)),
+]
+_HARDWARE_RE = [
+    (re.compile(rf"(?<![a-z0-9])(?:{pattern})(?![a-z0-9])"), archs)
+    for pattern, archs in _HARDWARE_NAMES
+]
+_RUNS_ON = re.compile(r"^\s*runs-on\s*:\s*(.+)$", re.MULTILINE)
+_CI_PATH = re.compile(
+    r"(^|/)(\.github/workflows|\.gitlab-ci|\.circleci|\.buildkite|\.azure-pipelines)"
+)
+_COMMENT = ("#", "//", "/*", "*", '"""', "'''")
+
+
+def _hardware_in(text: str) -> set[str]:
+    """Architectures named in `text` (lower-cased; spaces and dashes read as `_`)."""
+    text = re.sub(r"[\s\-]+", "_", text.lower())
+    found: set[str] = set()
+    for pattern, archs in _HARDWARE_RE:
+        for m in pattern.finditer(text):
+            found.update(archs or (f"sm_{m.group(1)}",))
+    return found
+
+
+def _opening_text(text: str, lines: int = 30) -> str:
+    """The comments and module docstring a file opens with (its header says what it targets)."""
+    head: list[str] = []
+    in_docstring = False
+    for line in text.splitlines()[:lines]:
+        stripped = line.strip()
+        quotes = stripped.count('"""') + stripped.count("'''")
+        if in_docstring or stripped.startswith(_COMMENT):
+            head.append(stripped)
+            in_docstring = in_docstring != (quotes % 2 == 1)
+        elif stripped and not stripped.startswith(("import ", "from ")):
+            break
+    return "\n".join(head)
+
+
+def file_targets(path: str, text: str) -> tuple[set[str], bool]:
+    """(architectures the file says it targets, whether it is a CI job definition)."""
+    path = path.replace("\\", "/")
+    ci = bool(_CI_PATH.search(path))
+    if ci or _RUNS_ON.search(text):
+        labels = " ".join(m.group(1) for m in _RUNS_ON.finditer(text))
+        return _hardware_in(labels), True
+    folders_and_name = " ".join(path.split("/")[-4:])
+    return _hardware_in(folders_and_name) | _hardware_in(_opening_text(text)), False
+
+
+def _inside_package(path: str, lever: Lever) -> bool:
+    """The file belongs to a package the lever is about, whose own modules, benchmarks and
+    examples use it on purpose: a folder or the file named after it (`flash_attn/...`,
+    `bench_fa3.py`), or a project that holds the package (`TransformerEngine/benchmarks/x.py`
+    next to `TransformerEngine/transformer_engine/`)."""
+    parts = path.replace("\\", "/").split("/")
+    names = {_normal(n) for n in lever.packages_about()}
+    tokens = re.split(r"[_\-.]", parts[-1].rsplit(".", 1)[0].lower())
+    named = {_normal(n) for n in lever.about}  # a file is named after an explicit `about` only
+    if any(_normal(p) in names for p in parts[:-1]) or named & set(tokens):
+        return True
+    return _project_holds(str(Path(path).resolve().parent), tuple(sorted(lever.packages_about())))
+
+
+def _normal(name: str) -> str:
+    return name.lower().replace("_", "").replace("-", "")
+
+
+@functools.lru_cache(maxsize=4096)
+def _project_holds(folder: str, packages: tuple[str, ...]) -> bool:
+    """A folder above the file (up to the repository root) holds one of the packages."""
+    here = Path(folder)
+    for directory in [here, *here.parents][:8]:
+        if any((directory / name / "__init__.py").is_file() for name in packages):
+            return True
+        if (directory / ".git").exists() or (directory / "pyproject.toml").is_file():
+            break
+    return False
+
+
 def _package_name(word: str) -> str:
     for stop in "=<>![;@ ":
         word = word.split(stop, 1)[0]
@@ -60,23 +154,46 @@ class RefutedLever(Rule):
     """
     ## What it does
     Finds code that re-attempts a lever already refuted for a configured hardware target, from
-    the lever registry: an import (`import flash_attn`), a call (`flash_attn_func(...)`,
-    `te.fp8_autocast(...)`), a config key (`attn_implementation="flash_attention_2"` in a call
-    or a YAML config) or a package installed in a shell script (`pip install flash-attn`). The
-    message quotes the refuting fact and its status; an UNSOURCED refutation is flagged as
-    needing a source itself. In Python it reports the first re-attempt of each lever in a file
-    (one finding per lever per file). It is silent with no targets configured, for targets a
-    lever is not refuted for, in test code (tests exercise every backend on purpose), for
-    levers imported only under `try: ... except ImportError` (optional backends), and for
-    calls made with `enabled=False` or an `enabled=` from a variable (switched elsewhere).
+    the lever registry: an import (`import flash_attn_interface`), a call
+    (`te.fp8_autocast(...)`, `MXLinearConfig(...)`), a config key
+    (`attn_implementation="flash_attention_3"` in a call or a YAML config) or a package
+    installed in a shell script (`pip install flash-attn`). The message quotes the refuting fact
+    and its source. In Python it reports the first re-attempt of each lever in a file (one
+    finding per lever per file).
 
-    The built-in registry (`gpulint/data/levers.toml`) reproduces the refuted-lever table of the
-    cuda-dev-routing document:
+    It is silent with no targets configured, for targets a lever is not refuted for, in test
+    code (tests exercise every backend on purpose), for levers imported only under `try: ...
+    except ImportError` or an availability check (optional backends), for calls made with
+    `enabled=False` or an `enabled=` from a variable (switched elsewhere), inside the package a
+    lever is about (flash-attn's own modules, torchao's, Transformer Engine's), and in files that
+    target other hardware: a file whose path or opening comment names its hardware (`mha_h100/`,
+    `# Hopper (sm_90) kernels`) is judged only for those targets, and a CI job only for the
+    hardware its `runs-on:` labels name (a job on `ubuntu-latest` or on other GPUs runs on none
+    of your targets).
+
+    Severity: `warning` for a lever whose refuting fact is SOURCED; `info` (SARIF `note`) for an
+    UNSOURCED or reasoned one, whose message says the fact is unsourced and may be stale.
+
+    The built-in registry (`gpulint/data/levers.toml`) holds only public facts, each with its
+    source and the hardware it is about:
 
     LEVER_TABLE
 
+    A team's own evidence is opted into, never a default. The `cuda-dev-routing` preset is the
+    fleet table of the cuda-dev-routing document (a DGX Spark GB10 and an RTX PRO 6000: FP8
+    training and flash-attn on CC 12.x, GPU vector search, Muon for fine-tuning, Unsloth
+    measured at 0.92x on an RTX 4090):
+
+    ```toml
+    [tool.gpulint]
+    targets = ["sm_121"]
+    lever-presets = ["cuda-dev-routing"]
+    ```
+
+    PRESET_TABLE
+
     Add your own levers with the same keys in pyproject.toml, or in `[[levers]]` of a
-    `levers.toml` beside it (an entry with a built-in's `id` replaces it):
+    `levers.toml` beside it (an entry with a built-in's or a preset's `id` replaces it):
 
     ```toml
     [[tool.gpulint.levers]]
@@ -91,6 +208,8 @@ class RefutedLever(Rule):
     config = ["attention_backend=xformers"]   # call keywords and YAML keys ("key" = any true value)
     packages = ["xformers"]                   # `pip install` in shell scripts
     context = []                              # optional: also needs one of these in the file
+    about = ["xformers"]                      # never fires inside these packages (default: from imports)
+    note = ""                                 # why the fact may be out of date
     instead = "F.scaled_dot_product_attention"
     ```
 
@@ -98,16 +217,15 @@ class RefutedLever(Rule):
 
     ## Why is this bad?
     A lever that was tried, measured and refuted costs the same again when a new session tries
-    it quietly: the flash-attn source build that does not target sm_121, FP8 training that
-    Transformer Engine refuses on compute capability 12.x, Unsloth measured at 0.92x. If you
-    believe a refuted lever now pays, that is a new pre-registered experiment with a stated gate,
-    not a quiet retry. Rows whose refuting fact is UNSOURCED need a citation before they can
-    justify not doing work: the message says so.
+    it quietly: FlashAttention-3 has no kernel off Hopper, FP8 needs compute capability 8.9,
+    MXFP8 needs Blackwell. If you believe a refuted lever now pays, that is a new pre-registered
+    experiment with a stated gate, not a quiet retry. Rows whose refuting fact is UNSOURCED need
+    a citation before they can justify not doing work: the message says so.
 
     ## Example
     ```python
     # [tool.gpulint] targets = ["sm_121"]
-    from flash_attn import flash_attn_func
+    from flash_attn_interface import flash_attn_func
     out = flash_attn_func(q, k, v, causal=True)
     ```
 
@@ -118,9 +236,9 @@ class RefutedLever(Rule):
     ```
 
     ## References
+    - [FlashAttention README: FlashAttention-3 requirements (H100 / H800)](https://github.com/Dao-AILab/flash-attention#flashattention-3-beta-release)
+    - [Transformer Engine: datatype and hardware support matrix](https://nvidia.github.io/TransformerEngine/support_matrix.html)
     - [torch.nn.functional.scaled_dot_product_attention](https://docs.pytorch.org/docs/stable/generated/torch.nn.functional.scaled_dot_product_attention.html)
-    - [torch.nn.attention: SDPA backends and flash attention implementations](https://docs.pytorch.org/docs/stable/nn.attention.html)
-    - [Transformer Engine user guide (FP8 recipes and supported devices)](https://docs.nvidia.com/deeplearning/transformer-engine/user-guide/examples/fp8_primer.html)
     """
 
     code = "GPU901"
@@ -138,44 +256,50 @@ class RefutedLever(Rule):
             "from flash_attn import flash_attn_func\nout = flash_attn_func(q, k, v)\n",
             targets=("sm_90",),
         ),
-        "from flash_attn import flash_attn_func\n",  # no targets configured
+        "from flash_attn_interface import flash_attn_func\n",  # no targets configured
+        Valid("from flash_attn_interface import flash_attn_func\n", targets=("sm_90",)),
         Valid(
-            "try:\n    import flash_attn\nexcept ImportError:\n    flash_attn = None\n",
+            "try:\n    import flash_attn_interface\nexcept ImportError:\n    flash_attn_interface = None\n",
+            targets=("sm_121",),
+        ),
+        Valid(
+            '"""Attention for Hopper (sm_90): FA3 kernels."""\nfrom flash_attn_interface import flash_attn_func\n',
             targets=("sm_121",),
         ),
         Valid(
             "import torch.nn.functional as F\nout = F.scaled_dot_product_attention(q, k, v)\n",
             targets=("sm_121",),
         ),
-        Valid(
-            "from muon import Muon\nopt = Muon(model.parameters(), lr=0.02)\n", targets=("sm_121",)
-        ),
     ]
     INVALID = [
         Invalid(
-            "from flash_attn import flash_attn_func\nout = flash_attn_func(q, k, v)\n",
+            "from flash_attn_interface import flash_attn_func\nout = flash_attn_func(q, k, v)\n",
             targets=("sm_121",),
         ),
-        Invalid("import unsloth\n", targets=("sm_90",)),
+        Invalid("from flash_attn import flash_attn_func\n", targets=("sm_75",)),
         Invalid(
             "import transformer_engine.pytorch as te\nwith te.fp8_autocast(enabled=True):\n    y = model(x)\n",
-            targets=("GB10",),
+            targets=("A100",),
         ),
         Invalid(
             "from transformers import AutoModelForCausalLM\n"
-            'model = AutoModelForCausalLM.from_pretrained(name, attn_implementation="flash_attention_2")\n',
+            'model = AutoModelForCausalLM.from_pretrained(name, attn_implementation="flash_attention_3")\n',
             targets=("sm_121",),
         ),
         Invalid(
-            "from muon import Muon\nfrom peft import get_peft_model\nmodel = get_peft_model(model, cfg)\n"
-            "opt = Muon(model.parameters(), lr=0.02)\n",
-            targets=("sm_120",),
+            "from torchao.prototype.mx_formats import MXLinearConfig\nconfig = MXLinearConfig()\n",
+            targets=("H100",),
         ),
     ]
 
     @classmethod
     def doc(cls) -> str:
-        return super().doc().replace("LEVER_TABLE", table_markdown().replace("\n", "\n"))
+        return (
+            super()
+            .doc()
+            .replace("LEVER_TABLE", table_markdown())
+            .replace("PRESET_TABLE", table_markdown(preset_levers("cuda-dev-routing")))
+        )
 
     @classmethod
     def applicable(cls, settings) -> bool:
@@ -195,13 +319,33 @@ class RefutedLever(Rule):
             if (hit := lever.refuted_for(settings.targets))
         ]
 
+    def _active_for(self, file) -> list[tuple[Lever, list]]:
+        """The levers that apply to this file: not inside a package a lever is about, and only
+        for the targets the file can run on (a file that names its hardware, an `h100` module or
+        a header saying `sm_90`, targets that; a CI job runs on its runners' hardware only)."""
+        path = file.display_path
+        text = getattr(file, "text", "") or ""
+        declared, ci = file_targets(path, text)
+        out = []
+        for lever, targets in self.active:
+            if _inside_package(path, lever):
+                continue
+            if declared or ci:
+                targets = [t for t in targets if t.arch.name in declared]
+            if targets:
+                out.append((lever, targets))
+        return out
+
     # -- Python ------------------------------------------------------------------------------
     def finish(self, file):
         # Test code exercises every backend on purpose; it re-attempts nothing.
         if not self.active or not hasattr(file, "tree") or file.is_test:
             return
+        active = self._active_for(file)
+        if not active:
+            return
         imports, calls, optional = self._python_sites(file)
-        for lever, targets in self.active:
+        for lever, targets in active:
             if lever.context and not self._in_context(lever, imports, calls):
                 continue
             if any(
@@ -297,7 +441,7 @@ class RefutedLever(Rule):
     def visit_ConfigKey(self, node, file):
         if _is_test_path(file.display_path):
             return
-        for lever, targets in self.active:
+        for lever, targets in self._active_for(file):
             if lever.context:
                 continue  # context needs code, not a config file
             what = _config_hit(lever, node.key, str(node.value).lower())
@@ -316,7 +460,7 @@ class RefutedLever(Rule):
         packages = {
             _package_name(w) for w in words[words.index("install") + 1 :] if not w.startswith("-")
         }
-        for lever, targets in self.active:
+        for lever, targets in self._active_for(file):
             wanted = {p.lower().replace("_", "-") for p in lever.packages}
             for name in sorted(packages & wanted):
                 yield self._report(file, node, lever, targets, f"pip install {name}")
@@ -326,6 +470,8 @@ class RefutedLever(Rule):
         return self.report(
             file,
             node,
+            # A sourced refutation is a measured cost; an unsourced or reasoned one is advice.
+            severity=None if lever.status == "SOURCED" else Severity.INFO,
             lever=lever.name,
             what=what,
             targets="any hardware"

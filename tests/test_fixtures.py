@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gpulint.frontends import frontend_for
-from gpulint.testing import expected_findings, fixture_targets, lint_text
+from gpulint.testing import expected_findings, fixture_options, fixture_targets, lint_text
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -27,7 +27,7 @@ def test_fixture(path: Path):
     text = path.read_text(encoding="utf-8")
     # Linted under its path inside fixtures/, so "tests/" fixtures are seen as test code.
     shown = path.relative_to(FIXTURES).as_posix()
-    findings = lint_text(text, shown, fixture_targets(text))
+    findings = lint_text(text, shown, fixture_targets(text), fixture_options(text))
     got = {(f.line, f.code) for f in findings}
     want = expected_findings(text)
     missing = sorted(want - got)

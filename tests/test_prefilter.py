@@ -6,7 +6,7 @@ from pathlib import Path
 
 from gpulint.engine import Linter
 from gpulint.frontends import frontend_for
-from gpulint.testing import example_config, fixture_targets
+from gpulint.testing import example_config, fixture_options, fixture_targets
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,7 +21,9 @@ def test_prefilter_loses_nothing_over_all_fixtures_and_examples():
     assert len(files) > 10
     for path in files:
         text = path.read_text(encoding="utf-8", errors="replace")
-        linter = Linter(example_config(fixture_targets(text), root=ROOT))
+        config = example_config(fixture_targets(text), root=ROOT)
+        config.options.update(fixture_options(text))
+        linter = Linter(config)
         shown = path.relative_to(ROOT).as_posix()
         data = path.read_bytes()
         with_filter, _ = linter.lint_bytes(shown, data, prefilter=True)

@@ -145,6 +145,18 @@ def _levers(key: str, value: Any) -> list[dict]:
         raise ConfigError(str(e)) from None
 
 
+def _lever_presets(key: str, value: Any) -> list[str]:
+    from gpulint.levers import preset_names
+
+    names = _str_list(key, value)
+    for name in names:
+        if name not in preset_names():
+            raise ConfigError(
+                f"[tool.gpulint] {key}: unknown lever preset {name!r}; known: {', '.join(preset_names())}"
+            )
+    return names
+
+
 def _user_levers_file(config: Config) -> None:
     """A `levers.toml` beside the configuration adds to the lever registry (GPU901/GPU902)."""
     from gpulint.levers import USER_FILE, LeverError, load_user_file
@@ -175,6 +187,7 @@ _KEYS = {
     "cuda": _cuda,
     "claims": _claims,
     "levers": _levers,
+    "lever-presets": _lever_presets,
 }
 
 DEFAULT_EXCLUDE = [

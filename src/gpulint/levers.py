@@ -1,8 +1,10 @@
 """The refuted-lever registry: levers that were tried and refuted, as data.
 
-The built-in registry (``data/levers.toml``) reproduces the "Refuted levers" table of the
-cuda-dev-routing document; users add their own in ``[[tool.gpulint.levers]]`` of pyproject.toml
-or in ``[[levers]]`` of a ``levers.toml`` beside it. GPU901 reads the merged registry to find code
+The built-in registry (``data/levers.toml``) holds only public facts, each with its source link
+and the hardware it is about. Named presets (``data/lever-presets/NAME.toml``, opted into with
+``lever-presets = ["NAME"]``) carry one team's own evidence: ``cuda-dev-routing`` is the fleet
+table of the cuda-dev-routing document. Users add their own in ``[[tool.gpulint.levers]]`` of
+pyproject.toml or in ``[[levers]]`` of a ``levers.toml`` beside it. GPU901 reads the merged registry to find code
 that re-attempts a lever refuted for a configured target; GPU902 finds user entries whose
 refuting fact carries no source. One validator (`check_entry`) serves the config loader, the
 ``levers.toml`` loader and GPU902, so an entry means the same thing wherever it is written.
@@ -20,8 +22,8 @@ from typing import Any
 from gpulint.hardware import UnknownTargetError, table
 
 STATUSES = {"sourced": "SOURCED", "unsourced": "UNSOURCED", "reasoned": "reasoned"}
-_LISTS = ("targets", "imports", "calls", "config", "packages", "context")
-_STRINGS = ("id", "name", "fact", "status", "status_text", "source", "instead")
+_LISTS = ("targets", "imports", "calls", "config", "packages", "context", "about")
+_STRINGS = ("id", "name", "fact", "status", "status_text", "source", "instead", "note")
 KEYS = frozenset(_LISTS + _STRINGS)
 ANY_TARGET = "any"
 USER_FILE = "levers.toml"
@@ -50,7 +52,16 @@ class Lever:
     config: tuple[str, ...] = ()  # "key" or "key=value"
     packages: tuple[str, ...] = ()
     context: tuple[str, ...] = ()
+    about: tuple[str, ...] = ()  # import names of the packages the lever is about
+    note: str = ""  # why the refuting fact may be out of date
     builtin: bool = False
+
+    def packages_about(self) -> set[str]:
+        """The packages the lever is about (it never fires inside them): `about`, or the
+        top-level modules whose import it detects."""
+        if self.about:
+            return set(self.about)
+        return {name.split(".")[0] for name in self.imports}
 
     @property
     def sourced(self) -> bool:
@@ -85,9 +96,10 @@ class Lever:
             )
             return f"{self.status_text or 'SOURCED'}{where}"
         if self.status == "UNSOURCED":
+            stale = f" ({self.note})" if self.note else ""
             return (
-                f"{self.status_text or 'UNSOURCED'}; the refutation itself needs a source before "
-                f"it can justify not doing this work"
+                f"{self.status_text or 'UNSOURCED'}; the refuting fact is unsourced and may be "
+                f"stale{stale}: check it before relying on it"
             )
         return self.status_text or "reasoned, not measured"
 
@@ -169,6 +181,8 @@ def lever_from(entry: dict[str, Any], builtin: bool = False) -> Lever:
         config=tuple(entry.get("config", ())),
         packages=tuple(entry.get("packages", ())),
         context=tuple(entry.get("context", ())),
+        about=tuple(entry.get("about", ())),
+        note=entry.get("note", ""),
         builtin=builtin,
     )
 
@@ -179,6 +193,26 @@ def builtin_levers() -> tuple[Lever, ...]:
     return tuple(
         lever_from(check_entry(e, f"data/levers.toml levers[{i}]"), builtin=True)
         for i, e in enumerate(raw.get("levers", []))
+    )
+
+
+PRESETS_DIR = "data/lever-presets"
+
+
+def preset_names() -> list[str]:
+    folder = resources.files("gpulint").joinpath(PRESETS_DIR)
+    return sorted(p.name[: -len(".toml")] for p in folder.iterdir() if p.name.endswith(".toml"))
+
+
+@functools.cache
+def preset_levers(name: str) -> tuple[Lever, ...]:
+    """The levers of a named preset (raises LeverError for an unknown name)."""
+    if name not in preset_names():
+        raise LeverError(f"unknown lever preset {name!r}; known: {', '.join(preset_names())}")
+    path = f"{PRESETS_DIR}/{name}.toml"
+    raw = tomllib.loads(resources.files("gpulint").joinpath(path).read_text("utf-8"))
+    return tuple(
+        lever_from(check_entry(e, f"{path} levers[{i}]")) for i, e in enumerate(raw["levers"])
     )
 
 
@@ -199,15 +233,19 @@ def load_user_file(path: Path) -> list[dict[str, Any]]:
 
 
 def registry(settings=None) -> tuple[Lever, ...]:
-    """Built-in levers plus the user's (`[[tool.gpulint.levers]]` and levers.toml, merged by
-    the config loader into the `levers` option). A user entry with a built-in's id replaces it."""
+    """Built-in levers, then the opted-in presets (`lever-presets`), then the user's
+    (`[[tool.gpulint.levers]]` and levers.toml, merged by the config loader into the `levers`
+    option). A later entry with an earlier one's id replaces it."""
     user = settings.options.get("levers", []) if settings is not None else []
-    return _merged(tuple(_freeze(e) for e in user))
+    presets = settings.options.get("lever-presets", []) if settings is not None else []
+    return _merged(tuple(presets), tuple(_freeze(e) for e in user))
 
 
 @functools.cache
-def _merged(user: tuple) -> tuple[Lever, ...]:
+def _merged(presets: tuple, user: tuple) -> tuple[Lever, ...]:
     levers = {lever.id: lever for lever in builtin_levers()}
+    for name in presets:
+        levers.update((lever.id, lever) for lever in preset_levers(name))
     for frozen in user:
         lever = lever_from(_thaw(frozen))
         levers[lever.id] = lever
@@ -222,12 +260,13 @@ def _thaw(frozen: tuple) -> dict[str, Any]:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in frozen}
 
 
-def table_markdown() -> str:
-    """The built-in registry as the document's table (for `gpulint rule GPU901`)."""
+def table_markdown(levers=None) -> str:
+    """A registry as a table (the built-in one by default; for `gpulint rule GPU901`)."""
     rows = ["| Lever | Refuted for | Refuting fact | Status |", "|---|---|---|---|"]
-    for lever in builtin_levers():
+    for lever in builtin_levers() if levers is None else levers:
         targets = ", ".join(lever.targets)
-        rows.append(
-            f"| {lever.name} | {targets} | {lever.fact} | {lever.status_text or lever.status} |"
-        )
+        status = lever.status_text or lever.status
+        if lever.source and lever.source not in status:
+            status += f" ({', '.join(f'<{u.strip()}>' for u in lever.source.split(';'))})"
+        rows.append(f"| {lever.name} | {targets} | {lever.fact} | {status} |")
     return "\n".join(rows)

@@ -49,6 +49,19 @@ def expected_findings(text: str) -> set[tuple[int, str]]:
     return out
 
 
+def fixture_options(text: str) -> dict:
+    """Config options a fixture sets on one of its first lines, besides targets:
+    `# fixture: targets=sm_121 lever-presets=cuda-dev-routing`."""
+    for line in text.splitlines()[:5]:
+        m = FIXTURE_OPTIONS.search(line)
+        if m:
+            for part in m.group(1).split():
+                key, _, value = part.partition("=")
+                if key == "lever-presets":
+                    return {"lever-presets": [v for v in value.split(",") if v]}
+    return {}
+
+
 def fixture_targets(text: str) -> list[str]:
     for line in text.splitlines()[:5]:
         m = FIXTURE_OPTIONS.search(line)
