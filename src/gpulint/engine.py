@@ -207,15 +207,20 @@ class Linter:
                     continue
                 if is_suppressed(f.code, noqa.get(f.line)):
                     continue
-            kept.append(self._with_evidence(f))
+            kept.append(self._with_evidence(f, relpath))
         # One finding per place and code: two paths to the same conclusion are one finding.
         unique = {(f.line, f.col, f.code): f for f in kept}
         return sorted(unique.values(), key=Finding.sort_key)
 
-    def _with_evidence(self, finding: Finding) -> Finding:
-        rule = next((r for rs in self.rules.values() for r in rs if r.code == finding.code), None)
-        key = rule.evidence_key() if rule else None
-        note = self.settings.evidence.get(key) if key else None
+    def _with_evidence(self, finding: Finding, relpath: str = "") -> Finding:
+        # A `gpulint trace` of this very line says more than a bench of the pattern in general.
+        note = self.settings.evidence.get(f"trace:{relpath}:{finding.line}:{finding.code}")
+        if not note:
+            rule = next(
+                (r for rs in self.rules.values() for r in rs if r.code == finding.code), None
+            )
+            key = rule.evidence_key() if rule else None
+            note = self.settings.evidence.get(key) if key else None
         if not note:
             return finding
         from dataclasses import replace
@@ -249,7 +254,7 @@ def evidence_notes(
     A record that cannot be read or breaks the schema is left out, and `(file, why)` lands in
     `problems` (the CLI reports each once, as that file's GPU000)."""
     try:
-        from gpulint.runtime.evidence import evidence_note, load_records
+        from gpulint.runtime.evidence import evidence_note, load_records, trace_notes
     except ImportError:
         return {}
     places = [
@@ -267,6 +272,14 @@ def evidence_notes(
             note = evidence_note(records, rule.bench, rule.bench_claim)
             if note:
                 notes[key] = note
+
+    def sha_of(path: str) -> str | None:
+        try:
+            return hashlib.sha256((config.root / path).read_bytes()).hexdigest()
+        except OSError:
+            return None
+
+    notes.update(trace_notes(records, sha_of))
     return notes
 
 

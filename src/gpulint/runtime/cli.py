@@ -1,4 +1,4 @@
-"""``gpulint probe``, ``gpulint bench``, ``gpulint roofline``.
+"""``gpulint probe``, ``gpulint bench``, ``gpulint roofline`` (and ``gpulint trace``, in trace_cli).
 
 The main CLI calls ``register(subparsers)``; each subcommand's handler returns the exit code:
 0 ok, 1 a measurement failed or was refused (no torch, no GPU, a shared GPU, an unknown
@@ -88,6 +88,10 @@ def register(subparsers) -> None:
     r.add_argument("--bandwidth", type=float, help="memory bandwidth TB/s for a custom device")
     r.add_argument("--json", action="store_true", help="print JSON")
     r.set_defaults(func=roofline_command)
+
+    from .trace_cli import register as register_trace
+
+    register_trace(subparsers)
 
 
 def _err(msg: str) -> None:

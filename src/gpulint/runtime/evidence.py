@@ -56,6 +56,7 @@ BENCHES = {
     "nccl": "NCCL all-reduce: correctness and bus bandwidth (under torchrun)",
     "ddp": "DDP: one training step checked against a single-process reference",
     "fsdp": "FSDP2 (fully_shard): one training step checked against a reference",
+    "trace": "gpulint trace: your own program's steps, costs per source line",
 }
 
 UNITS = {"us", "ms", "s", "GB/s", "TB/s", "TFLOP/s", "samples/s"}
@@ -180,7 +181,80 @@ def validate_record(record: object) -> list[str]:
         )
     if "checks" in record and not isinstance(record["checks"], dict):
         errors.append("checks: expected an object")
+    if record.get("bench") == "trace":
+        _validate_trace(record, errors)
     return errors
+
+
+TRACE_STATUSES = {"confirmed", "not exercised", "not observed", "not measured", "runtime-only"}
+
+
+def _validate_trace(record: dict, errors: list[str]) -> None:
+    """A trace record's per-line entries (``lines``) and the files they name (``files``)."""
+    lines, files = record.get("lines"), record.get("files")
+    if not isinstance(lines, list):
+        errors.append("lines: expected a list (a trace record's per-line results)")
+        lines = []
+    if not isinstance(files, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and len(v) == 64 for k, v in files.items()
+    ):
+        errors.append("files: expected an object of path -> sha256")
+    for i, entry in enumerate(lines):
+        at = f"lines[{i}]."
+        if not isinstance(entry, dict):
+            errors.append(f"lines[{i}]: expected an object")
+            continue
+        for key, kind in (("path", str), ("line", int), ("status", str), ("evidence", str)):
+            if not isinstance(entry.get(key), kind):
+                errors.append(f"{at}{key}: expected {kind.__name__}")
+        if entry.get("status") not in TRACE_STATUSES:
+            errors.append(f"{at}status: one of {sorted(TRACE_STATUSES)}")
+        if entry.get("code") is not None and not isinstance(entry.get("code"), str):
+            errors.append(f"{at}code: expected a rule code or null")
+        for key in ("count_per_step", "host_us_per_step", "gpu_us_per_step", "cost_us_per_step"):
+            if not isinstance(entry.get(key), (int, float)) or entry[key] < 0:
+                errors.append(f"{at}{key}: expected a number >= 0")
+
+
+def trace_key(path: str, line: int, code: str) -> str:
+    """How a trace's note on one finding is keyed among the evidence notes."""
+    return f"trace:{path}:{line}:{code}"
+
+
+def trace_notes(records: list[dict], sha_of) -> dict[str, str]:
+    """Per static finding a trace judged (confirmed or not observed), the sentence a lint message
+    quotes: ``{trace_key(path, line, code): "traced on NVIDIA H200 over 5 steps: ..."}``.
+
+    Only the newest trace that names a line counts, and only while the file is byte for byte the
+    one traced (``sha_of(path)``, relative to the project root, equals the recorded sha256): a
+    line number in an edited file may point at other code.
+    """
+    notes: dict[str, str] = {}
+    traces = sorted(
+        (r for r in records if r.get("bench") == "trace" and r.get("ok")),
+        key=lambda r: r["timestamp"],
+        reverse=True,
+    )
+    current: dict[str, str | None] = {}
+    for r in traces:
+        files = r.get("files") or {}
+        when = r["timestamp"][:10]
+        for entry in r.get("lines", []):
+            code, path = entry.get("code"), entry.get("path")
+            if not code or entry.get("status") not in ("confirmed", "not observed"):
+                continue
+            key = trace_key(path, entry["line"], code)
+            if key in notes:
+                continue
+            if path not in current:
+                current[path] = sha_of(path)
+            if current[path] is None or current[path] != files.get(path):
+                continue
+            text = entry["evidence"]
+            if entry["status"] == "not observed":
+                text = f"not observed: {text}"
+            notes[key] = f"{text} ({when})"
+    return notes
 
 
 def _context_names(headline: dict) -> list[str]:

@@ -1,0 +1,258 @@
+"""What ``gpulint trace`` prints and records: the table, SARIF, and the evidence record."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+from gpulint import __version__
+
+from . import evidence
+from .stats import summarize
+from .trace_join import CONFIRMED, NOT_EXERCISED, NOT_MEASURED, NOT_OBSERVED, RUNTIME_ONLY, Row
+
+STATUS_MARK = {
+    CONFIRMED: "confirmed",
+    RUNTIME_ONLY: "runtime-only",
+    NOT_OBSERVED: "not observed",
+    NOT_EXERCISED: "not exercised",
+    NOT_MEASURED: "not measured",
+}
+
+
+def _window_samples(window: dict | None) -> list[float]:
+    """Per-step wall times (ms) of the window's steps, from the recorder's step clock."""
+    if not window:
+        return []
+    walls = window.get("step_wall_s") or []
+    w, n = window.get("warmup", 0), window.get("steps", 0)
+    # step_wall_s[i] is step i+2's duration; the window is steps w+1 .. w+n.
+    picked = walls[max(w - 1, 0) : max(w - 1, 0) + n]
+    return [x * 1e3 for x in picked]
+
+
+def _variant(name: str, label: str, window: dict | None) -> dict | None:
+    samples = _window_samples(window)
+    if len(samples) < 3:
+        return None
+    v = {"name": name, "label": label, "unit": "ms", "better": "lower", "status": "ok"}
+    v.update(summarize(samples))
+    v["samples"] = samples
+    v["extra"] = {"window_ms_per_step": round(window["window_s"] * 1e3 / window["steps"], 3)}
+    return v
+
+
+def build_record(rec: dict, analysis, rows: list[Row], untraced: dict | None, root, sha) -> dict:
+    """A ``gpulint.evidence/1`` record of bench ``trace``: the window's step times (traced and,
+    with --overhead, untraced), the per-step summary, and one entry per row, with the sha256 of
+    every file a row names so a later check quotes a line only while the file is unchanged."""
+    cfg = rec.get("config") or {}
+    device = dict(rec.get("device") or {})
+    device.setdefault("name", "unknown")
+    versions = {
+        "gpulint": __version__,
+        "torch": device.pop("torch", None),
+        "cuda": device.pop("cuda", None),
+    }
+    variants = []
+    traced = _variant(
+        "traced_step", "traced step (profiler, sync-debug, line ranges)", rec.get("window")
+    )
+    if traced:
+        variants.append(traced)
+    plain = _variant("untraced_step", "untraced step (same program, same steps)", untraced)
+    if plain:
+        variants.append(plain)
+    headline = None
+    if traced and plain:
+        headline = {
+            "baseline": "traced_step",
+            "improved": "untraced_step",
+            "what": "tracing",
+            "per": "per step",
+            "versus": "untraced",
+        }
+    target = cfg.get("target") or {}
+    program = (
+        ["-m", target.get("name", "")]
+        if target.get("kind") == "module"
+        else [target.get("name", "")]
+    ) + list(target.get("args", []))
+    files = {}
+    for r in rows:
+        for p in {r.path, *(a.rsplit(":", 1)[0] for a in r.at)}:
+            if p not in files and not p.startswith("<"):
+                digest = sha(p)
+                if digest:
+                    files[p] = digest
+    return {
+        "schema": evidence.SCHEMA,
+        "bench": "trace",
+        "timestamp": evidence.now_utc(),
+        "command": "gpulint trace -- python " + " ".join(program),
+        "argv": [
+            "gpulint",
+            "trace",
+            "--steps",
+            str(cfg.get("steps")),
+            "--warmup",
+            str(cfg.get("warmup")),
+            "--",
+            "python",
+            *program,
+        ],
+        "config": {
+            "steps": cfg.get("steps"),
+            "warmup": cfg.get("warmup"),
+            "program": program,
+            "root": str(root),
+            "traced_window_ms_per_step": round(
+                (rec.get("window") or {}).get("window_s", 0) * 1e3 / max(cfg.get("steps") or 1, 1),
+                3,
+            ),
+            "untraced_window_ms_per_step": round(untraced["window_s"] * 1e3 / untraced["steps"], 3)
+            if untraced
+            else None,
+        },
+        "device": device,
+        "versions": versions,
+        "variants": variants,
+        "headline": headline,
+        "checks": {},
+        "ok": True,
+        "summary": analysis.summary,
+        "lines": [r.as_dict() for r in rows],
+        "files": files,
+    }
+
+
+def _us(x: float) -> str:
+    if x >= 1000:
+        return f"{x / 1000:,.2f} ms"
+    return f"{x:,.0f} µs" if x >= 10 else f"{x:.1f} µs"
+
+
+def render_table(rows: list[Row], record: dict) -> str:
+    s = record.get("summary", {})
+    cfg = record.get("config", {})
+    head = [
+        f"gpulint trace: {' '.join(cfg.get('program', []))} on {record['device'].get('name')}, "
+        f"{s.get('steps')} traced steps after {cfg.get('warmup')} warm-up",
+    ]
+    if s.get("step_us"):
+        busy = s.get("gpu_busy_fraction")
+        head.append(
+            f"step {_us(s['step_us'])} (median, traced); GPU busy {_us(s['gpu_busy_us_per_step'])} "
+            f"per step ({busy * 100:.0f}%), {s.get('kernels_per_step')} kernels per step"
+            if busy is not None
+            else f"step {_us(s['step_us'])}"
+        )
+    tr, un = cfg.get("traced_window_ms_per_step"), cfg.get("untraced_window_ms_per_step")
+    if tr and un:
+        head.append(
+            f"overhead: {tr:,.2f} ms per step traced vs {un:,.2f} ms untraced ({(tr / un - 1) * 100:+.0f}%)"
+        )
+    cols = ("status", "where", "code", "per step", "host", "GPU", "what")
+    table = []
+    for r in rows:
+        n = r.count_per_step
+        table.append(
+            (
+                STATUS_MARK[r.status],
+                f"{r.path}:{r.line}",
+                r.code or "-",
+                (f"{n:.1f}×" if n else "-"),
+                _us(r.host_us_per_step) if r.host_us_per_step else "-",
+                _us(r.gpu_us_per_step) if r.gpu_us_per_step else "-",
+                f"{r.message if r.status == RUNTIME_ONLY else _short(r.message)}: {r.evidence}",
+            )
+        )
+    widths = [
+        max(len(c), *(len(t[i]) for t in table)) if table else len(c) for i, c in enumerate(cols)
+    ]
+    widths[-1] = len(cols[-1])
+    lines = head + [""]
+    lines.append("  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)).rstrip())
+    for t in table:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(t, widths, strict=True)).rstrip())
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    lines.append("")
+    lines.append(
+        ", ".join(f"{v} {k}" for k, v in counts.items()) or "no findings and no runtime costs"
+    )
+    return "\n".join(lines)
+
+
+def _short(message: str, width: int = 60) -> str:
+    first = message.split(":")[0] if ":" in message[:width] else message
+    return first if len(first) <= width else first[: width - 1] + "…"
+
+
+def render_sarif(rows: list[Row], root: pathlib.Path, record: dict) -> str:
+    """SARIF 2.1.0: static findings as gpulint reports them, their messages carrying the status
+    and the measured cost; runtime-only costs as results of rules ``trace/<kind>``."""
+    from gpulint.diagnostics import Finding, Severity
+    from gpulint.reporters import REPORTERS
+
+    findings = []
+    extra = []
+    for r in rows:
+        if r.code:
+            findings.append(
+                Finding(
+                    path=str(root / r.path),
+                    line=r.line,
+                    col=1,
+                    code=r.code,
+                    message=f"{r.message} [trace: {r.status}; {r.evidence}]",
+                    severity=Severity.WARNING,
+                )
+            )
+        else:
+            extra.append(r)
+    doc = json.loads(
+        REPORTERS["sarif"](
+            findings, files_checked=len({r.path for r in rows}), root=root, read_text=None
+        )
+    )
+    run = doc["runs"][0]
+    rules = run["tool"]["driver"]["rules"]
+    index = {}
+    for r in extra:
+        rid = f"trace/{r.kinds[0] if r.kinds else 'cost'}"
+        if rid not in index:
+            index[rid] = len(rules)
+            rules.append(
+                {
+                    "id": rid,
+                    "name": rid.replace("/", "-"),
+                    "shortDescription": {
+                        "text": f"Runtime-only cost seen by gpulint trace: {r.message}."
+                    },
+                    "fullDescription": {
+                        "text": "A cost measured on the GPU that no static rule reported at this line."
+                    },
+                    "defaultConfiguration": {"level": "note"},
+                    "properties": {"tags": ["gpulint", "performance", "trace"]},
+                }
+            )
+        run["results"].append(
+            {
+                "ruleId": rid,
+                "ruleIndex": index[rid],
+                "level": "note",
+                "message": {"text": f"{r.message}: {r.evidence}"},
+                "locations": [
+                    {
+                        "physicalLocation": {
+                            "artifactLocation": {"uri": r.path, "uriBaseId": "%SRCROOT%"},
+                            "region": {"startLine": max(r.line, 1)},
+                        }
+                    }
+                ],
+                "properties": {"costUsPerStep": round(r.cost_us_per_step, 1), "status": r.status},
+            }
+        )
+    return json.dumps(doc, indent=2)

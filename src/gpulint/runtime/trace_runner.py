@@ -1,0 +1,406 @@
+"""The child process behind ``gpulint trace``: runs the user's program in-process and records.
+
+``python -m gpulint.runtime.trace_runner CONFIG.json``. The parent (``trace_cli``) starts it in a
+process group of its own, enforces the timeout and reads what it left in the recording folder
+(always under ``.gpulint/trace/``); nothing here prints to stdout, so the program's own output
+passes through untouched. Progress goes to stderr as ``[gpulint trace] ...``.
+
+What it installs, before the program's first line runs:
+
+- a step counter: a global optimizer step post-hook (the first optimizer that steps defines the
+  step; ``gpulint.trace.step()`` marks steps instead once the program calls it);
+- at the end of step ``warmup - 1``: ``torch.cuda.set_sync_debug_mode("warn")`` (every warning
+  is recorded with its stack), ``torch.profiler`` with a schedule of one warm-up step and
+  ``steps`` active steps (CPU ops with shapes, CUDA runtime calls, kernels, memcpys), and a
+  TorchFunctionMode that wraps each torch call issued from the checked tree in a
+  ``record_function("gpulint@<path>:<line>#<op>")`` range: the exact line of the innermost frame
+  inside the tree, which the profiler's own Python stacks do not give;
+- after the last active step: the trace is exported, and the program is stopped by raising
+  ``StopTrace`` (a BaseException, so ``except Exception`` in the program does not swallow it).
+
+In ``untraced`` mode only the step counter runs, and the window's wall time (CUDA-synchronised at
+its two ends, nowhere else) is recorded: the baseline the traced window's overhead is stated
+against.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import pathlib
+import runpy
+import sys
+import threading
+import time
+import traceback
+import warnings
+
+SYNC_WARNING = "called a synchronizing CUDA operation"
+ANNOTATION = "gpulint@"
+# Tensor attribute reads that never touch the GPU: not worth a profiler range each.
+_QUIET = frozenset(
+    {
+        "__get__",
+        "size",
+        "dim",
+        "stride",
+        "numel",
+        "is_contiguous",
+        "data_ptr",
+        "element_size",
+        "__len__",
+        "__hash__",
+        "__eq__",
+        "storage_offset",
+        "is_floating_point",
+        "requires_grad_",
+    }
+)
+
+
+class StopTrace(BaseException):
+    """Raised into the program once the window is recorded: stops it cleanly."""
+
+
+_RUNNER: Runner | None = None
+
+
+def step() -> None:
+    """Mark the end of one step (for programs whose step is not an ``optimizer.step()``)."""
+    if _RUNNER is not None:
+        _RUNNER.on_step(explicit=True)
+
+
+def say(msg: str) -> None:
+    print(f"[gpulint trace] {msg}", file=sys.stderr, flush=True)
+
+
+class Runner:
+    def __init__(self, cfg: dict):
+        self.cfg = cfg
+        self.out = pathlib.Path(cfg["out"])
+        self.root = os.path.realpath(cfg["root"])
+        self.mode = cfg.get("mode", "traced")
+        self.steps = int(cfg["steps"])
+        self.warmup = int(cfg["warmup"])
+        self.count = 0
+        self.explicit = False
+        self.first_optimizer: int | None = None
+        self.torch = None
+        self.prof = None
+        self.fmode = None
+        self.window_start: float | None = None
+        self.window_end: float | None = None
+        self.step_ends: list[float] = []
+        self._in_tree: dict[str, str | None] = {}
+        self._syncs = None
+        self._local = threading.local()
+        self.tracing = False
+        # Parts of the tracing that can be left out, to say what the overhead is made of.
+        self.lines = bool(cfg.get("lines", True))
+        self.shapes = bool(cfg.get("shapes", True))
+        self.sync_debug = bool(cfg.get("sync_debug", True))
+
+    # ---- files ------------------------------------------------------------------------------
+
+    def status(self, phase: str, **extra) -> None:
+        data = {"phase": phase, "steps_seen": self.count, "time": time.time(), **extra}
+        tmp = self.out / "status.json.tmp"
+        tmp.write_text(json.dumps(data), encoding="utf-8")
+        tmp.replace(self.out / "status.json")
+
+    # ---- where a frame belongs ---------------------------------------------------------------
+
+    def rel(self, filename: str) -> str | None:
+        """The path of ``filename`` relative to the checked tree, or None outside it."""
+        got = self._in_tree.get(filename, False)
+        if got is not False:
+            return got
+        rel = None
+        if filename and not filename.startswith("<"):
+            real = os.path.realpath(filename)
+            if real.startswith(self.root + os.sep):
+                r = real[len(self.root) + 1 :]
+                parts = r.split(os.sep)
+                if not any(p in ("site-packages", "dist-packages", ".venv", "venv") for p in parts):
+                    rel = "/".join(parts)
+        self._in_tree[filename] = rel
+        return rel
+
+    def user_frame(self, frame) -> tuple[str, int] | None:
+        while frame is not None:
+            rel = self.rel(frame.f_code.co_filename)
+            if rel is not None:
+                return rel, frame.f_lineno
+            frame = frame.f_back
+        return None
+
+    # ---- steps -------------------------------------------------------------------------------
+
+    def optimizer_hook(self, optimizer, args, kwargs) -> None:
+        if self.explicit:
+            return
+        if self.first_optimizer is None:
+            self.first_optimizer = id(optimizer)
+        if id(optimizer) == self.first_optimizer:
+            self.on_step()
+
+    def on_step(self, explicit: bool = False) -> None:
+        if explicit and not self.explicit:
+            self.explicit = True
+        if self.explicit and not explicit:
+            return
+        self.count += 1
+        now = time.perf_counter()
+        self.step_ends.append(now)
+        n, w, total = self.count, self.warmup, self.warmup + self.steps
+        torch = self.torch
+        if n == w:
+            # The window starts here: the GPU drained, so the window's time is its own.
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            self.window_start = time.perf_counter()
+        if n == total:
+            # The window ends here, before the profiler's export (seconds) starts.
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            self.window_end = time.perf_counter()
+        if self.mode == "traced":
+            if self.prof is not None:
+                self.prof.step()
+            elif n == w - 1 or (w < 2 and n == w):
+                # One profiler warm-up step where there is room for it (CUPTI's start-up and the
+                # first ranges stay out of the window); none with --warmup 0 or 1.
+                self.start_tracing(warm=1 if w >= 2 else 0)
+        phase = "warmup" if n < w else "window"
+        if n <= w or n == total or n % 5 == 0:
+            say(f"step {n}/{total} ({phase if n < total else 'done'})")
+        self.status(phase, total=total)
+        if n == total:
+            self.finish()
+            raise StopTrace
+
+    # ---- tracing -----------------------------------------------------------------------------
+
+    def start_tracing(self, warm: int) -> None:
+        torch = self.torch
+        from torch.overrides import TorchFunctionMode
+        from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+        runner = self
+
+        class LineMode(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                name = getattr(func, "__name__", "")
+                if not runner.tracing or not runner.lines or name in _QUIET:
+                    return func(*args, **kwargs)
+                where = runner.user_frame(sys._getframe(1))
+                if where is None:
+                    return func(*args, **kwargs)
+                op = getattr(func, "__qualname__", name) or name
+                stack = runner._local.__dict__.setdefault("ops", [])
+                stack.append((where, op))
+                try:
+                    with record_function(f"{ANNOTATION}{where[0]}:{where[1]}#{op}"):
+                        return func(*args, **kwargs)
+                finally:
+                    stack.pop()
+
+        self._patch_dataloader(record_function)
+        acts = [ProfilerActivity.CPU]
+        if torch.cuda.is_available():
+            acts.append(ProfilerActivity.CUDA)
+        self.prof = profile(
+            activities=acts,
+            schedule=schedule(wait=0, warmup=warm, active=self.steps, repeat=1),
+            on_trace_ready=self.export,
+            record_shapes=self.shapes,
+            with_stack=False,
+        )
+        self._syncs = (self.out / "syncs.jsonl").open("a", encoding="utf-8")
+        self._install_warnings()
+        if torch.cuda.is_available() and self.sync_debug:
+            torch.cuda.set_sync_debug_mode("warn")
+        self.tracing = True
+        self.fmode = LineMode()
+        self.fmode.__enter__()
+        self.prof.start()
+        say(
+            f"tracing: {warm} profiler warm-up step, {self.steps} active step(s)"
+            + ("" if torch.cuda.is_available() else " (no CUDA device: CPU only)")
+        )
+
+    def _patch_dataloader(self, record_function) -> None:
+        """DataLoader iteration is no torch call: give ``__next__``/``__iter__`` a range too."""
+        from torch.utils.data import dataloader as dl
+
+        runner = self
+
+        def wrap(owner, attr, op):
+            orig = getattr(owner, attr)
+
+            def wrapper(self_, *a, **k):
+                if not runner.tracing:
+                    return orig(self_, *a, **k)
+                where = runner.user_frame(sys._getframe(1))
+                if where is None:
+                    return orig(self_, *a, **k)
+                with record_function(f"{ANNOTATION}{where[0]}:{where[1]}#{op}"):
+                    return orig(self_, *a, **k)
+
+            setattr(owner, attr, wrapper)
+
+        wrap(dl._BaseDataLoaderIter, "__next__", "DataLoader.__next__")
+        wrap(dl.DataLoader, "__iter__", "DataLoader.__iter__")
+
+    def _install_warnings(self) -> None:
+        warnings.filterwarnings("always", message=f".*{SYNC_WARNING}.*")
+        previous = warnings.showwarning
+        runner = self
+
+        def showwarning(message, category, filename, lineno, file=None, line=None):
+            text = str(message)
+            if SYNC_WARNING not in text or not runner.tracing:
+                return previous(message, category, filename, lineno, file, line)
+            runner.record_sync(text)
+
+        warnings.showwarning = showwarning
+
+    def record_sync(self, text: str) -> None:
+        frames = traceback.extract_stack()[:-2]  # drop showwarning and record_sync
+        stack = []
+        for fr in frames:
+            rel = self.rel(fr.filename)
+            stack.append([rel or _short(fr.filename), fr.lineno, fr.name, rel is not None])
+        ops = getattr(self._local, "ops", None) or []
+        op = ops[-1][1] if ops else None
+        entry = {"step": self.count + 1, "op": op, "stack": stack[-40:], "message": text[:200]}
+        self._syncs.write(json.dumps(entry) + "\n")
+
+    def export(self, prof) -> None:
+        path = self.out / "trace.json"
+        prof.export_chrome_trace(str(path))
+        with path.open("rb") as src, gzip.open(self.out / "trace.json.gz", "wb") as dst:
+            dst.write(src.read())
+        path.unlink()
+
+    def finish(self) -> None:
+        torch = self.torch
+        if self.mode == "traced" and self.prof is not None:
+            self.tracing = False
+            torch.cuda.set_sync_debug_mode(0) if torch.cuda.is_available() else None
+            if self.fmode is not None:
+                self.fmode.__exit__(None, None, None)
+                self.fmode = None
+            self.prof.stop()
+            if not (self.out / "trace.json.gz").exists():
+                self.export(self.prof)
+            if self._syncs:
+                self._syncs.close()
+        window = {
+            "mode": self.mode,
+            "steps": self.steps,
+            "warmup": self.warmup,
+            "window_s": (self.window_end or 0) - (self.window_start or 0),
+            "step_wall_s": [
+                b - a for a, b in zip(self.step_ends, self.step_ends[1:], strict=False)
+            ],
+        }
+        (self.out / "window.json").write_text(json.dumps(window), encoding="utf-8")
+        self.status("done")
+        say(
+            f"window of {self.steps} step(s): {window['window_s'] * 1e3 / self.steps:,.1f} ms per "
+            f"step ({self.mode}); stopping the program"
+        )
+
+
+def _short(filename: str) -> str:
+    """Library paths from ``site-packages`` on, so records name ``torch/amp/grad_scaler.py``."""
+    parts = filename.replace("\\", "/").split("/")
+    for marker in ("site-packages", "dist-packages"):
+        if marker in parts:
+            return "/".join(parts[parts.index(marker) + 1 :])
+    return filename
+
+
+def device_info() -> dict:
+    import torch
+
+    info = {"torch": torch.__version__, "cuda": torch.version.cuda}
+    if torch.cuda.is_available():
+        p = torch.cuda.get_device_properties(0)
+        info.update(
+            name=p.name,
+            compute_capability=f"{p.major}.{p.minor}",
+            memory_bytes=p.total_memory,
+            sm_count=p.multi_processor_count,
+        )
+    else:
+        info["name"] = "CPU"
+    return info
+
+
+def main(argv: list[str]) -> int:
+    global _RUNNER
+    cfg = json.loads(pathlib.Path(argv[0]).read_text(encoding="utf-8"))
+    runner = Runner(cfg)
+    runner.status("starting")
+    try:
+        import torch
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+    except ImportError as exc:
+        runner.status("error", error=f"torch is not importable: {exc}")
+        say(f"torch is not importable here: {exc}")
+        return 3
+    runner.torch = torch
+    (runner.out / "device.json").write_text(json.dumps(device_info()), encoding="utf-8")
+    register_optimizer_step_post_hook(runner.optimizer_hook)
+    _RUNNER = runner
+    target = cfg["target"]
+    sys.argv = [target["name"], *target["args"]]
+    runner.status("running")
+    outcome, error = "ended", None
+    try:
+        if target["kind"] == "module":
+            runpy.run_module(target["name"], run_name="__main__", alter_sys=True)
+        else:
+            sys.path.insert(0, os.path.dirname(os.path.abspath(target["name"])))
+            runpy.run_path(target["name"], run_name="__main__")
+    except StopTrace:
+        outcome = "stopped"
+    except SystemExit as exc:
+        outcome = "exited" if exc.code in (None, 0) else "failed"
+        if outcome == "failed":
+            error = f"SystemExit({exc.code!r})"
+    except BaseException as exc:  # the program's own failure: record it, keep what we have
+        outcome = "failed"
+        error = "".join(traceback.format_exception_only(type(exc), exc)).strip()[:2000]
+        tb = traceback.format_exc()
+        (runner.out / "error.txt").write_text(tb, encoding="utf-8")
+        print(tb, file=sys.stderr)
+    if outcome != "stopped":
+        if runner.prof is not None:
+            try:
+                runner.prof.stop()
+                runner.export(runner.prof)
+            except Exception:
+                pass
+        if runner._syncs:
+            runner._syncs.close()
+        runner.status(outcome, error=error)
+    try:
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+    except Exception:
+        pass
+    return 0 if outcome == "stopped" else 4
+
+
+if __name__ == "__main__":
+    code = main(sys.argv[1:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Worker threads and pools of the stopped program must not keep the process alive.
+    os._exit(code)
