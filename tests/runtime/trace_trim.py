@@ -11,8 +11,25 @@ import json
 import pathlib
 import shutil
 
-KEEP_CATS = {"cpu_op", "user_annotation", "cuda_runtime", "cuda_driver", "kernel", "gpu_memcpy", "gpu_memset"}
-KEEP_ARGS = {"External id", "Sequence number", "Fwd thread id", "Input type", "correlation", "bytes", "device", "stream"}
+KEEP_CATS = {
+    "cpu_op",
+    "user_annotation",
+    "cuda_runtime",
+    "cuda_driver",
+    "kernel",
+    "gpu_memcpy",
+    "gpu_memset",
+}
+KEEP_ARGS = {
+    "External id",
+    "Sequence number",
+    "Fwd thread id",
+    "Input type",
+    "correlation",
+    "bytes",
+    "device",
+    "stream",
+}
 
 
 def trim(src: pathlib.Path, out: pathlib.Path, steps: int) -> None:
@@ -20,13 +37,19 @@ def trim(src: pathlib.Path, out: pathlib.Path, steps: int) -> None:
     with gzip.open(src / "trace.json.gz", "rt", encoding="utf-8") as fh:
         trace = json.load(fh)
     events = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
-    marks = sorted((e for e in events if e.get("name", "").startswith("ProfilerStep#")), key=lambda e: e["ts"])[:steps]
+    marks = sorted(
+        (e for e in events if e.get("name", "").startswith("ProfilerStep#")), key=lambda e: e["ts"]
+    )[:steps]
     t0, t1 = marks[0]["ts"], marks[-1]["ts"] + marks[-1]["dur"]
     kept = []
     for e in events:
         if e.get("cat") not in KEEP_CATS or not (t0 <= e["ts"] <= t1):
             continue
-        e = {k: v for k, v in e.items() if k in ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args")}
+        e = {
+            k: v
+            for k, v in e.items()
+            if k in ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args")
+        }
         if "args" in e:
             e["args"] = {k: v for k, v in e["args"].items() if k in KEEP_ARGS}
         kept.append(e)
@@ -35,7 +58,9 @@ def trim(src: pathlib.Path, out: pathlib.Path, steps: int) -> None:
     cfg = json.loads((src / "config.json").read_text())
     first = cfg["warmup"] + 1
     lines = []
-    for line in (src / "syncs.jsonl").read_text().splitlines() if (src / "syncs.jsonl").exists() else []:
+    for line in (
+        (src / "syncs.jsonl").read_text().splitlines() if (src / "syncs.jsonl").exists() else []
+    ):
         s = json.loads(line)
         if first <= s["step"] < first + steps:
             s["stack"] = [f if f[3] else [_short(f[0]), f[1], f[2], False] for f in s["stack"]]
