@@ -11,7 +11,7 @@ This module imports no torch: the linter reads evidence on machines that have no
 Schema ``gpulint.evidence/1`` (``validate_record`` checks it)::
 
     schema      "gpulint.evidence/1"
-    bench       one of BENCHES
+    bench       one of BENCHES, or "trace" (a `gpulint trace` record: also `lines`, `files`)
     timestamp   ISO 8601, UTC
     command     the exact command line; argv: the list
     config      the bench's full configuration (shapes, dtypes, iterations, runs)
@@ -56,8 +56,9 @@ BENCHES = {
     "nccl": "NCCL all-reduce: correctness and bus bandwidth (under torchrun)",
     "ddp": "DDP: one training step checked against a single-process reference",
     "fsdp": "FSDP2 (fully_shard): one training step checked against a reference",
-    "trace": "gpulint trace: your own program's steps, costs per source line",
 }
+# Every record kind: the benches, and `gpulint trace` (your own program, costs per line).
+KINDS = {**BENCHES, "trace": "gpulint trace: your own program's steps, costs per source line"}
 
 UNITS = {"us", "ms", "s", "GB/s", "TB/s", "TFLOP/s", "samples/s"}
 UNIT_TEXT = {"us": "µs"}
@@ -90,7 +91,7 @@ def validate_record(record: object) -> list[str]:
 
     if need("schema", str) and record["schema"] != SCHEMA:
         errors.append(f"schema: {record['schema']!r} is not {SCHEMA!r}")
-    if need("bench", str) and record["bench"] not in BENCHES:
+    if need("bench", str) and record["bench"] not in KINDS:
         errors.append(f"bench: unknown {record['bench']!r}")
     if need("timestamp", str):
         try:
