@@ -1,9 +1,9 @@
 import re
 
-from gpulint.frontends.cuda.idioms import house_check_macro, is_check_name
+from gpulint.frontends.cuda.idioms import function_name, launch_check_for
+from gpulint.frontends.cuda.project import launch_checked_in
 from gpulint.rule import Rule
 
-_CALLED = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
 _RUNTIME_CALL = re.compile(r"\bcuda[A-Z]\w*\s*\(")
 
 
@@ -15,11 +15,15 @@ class UncheckedKernelLaunch(Rule):
     `getLastCudaError(...)`, or a check macro (`CUDA_CHECK`, `checkCudaErrors`, `AT_CUDA_CHECK`,
     `C10_CUDA_CHECK`, project spellings such as `CUDA_CHECK_ERROR`/`CHECK_CUDA`, and the names in
     `[tool.gpulint.cuda] check-macros`). A check anywhere later in the function counts, including
-    after the loop or the dispatch macro around the launch. Device-side launches (dynamic
-    parallelism) are left alone, and so are *launcher* functions: a function other than `main`
-    that makes no CUDA runtime call of its own besides the launch (it computes a grid and
-    launches) follows the common convention that its caller checks, as ggml and the CUDA
-    samples do; the rule fires in the host code that orchestrates (allocates, copies, launches).
+    after the loop or the dispatch macro around the launch. Launches written in `#define`
+    bodies are parsed too. Device-side launches (dynamic parallelism) are left alone.
+
+    A *launcher* (a host function other than `main` that computes a grid and launches, with no
+    CUDA runtime call of its own, or a launching macro) may leave the check to its caller: the
+    rule then looks up every call of it in the checked tree (other files too) and fires only
+    when a caller does not check after the call, naming that caller. A function that also
+    allocates or copies, or any function of a PyTorch extension (PyTorch checks after every
+    launch), fires unless callers are found and every one of them checks.
 
     ## Why is this bad?
     A launch returns nothing. A bad configuration (too many threads, too much shared memory, a
@@ -49,6 +53,10 @@ class UncheckedKernelLaunch(Rule):
     language = "cuda"
     triggers = ("<<<",)
     message = "kernel launch is not checked: a failed launch goes unnoticed; add `{check}` after it"
+    by_caller = (
+        "kernel launch is not checked, nor by {caller} ({where}) that calls {kind} `{function}`: "
+        "a failed launch goes unnoticed; add `{check}` after the launch (or after that call)"
+    )
     tags = ("correctness", "launch")
 
     VALID = [
@@ -57,6 +65,10 @@ __global__ void k(float* x) {}
 // A launcher: grid arithmetic and a launch; the caller checks.
 void launch_k(float* x, int n, cudaStream_t s) {
   k<<<(n + 127) / 128, 128, 0, s>>>(x);
+}
+void step(float* x, int n, cudaStream_t s) {
+  launch_k(x, n, s);
+  CUDA_CHECK(cudaGetLastError());
 }
 """,
         """
@@ -80,6 +92,20 @@ void run(float* x) {
     INVALID = [
         """
 __global__ void k(float* x) {}
+void launch_k(float* x, int n, cudaStream_t s) {
+  k<<<(n + 127) / 128, 128, 0, s>>>(x);
+}
+void step(float* x, int n, cudaStream_t s) {
+  launch_k(x, n, s);  // no check here either
+}
+""",
+        """
+#define LAUNCH_K(x, s) k<<<1, 128, 0, s>>>(x)
+__global__ void k(float* x) {}
+void step(float* x, cudaStream_t s) { LAUNCH_K(x, s); }
+""",
+        """
+__global__ void k(float* x) {}
 void run(float* x, cudaStream_t s) {
   CUDA_CHECK(cudaMemsetAsync(x, 0, 512, s));
   k<<<1, 128, 0, s>>>(x);
@@ -101,30 +127,41 @@ int main() {
         function = file.enclosing_function(node)
         if function is not None and file.is_device_function(function):
             return  # a device-side (dynamic parallelism) launch: checked differently, if at all
-        scope = function or file.root
-        body = file.data[scope.start_byte : scope.end_byte].decode("utf-8", errors="replace")
-        if function is not None and not _orchestrates(body):
-            return  # a launcher helper: by convention its caller checks
-        after = file.data[node.end_byte : scope.end_byte].decode("utf-8", errors="replace")
         configured = tuple(self.settings.option("cuda", "check-macros", []))
-        # The text, not the tree: a check inside a region tree-sitter could not parse still counts.
-        for m in _CALLED.finditer(after):
-            if is_check_name(m.group(1), configured):
-                return
-        for name in configured:
-            if name in after:
-                return
-        check = (
-            "C10_CUDA_KERNEL_LAUNCH_CHECK();"
-            if file.is_torch_extension
-            else f"{house_check_macro(file)}(cudaGetLastError());"
+        scope = function or file.root
+        if launch_checked_in(file, node, scope, configured):
+            return
+        check = launch_check_for(file)
+        if function is None:
+            yield self.report(file, node, check=check)
+            return
+        name = function_name(file, function)
+        in_macro = file._in_macro(function)
+        body = file.node_text(function)
+        if not in_macro and (
+            name == "main" or file.is_torch_extension or _RUNTIME_CALL.search(body)
+        ):
+            # PyTorch checks after every launch; and a function that allocates, copies and
+            # launches is where the check belongs, unless every caller of it checks.
+            site = file.project.unchecked_caller(name) if name else None
+            if name == "main" or site is not None or not file.project.callers(name):
+                yield self.report(file, node, check=check)
+            return
+        # A launcher (grid arithmetic and a launch, or a macro): its callers must check.
+        site = file.project.unchecked_caller(name) if name else None
+        if site is None:
+            return
+        where = (
+            f"line {site.line}" if site.path == file.display_path else f"{site.path}:{site.line}"
         )
-        yield self.report(file, node, check=check)
-
-
-def _orchestrates(function_text: str) -> bool:
-    """`main`, or a function that calls the CUDA runtime besides launching."""
-    head = function_text.split("(", 1)[0]
-    if re.search(r"\bmain\s*$", head):
-        return True
-    return _RUNTIME_CALL.search(function_text) is not None
+        caller = f"`{site.caller}`" if site.caller else "file-scope code"
+        yield self.report(
+            file,
+            node,
+            self.by_caller,
+            check=check,
+            caller=caller,
+            where=where,
+            kind="macro" if in_macro else "function",
+            function=name,
+        )

@@ -1,17 +1,22 @@
-from gpulint.frontends.cuda.idioms import house_check_macro, is_runtime_call
+from gpulint.frontends.cuda.idioms import discarded_call, fix_for
 from gpulint.rule import Rule
 
 
 class DiscardedCudaError(Rule):
     """
     ## What it does
-    Finds a CUDA runtime API call used as a statement, its `cudaError_t` return value discarded:
-    not assigned, not compared, not returned, not wrapped in a check macro (`CUDA_CHECK`,
-    `checkCudaErrors`, `AT_CUDA_CHECK`, `C10_CUDA_CHECK`, or a name configured in
-    `[tool.gpulint.cuda] check-macros`). An explicit `(void)` cast is left alone, and so are
-    `cudaGetLastError()` (which clears the error) and calls to a function of the same name the
-    file defines itself, and calls in device code (the device runtime: some, such as
-    `cudaGraphSetConditional`, return nothing).
+    Finds a CUDA runtime call whose failure leaves results silently wrong (an allocation, a
+    copy, a memset, a kernel launch through the API, a function attribute or device limit a
+    later launch relies on) used as a statement, its `cudaError_t` discarded: not assigned,
+    compared, returned, or wrapped in a check macro (`CUDA_CHECK`, `checkCudaErrors`, the
+    project's own macros and checking helpers, names in `[tool.gpulint.cuda] check-macros`).
+    Left alone: a call the next statement checks (`getLastCudaError("...")`,
+    `cudaCheckError();`, `if (cudaGetLastError() != cudaSuccess)`), an explicit `(void)` cast,
+    the project's own wrappers (`cudaFreeCheck(p)`, functions the project defines with a
+    runtime-like name), and device code. Other runtime calls (synchronisation, events, streams,
+    frees outside teardown, queries whose result is never read) are GPU811, off by default.
+    The suggested check is the macro the file already uses, `C10_CUDA_CHECK` in a PyTorch
+    extension, else a plain `if (... != cudaSuccess)`.
 
     ## Why is this bad?
     CUDA reports failures only through return values. A `cudaMalloc` that ran out of memory
@@ -40,10 +45,20 @@ class DiscardedCudaError(Rule):
     name = "discarded-cuda-error"
     language = "cuda"
     triggers = ("cuda",)
-    message = "the cudaError_t returned by `{name}` is discarded; wrap it: `{macro}({call})`"
+    message = (
+        "the cudaError_t returned by `{name}` is discarded: a failure leaves memory unallocated, "
+        "unfilled or a kernel not run, and the results silently wrong; check it: `{suggest}`"
+    )
     tags = ("correctness",)
 
     VALID = [
+        """
+void f(float** d, size_t n) {
+  cudaMalloc(d, n);
+  getLastCudaError("cudaMalloc failed");
+  cudaDeviceSynchronize();  // a status call: GPU811
+}
+""",
         """
 void f(float** d, size_t n) {
   CUDA_CHECK(cudaMalloc(d, n));
@@ -62,37 +77,14 @@ void f(float** d, size_t n) {
 """,
     ]
 
-    def visit_call_expression(self, node, file):
-        name = file.call_name(node)
-        if not is_runtime_call(name):
-            return
-        parent = node.parent
-        if parent is None or parent.type != "expression_statement":
-            return
-        fn = node.child_by_field_name("function")
-        if fn is not None and fn.type == "field_expression":
-            return  # obj.cudaMalloc(...): a method, not the runtime
-        if name in self._defined_here(file):
-            return
-        if file.is_device_function(file.enclosing_function(node)):
-            return  # the device runtime (dynamic parallelism, cudaGraphSetConditional): other rules
+    grade = "corrupting"
 
+    def visit_call_expression(self, node, file):
+        found = discarded_call(file, node)
+        if found is None or found[1] != self.grade:
+            return
+        name = found[0]
         call = " ".join(file.node_text(node).split())
         if len(call) > 60:
             call = f"{name}(...)"
-        yield self.report(file, node, name=name, call=call, macro=house_check_macro(file))
-
-    @staticmethod
-    def _defined_here(file) -> set[str]:
-        cached = getattr(file, "_gpu803_defined", None)
-        if cached is None:
-            cached = set()
-            for fn in file.nodes("function_definition"):
-                declarator = file.function_name_node(fn)
-                inner = (
-                    declarator.child_by_field_name("declarator") if declarator is not None else None
-                )
-                if inner is not None:
-                    cached.add(file.node_text(inner).split("::")[-1])
-            file._gpu803_defined = cached
-        return cached
+        yield self.report(file, node, name=name, suggest=fix_for(file, call))

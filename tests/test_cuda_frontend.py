@@ -31,10 +31,10 @@ def test_extensions_are_claimed():
 
 
 def test_columns_are_code_points_not_bytes():
-    text = 'void f() { const char* s = "ééé"; cudaFree(0); }\n'
+    text = 'void f() { const char* s = "ééé"; cudaMemset(0, 0, 4); }\n'
     [finding] = [f for f in lint_text(text, "x.cu") if f.code == "GPU803"]
-    assert finding.col == text.index("cudaFree") + 1
-    assert finding.end_col == text.index(";", text.index("cudaFree")) + 1
+    assert finding.col == text.index("cudaMemset") + 1
+    assert finding.end_col == text.index(";", text.index("cudaMemset")) + 1
 
 
 def test_noqa_with_slashes():
@@ -53,7 +53,7 @@ def test_configured_check_macro():
 
 
 def test_configured_check_macro_wraps_runtime_calls():
-    text = "void f(void* p) { MY_WRAP(cudaFree(p)); cudaFree(p); }\n"
+    text = "void f(void* p) { MY_WRAP(cudaMemset(p, 0, 4)); cudaMemset(p, 0, 4); }\n"
     found = [f for f in lint_text(text, "x.cu") if f.code == "GPU803"]
     assert len(found) == 1
 
@@ -112,7 +112,7 @@ def test_garbage_never_raises():
 
 
 def test_undecodable_bytes_are_not_fatal():
-    data = b"// caf\xe9 comment\nvoid f(void* p) { cudaFree(p); }\n"
+    data = b"// caf\xe9 comment\nvoid f(void* p) { cudaMemset(p, 0, 4); }\n"
     linter = Linter(example_config())
     findings, _ = linter.lint_bytes("x.cu", data)
     assert codes(findings) == ["GPU803"]
@@ -240,17 +240,21 @@ def test_gpu803_suggests_the_check_the_file_already_uses():
         "  float* d;\n"
         "  cudaCheck(cudaMalloc(&d, 1024));\n"
         "  cudaCheck(cudaMemset(d, 0, 1024));\n"
+        "  cudaMemcpy(d, d, 4, cudaMemcpyDeviceToDevice);\n"
         "  cudaFree(d);\n"
         "  return 0;\n"
         "}\n"
     )
     [finding] = [f for f in lint_text(text, "x.cu") if f.code == "GPU803"]
-    assert finding.message.endswith("wrap it: `cudaCheck(cudaFree(d))`")
+    assert finding.message.endswith("`cudaCheck(cudaMemcpy(d, d, 4, cudaMemcpyDeviceToDevice));`")
     bare = text.replace("cudaCheck(cudaMalloc(&d, 1024));", "").replace(
         "cudaCheck(cudaMemset(d, 0, 1024));", ""
     )
+    # No check of its own: a plain check that compiles anywhere, not a macro it may lack.
     [finding] = [f for f in lint_text(bare, "x.cu") if f.code == "GPU803"]
-    assert "`CUDA_CHECK(cudaFree(d))`" in finding.message
+    assert "`if (cudaMemcpy(d, d, 4, cudaMemcpyDeviceToDevice) != cudaSuccess)" in finding.message
+    # The end of `main` is teardown: the free is not reported, even opt-in.
+    assert "GPU811" not in codes(lint_text(text, "x.cu"))
 
 
 def test_gpu802_suggests_the_check_the_file_already_uses():
@@ -267,3 +271,62 @@ def test_gpu802_suggests_the_check_the_file_already_uses():
     )
     [finding] = [f for f in lint_text(text, "x.cu") if f.code == "GPU802"]
     assert "add `gpuErrchk(cudaGetLastError());` after it" in finding.message
+
+
+LAUNCHER_CU = """
+__global__ void k(float* x) {}
+void launch_k(float* x, int n, cudaStream_t s) {
+  k<<<(n + 127) / 128, 128, 0, s>>>(x);
+}
+"""
+
+
+def _run_tree(tmp_path, caller_body, cache=None):
+    (tmp_path / "ops.cu").write_text(LAUNCHER_CU)
+    (tmp_path / "step.cpp").write_text(
+        "void launch_k(float* x, int n, cudaStream_t s);\n"
+        f"void step(float* x, int n, cudaStream_t s) {{\n{caller_body}}}\n"
+    )
+    linter = Linter(example_config(root=tmp_path))
+    report = linter.run([tmp_path], jobs=1, cache=cache)
+    return [f for f in report.findings if f.code == "GPU802"]
+
+
+def test_launcher_is_judged_by_its_callers_in_other_files(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    [finding] = _run_tree(tmp_path, "  launch_k(x, n, s);\n")
+    assert finding.path == "ops.cu"
+    assert "nor by `step` (step.cpp:3)" in finding.message
+    assert _run_tree(tmp_path, "  launch_k(x, n, s);\n  CUDA_CHECK(cudaGetLastError());\n") == []
+    # Alone (an editor, flake8), the launcher has no caller in sight: left to its callers.
+    assert "GPU802" not in codes(lint_text(LAUNCHER_CU, "ops.cu"))
+
+
+def test_cached_launcher_findings_follow_their_callers(tmp_path, monkeypatch):
+    from gpulint.cache import ResultCache
+
+    monkeypatch.chdir(tmp_path)
+    fingerprint = Linter(example_config(root=tmp_path)).fingerprint()
+
+    def cache():
+        return ResultCache(tmp_path / ".cache", fingerprint)
+
+    assert len(_run_tree(tmp_path, "  launch_k(x, n, s);\n", cache())) == 1
+    # ops.cu's bytes are unchanged, but its caller now checks: the cached finding must go.
+    checked = "  launch_k(x, n, s);\n  CUDA_CHECK(cudaGetLastError());\n"
+    assert _run_tree(tmp_path, checked, cache()) == []
+    assert len(_run_tree(tmp_path, "  launch_k(x, n, s);\n", cache())) == 1
+
+
+def test_launch_in_a_macro_body_is_seen():
+    text = (
+        "#define THREADS_K 140\n"
+        "#define LAUNCH(x, n) k<<<(n + THREADS_K - 1) / THREADS_K, THREADS_K>>>(x)\n"
+        "__global__ void k(float* x) {}\n"
+        "void run(float* x, int n) { LAUNCH(x, n); }\n"
+        "void run_checked(float* x, int n) { LAUNCH(x, n); CUDA_CHECK(cudaGetLastError()); }\n"
+    )
+    found = {(f.line, f.code) for f in lint_text(text, "x.cu")}
+    assert (2, "GPU801") in found  # the block of 140 threads, evaluated in the macro body
+    [gpu802] = [f for f in lint_text(text, "x.cu") if f.code == "GPU802"]
+    assert gpu802.line == 2 and "`run` (line 4)" in gpu802.message

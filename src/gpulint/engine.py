@@ -134,7 +134,16 @@ class Linter:
         findings, parsed = self.lint_bytes(
             shown, data, self.relpath(path), prefilter=self.prefilter
         )
-        return FileResult(shown, findings, hashlib.sha256(data).hexdigest(), parsed)
+        return FileResult(shown, findings, self.digest(shown, data), parsed)
+
+    def digest(self, shown: str, data: bytes) -> str:
+        """The cache key of a file: its bytes, and what its findings depend on in other files
+        (a CUDA launcher is judged by its callers: `CudaFrontend.cache_salt`)."""
+        digest = hashlib.sha256(data).hexdigest()
+        frontend = frontend_for(shown)
+        salt = getattr(frontend, "cache_salt", None)
+        extra = salt(self.settings, shown) if salt is not None else ""
+        return f"{digest}:{extra}" if extra else digest
 
     def read(self, path: Path) -> bytes:
         """A checked file's bytes: a regular file, capped, links only inside the roots."""
@@ -228,6 +237,32 @@ class Linter:
         return replace(finding, message=f"{finding.message} [measured: {note}]")
 
     # -- a whole run -------------------------------------------------------------------------
+    def index_projects(self, files: Sequence[Path]) -> None:
+        """Cross-file facts, gathered once before any file is linted (and before the cache is
+        consulted: they are part of each file's cache key). Only front-ends that have them."""
+        from dataclasses import replace
+
+        grouped: dict[object, list[tuple[str, bytes]]] = {}
+        for path in files:
+            frontend = frontend_for(path.name)
+            if frontend is None or not hasattr(frontend, "index"):
+                continue
+            if frontend.language not in self.gates or not self.gates[frontend.language]:
+                continue
+            try:
+                data = self.read(path)
+            except Unreadable:
+                continue  # reported when the file itself is linted
+            grouped.setdefault(frontend, []).append((display_path(path), data))
+        projects = dict(self.settings.projects)
+        for frontend, items in grouped.items():
+            try:
+                projects[frontend.language] = frontend.index(items, self.settings)
+            except (ParseError, RecursionError, MemoryError, ValueError):
+                continue  # no project: each file is judged alone, as in an editor
+        if projects:
+            self.settings = replace(self.settings, projects=projects)
+
     def find_files(self, paths: Sequence[Path]) -> tuple[list[Path], list[FileResult]]:
         finder = FileFinder(
             self.config, self.extensions, self.respect_gitignore, self.force_exclude
@@ -239,6 +274,7 @@ class Linter:
     def run(self, paths: Sequence[Path], jobs: int = 1, cache=None) -> Report:
         self.roots.extend(p for p in paths if p.is_dir())
         files, problems = self.find_files(paths)
+        self.index_projects(files)
         from gpulint.parallel import lint_many
 
         results = lint_many(self, files, jobs=jobs, cache=cache)

@@ -4,7 +4,6 @@ order the workers finish in."""
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from gpulint.diagnostics import unanalysable
@@ -79,8 +78,8 @@ def _from_cache(linter, cache, path: Path):
         data = linter.read(path)  # the same checks and cap as an uncached read
     except Unreadable:
         return None  # linted (and reported) the ordinary way
-    digest = hashlib.sha256(data).hexdigest()
     shown = display_path(path)
+    digest = linter.digest(shown, data)
     findings = cache.get(linter.relpath(path), digest, shown)
     if findings is None:
         return None

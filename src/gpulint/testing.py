@@ -17,7 +17,11 @@ FIXTURE_OPTIONS = re.compile(r"fixture:\s*(.*?)\s*(?:-->)?$")
 
 def example_config(targets: tuple[str, ...] | list[str] = (), root: Path | None = None) -> Config:
     config = Config(root=root or Path.cwd())
-    config.select = ["GPU"]  # every rule, opt-in ones too
+    config.select = ["GPU"]
+    # opt-in rules too: they are on only when named by code
+    from gpulint.rule import all_rules
+
+    config.extend_select = [r.code for r in all_rules() if not r.default_enabled]
     config.targets = list(targets)
     return config
 

@@ -150,7 +150,25 @@ class CudaFrontend:
             tree = parser().parse(utf8)
         except (ValueError, MemoryError) as e:
             raise ParseError(f"tree-sitter could not parse the file: {e}") from None
-        return CudaFile(display_path, text, utf8, tree)
+        return CudaFile(display_path, text, utf8, tree, settings.projects.get("cuda"))
+
+    def index(self, files: list[tuple[str, bytes]], settings: Settings):
+        """The CudaProject of the checked tree (frontends/cuda/project.py), built once per run
+        before any file is linted: a file's findings may depend on its callers elsewhere."""
+        from gpulint.frontends.cuda.project import build
+
+        bare = Settings(settings.targets, settings.options, settings.evidence)
+
+        def parse(path: str, data: bytes) -> CudaFile:
+            return self.parse(path, data, bare)
+
+        return build(files, parse)
+
+    @staticmethod
+    def cache_salt(settings: Settings, display_path: str) -> str:
+        """What a file's findings depend on besides its bytes (its cache key adds it)."""
+        project = settings.projects.get("cuda")
+        return project.digest_for(display_path) if project is not None else ""
 
     def run(self, parsed: CudaFile, rules: Sequence) -> Iterable[Finding]:
         visits: dict[str, list] = {}
@@ -164,6 +182,12 @@ class CudaFrontend:
                         )
                     visits.setdefault(node_type, []).append(rule)
         found = parsed.captures(*visits) if visits else {}
+        if "call_expression" in found and parsed.macro_calls:
+            # Launches written in `#define` bodies, parsed as statements (CudaFile._macro_tree).
+            macro_launches = [c for c in parsed.launches if parsed._in_macro(c)]
+            found["call_expression"] = sorted(
+                found["call_expression"] + macro_launches, key=lambda n: n.start_byte
+            )
         # Nodes inside a region tree-sitter could not parse are skipped, not guessed at.
         return run_rules(
             parsed,

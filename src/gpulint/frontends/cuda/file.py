@@ -26,8 +26,9 @@ _TORCH_INCLUDE = re.compile(r"^[<\"](torch|ATen|c10)/")
 class CudaFile:
     language = "cuda"
 
-    def __init__(self, display_path: str, text: str, data: bytes, tree: Tree):
+    def __init__(self, display_path: str, text: str, data: bytes, tree: Tree, project=None):
         self.display_path = display_path
+        self._project = project  # the checked tree's CudaProject; None: this file alone
         self.text = text
         self.data = data  # the UTF-8 bytes tree-sitter parsed; node offsets index these
         self.source = SourceText(text)
@@ -101,7 +102,7 @@ class CudaFile:
         around it does (a launch parsed fine inside a function body the grammar misread)."""
         if node.has_error or self.in_error(node):
             return True
-        if not self.root.has_error:
+        if not self.root.has_error and not self._in_macro(node):
             return False
         for a in self.ancestors(node):
             if a.type in _STATEMENT_CONTAINERS:
@@ -109,6 +110,135 @@ class CudaFile:
             if a.has_error:
                 return True
         return False
+
+    @functools.cached_property
+    def lines_not_analysed(self) -> list[int]:
+        """1-based lines of the statements the rules skip because tree-sitter could not parse
+        them (the statement around each ERROR node), sorted."""
+        if not self.root.has_error:
+            return []
+        lines: set[int] = set()
+        for error in self.nodes("ERROR"):
+            region = error
+            for a in self.ancestors(error):
+                if a.type in _STATEMENT_CONTAINERS:
+                    break
+                region = a
+            first, last = region.start_point[0], region.end_point[0]
+            if region.end_point[1] == 0 and last > first:
+                last -= 1
+            lines.update(range(first + 1, last + 2))
+        return sorted(lines)
+
+    # -- macros ------------------------------------------------------------------------------
+    @functools.cached_property
+    def _macro_tree(self) -> Tree | None:
+        """The bodies of `#define`s that launch kernels, parsed as statements: each body becomes
+        `void NAME(){ BODY }` at its own byte offsets (the `void NAME(){` written over the
+        `#define NAME(...)` head), so positions, `node_text` and constant folding work as in
+        the file itself, and a launch in a macro is judged like one in a function named after
+        the macro."""
+        self._macro_ranges = []
+        self.macro_names: dict[int, str] = {}  # start byte of a parsed macro -> its name
+        if b"<<<" not in self.data:
+            return None
+        buf = bytearray(b" " * (len(self.data) + 2))
+        self._macro_ranges: list[tuple[int, int]] = []
+        found = False
+        defs = []
+        for d in self.nodes("preproc_function_def") + self.nodes("preproc_def"):
+            value = d.child_by_field_name("value")
+            name = d.child_by_field_name("name")
+            if value is not None and name is not None:
+                if b"<<<" in self.data[value.start_byte : value.end_byte]:
+                    defs.append((d, value, name))
+        starts = {d.start_byte for d, _, _ in defs}
+        for d, value, name in defs:
+            head = b"void " + self.data[name.start_byte : name.end_byte] + b"(){"
+            if len(head) > value.start_byte - d.start_byte:
+                continue
+            buf[d.start_byte : d.start_byte + len(head)] = head
+            body = self.data[value.start_byte : value.end_byte]
+            # line continuations become spaces; `#x` and `a##b` become plain tokens
+            body = body.replace(b"\\\r\n", b"  \n").replace(b"\\\n", b" \n").replace(b"##", b"  ")
+            body = re.sub(rb"(?<![\w\"'])#(?=[A-Za-z_])", b" ", body)
+            buf[value.start_byte : value.end_byte] = body
+            end = value.end_byte
+            if body.rstrip()[-1:] not in (b";", b"}") and end + 1 not in starts:
+                buf[end : end + 2] = b";}"  # `k<<<g, b>>>(x)` written to be used as `M(x);`
+            else:
+                buf[end] = ord("}")
+            self._macro_ranges.append((d.start_byte, value.end_byte + 1))
+            self.macro_names[d.start_byte] = self.node_text(name)
+            found = True
+        if not found:
+            return None
+        from gpulint.frontends.cuda.grammar import parser
+
+        return parser().parse(bytes(buf))
+
+    def _in_macro(self, node: Node) -> bool:
+        """`node` belongs to a parsed macro body (the file's own tree has only text there)."""
+        if self._macro_tree is None:
+            return False
+        i = bisect.bisect_right(self._macro_ranges, (node.start_byte, float("inf"))) - 1
+        return i >= 0 and node.start_byte < self._macro_ranges[i][1]
+
+    @functools.cached_property
+    def macro_functions(self) -> list[Node]:
+        """The `void NAME(){...}` each launching macro body was parsed as."""
+        tree = self._macro_tree
+        if tree is None:
+            return []
+        return [n for n in tree.root_node.named_children if n.type == "function_definition"]
+
+    @functools.cached_property
+    def macro_calls(self) -> list[Node]:
+        tree = self._macro_tree
+        if tree is None:
+            return []
+        cursor = QueryCursor(query(("call_expression",)))
+        nodes = cursor.captures(tree.root_node).get("node", [])
+        return sorted(nodes, key=lambda n: n.start_byte)
+
+    @functools.cached_property
+    def all_calls(self) -> list[Node]:
+        """Call expressions of the file and of its launching macro bodies, in source order."""
+        calls = self.nodes("call_expression")
+        if self.macro_calls:
+            calls = sorted(calls + self.macro_calls, key=lambda n: n.start_byte)
+        return calls
+
+    @functools.cached_property
+    def launches(self) -> list[Node]:
+        """Kernel launches (`k<<<...>>>(...)`) the rules can judge, macro bodies included."""
+        return [
+            c for c in self.all_calls if self.launch_config(c) is not None and not self.broken(c)
+        ]
+
+    # -- the project -------------------------------------------------------------------------
+    @functools.cached_property
+    def own_checks(self) -> frozenset[str]:
+        from gpulint.frontends.cuda.idioms import file_checks
+
+        return frozenset(file_checks(self))
+
+    @property
+    def project(self):
+        """The CudaProject this file is judged in (frontends/cuda/project.py): the checked tree's
+        when the engine built one, else one made of this file's own facts."""
+        if self._project is None:
+            from gpulint.frontends.cuda.project import file_facts, merge
+
+            self._project = merge({self.display_path: file_facts(self)})
+        return self._project
+
+    @property
+    def check_names(self) -> frozenset[str]:
+        """The file's and the project's own error-checking macros and helpers."""
+        if self._project is None:
+            return self.own_checks
+        return self.own_checks | self._project.checks
 
     # -- structure ---------------------------------------------------------------------------
     @staticmethod

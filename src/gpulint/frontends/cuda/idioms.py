@@ -47,13 +47,27 @@ def is_check_name(name: str | None, configured: tuple[str, ...] | list[str] = ()
 
 
 def is_runtime_call(name: str | None) -> bool:
-    return bool(name) and name not in NOT_ERRORS and bool(RUNTIME_API.match(name))
+    """A CUDA runtime API call returning cudaError_t. A project's own checking wrapper spelt
+    like one (`cudaFreeCheck(p)`, `cudaMallocSafe`) is a check, not the runtime."""
+    return (
+        bool(name)
+        and name not in NOT_ERRORS
+        and bool(RUNTIME_API.match(name))
+        and not _WRAPPER_SUFFIX.search(name)
+    )
 
 
-def house_check_macro(file) -> str:
+_WRAPPER_SUFFIX = re.compile(r"(?i)(check|checked|safe|or_die|ordie|assert|_ok)$")
+
+
+# Calls that wrap a runtime call without checking it.
+_NOT_CHECKS = frozenset({"static_cast", "reinterpret_cast", "void", "std", "move", "ignore"})
+
+
+def house_check_macro(file, default: str | None = "CUDA_CHECK") -> str | None:
     """The check the file already wraps runtime calls in (`cudaCheck`, `gpuErrchk`), the most
-    used one, the first seen on a tie; `CUDA_CHECK` where it wraps none. Fix suggestions use
-    it so they read like the code around them."""
+    used one, the first seen on a tie; `default` where it wraps none. Fix suggestions use
+    it so they read like the code around them (and compile: the file already uses it)."""
     cached = getattr(file, "_house_check_macro", None)
     if cached is None:
         counts: dict[str, int] = {}  # insertion order breaks ties
@@ -63,8 +77,223 @@ def house_check_macro(file) -> str:
             if len(inner) == 1 and inner[0].type == "call_expression":
                 if (file.call_name(inner[0]) or "").startswith("cuda"):
                     outer = file.call_name(call)
-                    if outer and not is_runtime_call(outer):
+                    if outer and not is_runtime_call(outer) and outer not in _NOT_CHECKS:
                         counts[outer] = counts.get(outer, 0) + 1
-        cached = max(counts, key=counts.__getitem__) if counts else "CUDA_CHECK"
+        cached = max(counts, key=counts.__getitem__) if counts else ""
         file._house_check_macro = cached
+    return cached or default
+
+
+# -- what a discarded cudaError_t costs ---------------------------------------------------------
+# Calls whose failure leaves results silently wrong: memory that was never allocated or filled,
+# a kernel that never ran, an attribute a later launch relies on.
+CORRUPTING = re.compile(
+    r"^cuda(Malloc|Memcpy|Memset|HostAlloc|HostRegister|HostGetDevicePointer|GetSymbolAddress"
+    r"|FuncSetAttribute|DeviceSetLimit|LaunchKernel|LaunchCooperativeKernel|GraphLaunch"
+    r"|GraphInstantiate|GraphExecUpdate|MemcpyToSymbol|MemcpyFromSymbol)\w*$"
+)
+# Calls that release what is no longer needed: their status matters at the end of a program
+# only as a report of earlier failures.
+TEARDOWN = re.compile(
+    r"^cuda(Free\w*|\w*Destroy\w*|HostUnregister|DeviceReset|IpcCloseMemHandle|ProfilerStop"
+    r"|GraphicsUnregisterResource|StreamEndCapture)$"
+)
+_TEARDOWN_FUNCTION = re.compile(
+    r"(?i)(free|release|destroy|clean|teardown|tear_down|final|dispose|reset|close|deinit|"
+    r"shutdown|dealloc|clear|uninit|exit|delete)"
+)
+_ERROR_CONDITION = re.compile(r"(?i)cudaSuccess|\berr|\bstat|fail|\bres|\bret")
+# After these, a `main` is only tearing down: no more GPU work whose result could be wrong.
+_GPU_WORK = re.compile(rb"<<<|cudaMemcpy|cudaMalloc|cudaMemset|cudaLaunch|cudaGraphLaunch")
+_CHECK_WORDS = re.compile(
+    r"\bcuda(GetLastError|PeekAtLastError|GetErrorString|GetErrorName)\b|\bcudaSuccess\b"
+)
+
+
+def check_names(file, configured=()) -> frozenset[str]:
+    """Names that check CUDA errors in this file: the known idioms are matched by pattern
+    (`is_check_name`); these are the file's and the project's own macros and small functions
+    whose body checks (`#define SYNC_CHECK() { cudaError_t e = cudaGetLastError(); ... }`),
+    and the configured `check-macros`."""
+    return file.check_names | frozenset(configured)
+
+
+def checks(name: str | None, file, configured=()) -> bool:
+    return is_check_name(name, configured) or (name is not None and name in check_names(file))
+
+
+def file_checks(file) -> set[str]:
+    """Macros and functions defined in `file` whose body checks a CUDA error status."""
+    out = set()
+    for node in file.nodes("preproc_function_def") + file.nodes("preproc_def"):
+        value = node.child_by_field_name("value")
+        name = node.child_by_field_name("name")
+        if value is not None and name is not None and _CHECK_WORDS.search(file.node_text(value)):
+            out.add(file.node_text(name))
+    for fn in file.nodes("function_definition"):
+        body = fn.child_by_field_name("body")
+        if body is None or body.end_point[0] - body.start_point[0] > 25:
+            continue  # a small helper; a long function that checks somewhere is not a check
+        text = file.node_text(body)
+        if _CHECK_WORDS.search(text) and all(
+            n in _CHECKER_CALLS or is_check_name(n) or n.startswith(("std", "cuda"))
+            for n in _CALLED.findall(text)
+        ):
+            name = function_name(file, fn)
+            if name:
+                out.add(name)
+    return out
+
+
+# What a checking helper calls besides the error getters: it reports and stops.
+_CHECKER_CALLS = frozenset(
+    "if while for switch return sizeof printf fprintf puts fputs exit abort assert throw "
+    "snprintf sprintf TORCH_CHECK AT_ERROR static_cast std runtime_error string "
+    "to_string cerr fflush __LINE__ __FILE__ logic_error".split()
+)
+
+
+def function_name(file, function) -> str | None:
+    """The unqualified name of a function definition (`ns::Cls::run` -> `run`, `~Buf` kept)."""
+    if file._in_macro(function):
+        return file.macro_names.get(function.start_byte)
+    declarator = file.function_name_node(function)
+    inner = declarator.child_by_field_name("declarator") if declarator is not None else None
+    if inner is None:
+        return None
+    return file.node_text(inner).split("::")[-1].strip() or None
+
+
+def discarded_status(file, call, name: str) -> str | None:
+    """What dropping the status of runtime call `call` (an expression statement) costs:
+    "corrupting" (a failure leaves results wrong), "status" (a failure goes unreported, nothing
+    silently wrong), or None when nothing is lost: the next statement checks, it is teardown,
+    or the value it produces is read later (a failure shows in it)."""
+    statement = call.parent
+    if _checked_next(file, statement):
+        return None
+    function = file.enclosing_function(call)
+    if TEARDOWN.match(name):
+        if function is None or _teardown_context(file, call, function):
+            return None
+        return "status"
+    if CORRUPTING.match(name):
+        return "corrupting"
+    if function is not None and _output_read_later(file, call, function):
+        return None  # a query or an event: a failure shows in the value the code reads next
+    return "status"
+
+
+def _next_statement(statement):
+    sibling = statement.next_named_sibling
+    while sibling is not None and sibling.type == "comment":
+        sibling = sibling.next_named_sibling
+    return sibling
+
+
+def _checked_next(file, statement) -> bool:
+    """The statement after the call checks the error (`getLastCudaError("...")`,
+    `cudaCheckError();`, `if (cudaGetLastError() != cudaSuccess)`, a project macro)."""
+    nxt = _next_statement(statement)
+    if nxt is None:
+        return False
+    text = file.node_text(nxt)
+    if _CHECK_WORDS.search(text):
+        return True
+    for m in _CALLED.finditer(text):
+        if checks(m.group(1), file):
+            return True
+    return False
+
+
+_CALLED = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
+
+
+def _teardown_context(file, call, function) -> bool:
+    name = function_name(file, function) or ""
+    if name.startswith("~") or _TEARDOWN_FUNCTION.search(name):
+        return True  # a destructor, `cleanup()`, `free_buffers()`
+    for a in file.ancestors(call):
+        if a is function:
+            break
+        if a.type == "if_statement":
+            cond = a.child_by_field_name("condition")
+            if cond is not None and _ERROR_CONDITION.search(file.node_text(cond)):
+                return True  # an error path releasing what was allocated
+        if a.type == "labeled_statement":
+            return True  # `cleanup:` / `Error:` at the end of a function
+    labels = file.data[function.start_byte : call.start_byte]
+    if re.search(rb"(?m)^\s*[A-Za-z_]\w*:\s*$", labels) and b"goto" in labels:
+        return True  # after the `cleanup:` label gotos jump to
+    if name == "main" or name.endswith("_main") or name.startswith("main"):
+        rest = file.data[call.end_byte : function.end_byte]
+        return not _GPU_WORK.search(rest)  # the end of `main`
+    return False
+
+
+def _output_read_later(file, call, function) -> bool:
+    args = call.child_by_field_name("arguments")
+    if args is None:
+        return False
+    outputs = set()
+    for arg in args.named_children:
+        if arg.type == "pointer_expression" and file.node_text(arg).startswith("&"):
+            outputs.add(file.node_text(arg.child_by_field_name("argument")).strip())
+    rest = file.data[call.end_byte : function.end_byte].decode("utf-8", "replace")
+    return any(
+        re.search(rf"(?<![\w.]){re.escape(o)}(?!\w)", rest) for o in outputs if o.isidentifier()
+    ) or any(o and not o.isidentifier() and o in rest for o in outputs)
+
+
+def fix_for(file, call_text: str) -> str:
+    """A check that compiles in this file: its own macro where it has one, PyTorch's in an
+    extension, else plain C++."""
+    macro = house_check_macro(file, default=None)
+    if macro is not None:
+        return f"{macro}({call_text});"
+    if file.is_torch_extension:
+        return f"C10_CUDA_CHECK({call_text});"
+    return f"if ({call_text} != cudaSuccess) {{ /* report and stop */ }}"
+
+
+def launch_check_for(file) -> str:
+    """The launch check to suggest, in a spelling that compiles in this file."""
+    if file.is_torch_extension:
+        return "C10_CUDA_KERNEL_LAUNCH_CHECK();"
+    macro = house_check_macro(file, default=None)
+    if macro is not None:
+        return f"{macro}(cudaGetLastError());"
+    return "if (cudaGetLastError() != cudaSuccess) { /* report and stop */ }"
+
+
+def discarded_call(file, call) -> tuple[str, str] | None:
+    """(name, grade) for a CUDA runtime call whose status is dropped (see `discarded_status`);
+    None for anything else: not the runtime, used, `(void)`-cast, a method, a function the file
+    or project defines itself, device code."""
+    name = file.call_name(call)
+    if not is_runtime_call(name):
+        return None
+    parent = call.parent
+    if parent is None or parent.type != "expression_statement":
+        return None
+    fn = call.child_by_field_name("function")
+    if fn is not None and fn.type == "field_expression":
+        return None  # obj.cudaMalloc(...): a method, not the runtime
+    if name in file.project.defined or name in defined_cuda_names(file):
+        return None  # the project's own wrapper with a runtime-like name
+    if file.is_device_function(file.enclosing_function(call)):
+        return None  # the device runtime (dynamic parallelism, cudaGraphSetConditional)
+    grade = discarded_status(file, call, name)
+    return (name, grade) if grade else None
+
+
+def defined_cuda_names(file) -> frozenset[str]:
+    cached = getattr(file, "_defined_cuda", None)
+    if cached is None:
+        cached = frozenset(
+            n
+            for fn in file.nodes("function_definition")
+            if (n := function_name(file, fn)) and n.startswith("cuda")
+        )
+        file._defined_cuda = cached
     return cached

@@ -1,0 +1,77 @@
+from gpulint.rules.gpu803_discarded_cuda_error import DiscardedCudaError
+
+from gpulint.diagnostics import Severity
+
+
+class DiscardedCudaStatus(DiscardedCudaError):
+    """
+    ## What it does
+    Off by default (`--extend-select GPU811`). Finds the CUDA runtime calls GPU803 leaves out
+    whose `cudaError_t` is discarded: synchronisation (`cudaDeviceSynchronize`,
+    `cudaStreamSynchronize`), events and streams (`cudaEventRecord`, `cudaStreamCreate`),
+    `cudaSetDevice`, queries whose result the code never reads, and frees or destroys outside
+    teardown. Left alone, as in GPU803: calls the next statement checks, `(void)` casts, the
+    project's own wrappers, device code; and also teardown (frees and destroys in destructors,
+    cleanup functions, error paths, after a `cleanup:` label, at the end of `main`) and queries
+    or event calls whose output the code reads later (a failure shows in that value).
+
+    ## Why is this bad?
+    These failures rarely corrupt results by themselves, but CUDA reports errors from earlier
+    asynchronous work through whichever call comes next: a dropped `cudaDeviceSynchronize`
+    status is often the only place a kernel fault would have surfaced. Worth turning on for
+    code that must fail loudly (services, CI harnesses); noise in demos and benchmarks.
+
+    ## Example
+    ```cuda
+    step<<<blocks, 256, 0, stream>>>(x, n);
+    cudaStreamSynchronize(stream);
+    ```
+
+    ## Use instead
+    ```cuda
+    step<<<blocks, 256, 0, stream>>>(x, n);
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    ```
+
+    ## References
+    - [CUDA Runtime API: error handling](https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__ERROR.html)
+    """
+
+    code = "GPU811"
+    name = "discarded-cuda-status"
+    severity = Severity.INFO
+    default_enabled = False
+    precision = "medium"
+    message = (
+        "the cudaError_t returned by `{name}` is discarded: errors from earlier asynchronous work "
+        "surface here and are lost; check it: `{suggest}`"
+    )
+    grade = "status"
+
+    VALID = [
+        """
+void f(float* d, cudaStream_t s) {
+  CUDA_CHECK(cudaStreamSynchronize(s));
+}
+""",
+        """
+struct Buffer {
+  float* d;
+  ~Buffer() { cudaFree(d); }
+};
+""",
+        """
+void time_it(cudaEvent_t a, cudaEvent_t b) {
+  float ms;
+  cudaEventElapsedTime(&ms, a, b);
+  printf("%f ms\\n", ms);
+}
+""",
+    ]
+    INVALID = [
+        """
+void f(float* d, cudaStream_t s) {
+  cudaStreamSynchronize(s);
+}
+""",
+    ]

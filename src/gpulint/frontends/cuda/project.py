@@ -1,0 +1,256 @@
+"""What one CUDA file needs to know about the others: which host functions (and macros) launch
+kernels without checking, who calls them and whether the caller checks after the call, and the
+project's own error-checking macros. Facts are gathered per file (plain, JSON-able data), merged
+once per run into a `CudaProject`, and handed to every file's parse, so a launcher in `ops.cu`
+is judged by its callers in `bindings.cpp`. A file linted alone (editor, flake8) gets a project
+of itself: the same rules over the facts of one translation unit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from gpulint.frontends.cuda.idioms import (
+    _CALLED,
+    file_checks,
+    function_name,
+    is_check_name,
+    is_runtime_call,
+)
+
+
+@dataclass(frozen=True)
+class CallSite:
+    caller: str  # the calling host function (or "" at file scope)
+    path: str  # where, as displayed
+    line: int
+    checked: bool  # a launch check follows the call in the caller, or the result is used
+
+
+@dataclass
+class CudaProject:
+    checks: frozenset[str] = frozenset()  # the project's own checking macros/functions
+    defined: frozenset[str] = frozenset()  # cuda-prefixed names the project defines itself
+    calls: dict[str, tuple[CallSite, ...]] = field(default_factory=dict)  # callee -> sites
+    launchers: dict[str, str] = field(default_factory=dict)  # launcher -> path defining it
+
+    def callers(self, name: str) -> tuple[CallSite, ...]:
+        return self.calls.get(name, ())
+
+    def unchecked_caller(self, name: str, depth: int = 0, seen=None) -> CallSite | None:
+        """A call site of launcher `name` after which no check runs, following callers that are
+        launchers themselves (their callers may check). None when every caller found checks,
+        and when no caller is found (the launcher is called through a table, from Python...)."""
+        seen = set() if seen is None else seen
+        seen.add(name)
+        for site in self.callers(name):
+            if site.checked or site.caller in seen:
+                continue
+            if depth < 3 and site.caller and self.callers(site.caller):
+                if self.unchecked_caller(site.caller, depth + 1, seen) is None:
+                    continue  # every caller of the caller checks
+            return site
+        return None
+
+    def digest_for(self, path: str) -> str:
+        """What `path`'s findings depend on beyond its own bytes: the call sites of the launchers
+        it defines, and the project's check names. Folded into its cache key."""
+        own = sorted(n for n, p in self.launchers.items() if p == path)
+        state = {
+            "checks": sorted(self.checks),
+            "defined": sorted(self.defined),
+            "sites": {n: sorted(map(_site_key, self._closure(n))) for n in own},
+        }
+        return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()[:16]
+
+    def _closure(self, name: str, depth: int = 0) -> list[CallSite]:
+        out = list(self.callers(name))
+        if depth < 3:
+            for site in self.callers(name):
+                if site.caller and site.caller != name:
+                    out.extend(self._closure(site.caller, depth + 1))
+        return out
+
+
+def _site_key(site: CallSite) -> tuple:
+    return (site.caller, site.path, site.line, site.checked)
+
+
+def file_facts(file) -> dict:
+    """One file's contribution to the project (JSON-able)."""
+    launchers: dict[str, set[int]] = {}  # name -> start bytes of its definitions that launch
+    for launch in file.launches:
+        function = file.enclosing_function(launch)
+        if function is None or file.is_device_function(function):
+            continue
+        name = function_name(file, function)
+        if not name or name == "main" or _is_method(file, function):
+            continue  # methods share names across classes: not matched to callers by name
+        if not launch_checked_in(file, launch, function):
+            launchers.setdefault(name, set()).add(function.start_byte)
+    # How many host functions of each name the file defines: a launcher whose name other
+    # functions share (`compute`, a CPU twin) cannot be matched to its callers by name.
+    defs: dict[str, int] = {}
+    for fn in file.nodes("function_definition") + file.macro_functions:
+        name = function_name(file, fn)
+        if name and not file.is_device_function(fn):
+            defs[name] = defs.get(name, 0) + 1
+    calls: list[tuple[str, str, int, bool]] = []
+    last_checks: dict[int, int] = {}  # function start byte -> end of its last check
+    for call in file.all_calls:
+        name = file.call_name(call)
+        if not name or is_runtime_call(name) or is_check_name(name) or name in _NOT_CALLEES:
+            continue
+        function = file.enclosing_function(call)
+        if function is None or file.is_device_function(function) or file.broken(call):
+            continue
+        caller = function_name(file, function) or ""
+        if name == caller:
+            continue
+        last = last_checks.get(function.start_byte)
+        if last is None:
+            last = last_checks[function.start_byte] = _last_check(file, file.node_text(function))
+        offset = call.end_byte - function.start_byte
+        used = call.parent is not None and call.parent.type != "expression_statement"
+        calls.append((name, caller, file.span(call)[0], used or last > offset))
+    defined = {
+        n
+        for fn in file.nodes("function_definition")
+        if (n := function_name(file, fn)) and n.startswith("cuda")
+    }
+    return {
+        "launchers": {n: len(v) for n, v in sorted(launchers.items())},
+        "defs": defs,
+        "calls": calls,
+        "checks": sorted(file_checks(file)),
+        "defined": sorted(defined),
+    }
+
+
+def _is_method(file, function) -> bool:
+    """A member function: defined in a class body, or out of line as `Cls::name`."""
+    if file._in_macro(function):
+        return False
+    declarator = file.function_name_node(function)
+    inner = declarator.child_by_field_name("declarator") if declarator is not None else None
+    if inner is not None and inner.type in ("qualified_identifier", "field_identifier"):
+        return True
+    return any(a.type == "field_declaration_list" for a in file.ancestors(function))
+
+
+# Calls that are never a launcher of the project (keeps the facts small).
+_NOT_CALLEES = frozenset(
+    "printf fprintf sizeof static_cast reinterpret_cast min max std size data_ptr "
+    "TORCH_CHECK AT_ASSERTM assert malloc free memcpy memset".split()
+)
+
+
+def _last_check(file, text: str) -> int:
+    """Offset just past the last launch check in `text` (-1 when none)."""
+    last = -1
+    names = file.check_names
+    for m in _CALLED.finditer(text):
+        if is_check_name(m.group(1)) or m.group(1) in names:
+            last = max(last, m.end())
+    return last
+
+
+def launch_checked_in(file, launch, function, configured=()) -> bool:
+    """A launch check follows `launch` in `function` (the text, not the tree: a check inside a
+    region tree-sitter could not parse still counts)."""
+    after = file.data[launch.end_byte : function.end_byte].decode("utf-8", errors="replace")
+    for m in _CALLED.finditer(after):
+        name = m.group(1)
+        if is_check_name(name, configured) or name in file.check_names:
+            return True
+    return any(name in after for name in configured)
+
+
+def merge(facts_by_path: dict[str, dict]) -> CudaProject:
+    launchers: dict[str, str] = {}
+    launching: dict[str, int] = {}
+    checks: set[str] = set()
+    defined: set[str] = set()
+    for path, facts in facts_by_path.items():
+        for name, count in facts["launchers"].items():
+            launchers.setdefault(name, path)
+            launching[name] = launching.get(name, 0) + count
+        checks.update(facts["checks"])
+        defined.update(facts["defined"])
+    defs: dict[str, int] = {}
+    for facts in facts_by_path.values():
+        for name, count in facts.get("defs", {}).items():
+            defs[name] = defs.get(name, 0) + count
+    # A name other functions share is not matched by name (overloads that all launch are).
+    launchers = {n: p for n, p in launchers.items() if defs.get(n, 0) <= launching[n]}
+    calls: dict[str, list[CallSite]] = {}
+    wanted = set(launchers)
+    # callers of launchers, and callers of those callers (a launcher may be called by a helper)
+    for _ in range(3):
+        grown = False
+        for path, facts in facts_by_path.items():
+            for name, caller, line, checked in facts["calls"]:
+                if name in wanted:
+                    site = CallSite(caller, path, line, checked)
+                    sites = calls.setdefault(name, [])
+                    if site not in sites:
+                        sites.append(site)
+                    if caller and caller not in wanted:
+                        wanted.add(caller)
+                        grown = True
+        if not grown:
+            break
+    return CudaProject(
+        checks=frozenset(checks),
+        defined=frozenset(defined),
+        calls={k: tuple(v) for k, v in calls.items()},
+        launchers=launchers,
+    )
+
+
+def build(files: Iterable[tuple[str, bytes]], parse: Callable[[str, bytes], object]) -> CudaProject:
+    """The project of a checked tree. Files that launch kernels (`<<<`) or define checking
+    macros are parsed first; then only the files that mention one of their launchers."""
+    facts: dict[str, dict] = {}
+    rest: list[tuple[str, bytes]] = []
+    for path, data in files:
+        if b"<<<" in data:
+            facts[path] = file_facts(parse(path, data))
+        else:
+            rest.append((path, data))
+    names = {n for f in facts.values() for n in f["launchers"]}
+    if names:
+        mention = re.compile(
+            rb"\b(?:"
+            + b"|".join(re.escape(n.encode()) for n in sorted(names))
+            + rb")\s*(?:<[^;(]*>\s*)?\("
+        )
+        for path, data in rest:
+            if mention.search(data):
+                facts[path] = file_facts(parse(path, data))
+    for path, data in rest:
+        if path not in facts and b"#define" in data and b"cuda" in data:
+            facts[path] = {
+                "launchers": {},
+                "calls": [],
+                "defined": [],
+                "checks": _macro_checks(data),
+            }
+    return merge(facts)
+
+
+_DEFINE = re.compile(rb"(?m)^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)((?:[^\n\\]|\\\n|\\)*)")
+_CHECK_BYTES = re.compile(
+    rb"\bcuda(GetLastError|PeekAtLastError|GetErrorString|GetErrorName)\b|\bcudaSuccess\b"
+)
+
+
+def _macro_checks(data: bytes) -> list[str]:
+    """Checking macros of a header, read from its text (headers are not parsed for this)."""
+    return sorted(
+        m.group(1).decode() for m in _DEFINE.finditer(data) if _CHECK_BYTES.search(m.group(2))
+    )
