@@ -1,5 +1,4 @@
 import ast
-import re
 
 from gpulint.frontends.python import triton as tt
 from gpulint.rule import Rule
@@ -8,28 +7,42 @@ from gpulint.rule import Rule
 class TritonUnmaskedTileAccess(Rule):
     """
     ## What it does
-    Finds `tl.load` / `tl.store` in a `@triton.jit` kernel whose offsets are tiled by the program
-    id, `pid * BLOCK + tl.arange(0, BLOCK)` with the same block size (in one or two dimensions),
-    and that pass no `mask=` (an `other=` alone does not count). Only that pattern is checked:
-    offsets that cover a whole dimension (`row * stride + tl.arange(0, D)`), sub-tiles of a
-    program id taken modulo a count (`i_c % NC`), and sizes not named like a block (`BLOCK_*`,
-    `TILE_*`, `XBLOCK`, `BT`/`BK`/`BV`) depend on how the launcher picks them, and are left alone.
+    Finds `tl.load` / `tl.store` in a `@triton.jit` kernel whose offsets are tiled, and that
+    nothing bounds. Offsets are followed by dataflow, not by their names: a value is tiled when
+    it is `start + tl.arange(0, X)` where the start steps by the same `X`: a program id times
+    `X` (`pid * BLOCK + tl.arange(0, BLOCK)`, in one or two dimensions), the variable of a loop
+    `for start in range(0, n, X)` over a run-time `n`, or a pointer advanced by `X` on each
+    iteration of a loop over `cdiv(n, X)` blocks (the K loop of a matmul, the KV loop of an
+    attention kernel). A program-id tile counts where the code treats `X` as a tile of a larger
+    extent: an autotuned meta-parameter, a divisor of `cdiv` (in the kernel or its launch grid),
+    a loop step, or a size the kernel's own masks bound; `row * D + tl.arange(0, D)` with none
+    of these is a whole row and is left alone. Block pointers are checked the same way: a
+    `tl.make_block_ptr` whose offsets are tiled by a program id, or that `tl.advance` moves by
+    its block in such a loop, needs `boundary_check` on that dimension unless the dimension's
+    shape is a compile-time constant.
 
-    Also left alone, because the size is then known to be a multiple of the block or the access
-    is bounded another way: offsets wrapped with `% size` or clamped (`tl.minimum`, `tl.where`);
-    kernels that use `tl.multiple_of` / `tl.max_contiguous` (the author states alignment the
-    linter cannot see); a `tl.static_assert` / `tl.assume` of divisibility in the kernel; a
-    launcher in the same file that asserts divisibility (`assert n % BLOCK == 0`, or
-    `if n % BLOCK: raise ...`) or launches an exact grid (`kernel[(n // BLOCK,)]`, no `cdiv`);
-    an access under an `if` on a constexpr flag (`if EVEN_K:`) or on the tile's own position
-    (`if pid * BLOCK + BLOCK <= n:`), or after an early `return` for tiles past the end; block
-    pointers (`tl.make_block_ptr` with `boundary_check`) and tensor descriptors; pointers into
-    a buffer strided by a size named as rounded or padded (`seqlen_q_rounded`: allocated up to
-    a multiple of the block); test code.
+    An access is bounded, and left alone, when its `mask=` bounds the tiled offsets (a mask on
+    the rows alone does not cover columns tiled by the K loop: that is reported); the offsets
+    are wrapped with `% size` or clamped (`tl.minimum`, `tl.where`); an alignment hint
+    (`tl.multiple_of`, `tl.max_contiguous`) wraps the tiled value itself (a hint covers only the
+    value it wraps, not the kernel); it sits in the branch of an `if` where a divisibility test
+    holds: an `EVEN_K`/`*_DIVISIBLE` flag, a flag set by a heuristic or launch keyword testing
+    `%` (`NEED_MASK = n % BLOCK != 0` guards its `else`), or `n % BLOCK == 0` itself (a causal or
+    feature flag is not such a test); it is under a test of the tile's own position
+    (`if pid * BLOCK + BLOCK <= n:`) or after an early `return` for tiles past the end; a loop's
+    bound is rounded down to a multiple (`n // X * X`) or comes from a helper it cannot read;
+    `tl.static_assert`/`tl.assume` of divisibility in the kernel; a launcher in the same file
+    that asserts divisibility (`assert n % BLOCK == 0`, or `if n % BLOCK: raise ...`) or launches
+    an exact grid (`kernel[(n // BLOCK,)]`, no `cdiv`); pointers into a buffer strided by a size
+    named as rounded or padded (`seqlen_q_rounded`: allocated up to a multiple of the block),
+    also through a `@triton.jit` helper whose callers all pass such a pointer; test code.
+    A definition under `if MODE == "a":` on a constexpr does not reach a use under
+    `if MODE == "b":`.
 
     ## Why is this bad?
-    The grid is `cdiv(n, BLOCK)`, so unless `n` is a multiple of `BLOCK` the last program reads or
-    writes past the end of the tensor. Out-of-bounds loads return whatever lies there (or fault
+    The grid is `cdiv(n, BLOCK)` (or the loop runs `cdiv(n, BLOCK)` times), so unless `n` is a
+    multiple of `BLOCK` the last program (or iteration) reads or writes past the end of the
+    tensor. Out-of-bounds loads return whatever lies there (or fault
     with an illegal memory access); out-of-bounds stores corrupt neighbouring allocations. It
     works in tests with round sizes and breaks on the first odd one.
 
@@ -66,8 +79,8 @@ class TritonUnmaskedTileAccess(Rule):
     name = "triton-unmasked-tile-access"
     triggers = ("triton",)
     message = (
-        "`tl.{op}` on offsets tiled by `tl.program_id` with no `mask=`: the last block {verb} "
-        "past the end unless the size is a multiple of the block; pass "
+        "`tl.{op}` on offsets tiled by {by} in steps of `{size}` with no `mask=`: the last block "
+        "{verb} past the end unless the size is a multiple of `{size}`; pass "
         "`mask=offsets < n_elements`{other} (or assert the divisibility)"
     )
     tags = ("triton", "correctness")
@@ -159,12 +172,17 @@ def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
     x = tl.load(x_ptr + offsets)
     y = tl.load(y_ptr + offsets)
     tl.store(out_ptr + offsets, x + y)
+
+def add(x, y, out):
+    grid = lambda meta: (triton.cdiv(x.numel(), meta["BLOCK_SIZE"]),)
+    add_kernel[grid](x, y, out, x.numel(), BLOCK_SIZE=1024)
 """,
-        # `other=` only, and an alias import.
+        # `other=` only, an alias import; autotuned, so BLOCK is a tile of a larger extent.
         """
 import triton as tr
 import triton.language as tl
 
+@tr.autotune(configs=[tr.Config({"BLOCK": 1024}), tr.Config({"BLOCK": 4096})], key=["n"])
 @tr.jit
 def k(x_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -176,78 +194,142 @@ def k(x_ptr, n, BLOCK: tl.constexpr):
         if file.is_test:
             return
         kernels = tt.kernels(file)
-        if not kernels or _launcher_asserts_divisibility(file):
+        if not kernels or _launcher_asserts_divisibility(file, kernels):
             return
         exact = _exact_grid_kernels(file)
         for kernel in kernels:
             if kernel.name in exact or _kernel_declares_divisibility(file, kernel):
                 continue
             flow = tt.flow(file, kernel)
+            known = tt.tile_sizes(file, kernel)
+            flags = tt.divisibility_flags(file, kernel)
             returns_before = _early_return_lines(file, kernel, flow)
             for call in ast.walk(kernel.node):
                 if not isinstance(call, ast.Call):
                     continue
                 op = tt.tl_name(file, call)
-                if op not in ("load", "store"):
-                    continue
-                if _has_mask(call, op) or any(
-                    k.arg in ("boundary_check", None) for k in call.keywords
-                ):
+                if op not in ("load", "store") or any(k.arg is None for k in call.keywords):
                     continue
                 pointer = (
                     call.args[0]
                     if call.args
                     else next((k.value for k in call.keywords if k.arg == "pointer"), None)
                 )
-                if pointer is None or not flow.of(pointer).bits & tt.TILE:
+                if pointer is None:
                     continue
-                if _padded_buffer(pointer):
-                    continue
-                if _guarded(file, call, kernel, flow) or any(
+                value = flow.of(pointer)
+                # A program-id tile counts where the code treats its size as a tile of a larger
+                # extent; a loop over `cdiv(n, X)` blocks says so itself.
+                partial = False
+                if value.bits & tt.BLOCKPTR:
+                    unchecked = _unchecked_dims(call, value, known)
+                    if not unchecked:
+                        continue
+                    tiles = [(x, o) for _, x, o in unchecked]
+                else:
+                    unchecked = None
+                    tiles = sorted((x, o) for x, o in value.tiles if o == tt.LOOP or x in known)
+                    if not tiles or value.bits & tt.PADDED:
+                        continue
+                    mask = tt.access_mask(call, op)
+                    if mask is not None:
+                        bounded = flow.of(mask).bounded_sizes
+                        tiles = [t for t in tiles if t[0] not in bounded]
+                        if not bounded or not tiles:
+                            continue  # bounded, or a mask not built from offsets: trusted
+                        partial = True
+                if _guarded(file, call, kernel, flow, flags) or any(
                     line < call.lineno for line in returns_before
                 ):
                     continue
-                yield self.report(
-                    file,
-                    call,
-                    op=op,
-                    verb="reads" if op == "load" else "writes",
-                    other=", other=0.0" if op == "load" else "",
-                )
+                yield self._finding(file, call, op, tiles[0], unchecked, partial)
+
+    def _finding(self, file, call, op, tile, unchecked, partial):
+        size, origin = tile
+        by = "the program id" if origin == tt.PROGRAM else "a loop over blocks"
+        verb = "reads" if op == "load" else "writes"
+        if unchecked is not None:
+            dims = sorted({d for d, _, _ in unchecked})
+            want = ", ".join(map(str, sorted(set(dims) | _checked_dims(call))))
+            pad = ', padding_option="zero"' if op == "load" else ""
+            return self.report(
+                file,
+                call,
+                message=(
+                    f"`tl.{op}` on a block pointer tiled by {by} (block `{size}` in dimension "
+                    f"{dims[0]}) with no `boundary_check` for it: the last block {verb} past "
+                    f"the end unless the size is a multiple of `{size}`; pass "
+                    f"`boundary_check=({want}{',' if len(dims) == 1 and ',' not in want else ''}){pad}`"
+                ),
+            )
+        if partial:
+            return self.report(
+                file,
+                call,
+                message=(
+                    f"`tl.{op}` masks some of its dimensions but not the one tiled by {by} in "
+                    f"steps of `{size}`: the last block {verb} past the end unless that size "
+                    f"is a multiple of `{size}`; add its bound to the mask (or assert the "
+                    "divisibility)"
+                ),
+            )
+        return self.report(
+            file,
+            call,
+            by=by,
+            size=size,
+            op=op,
+            verb=verb,
+            other=", other=0.0" if op == "load" else "",
+        )
 
 
-def _has_mask(call: ast.Call, op: str) -> bool:
-    position = 1 if op == "load" else 2
-    mask = next((k.value for k in call.keywords if k.arg == "mask"), None)
-    if mask is None and len(call.args) > position:
-        mask = call.args[position]
-    return mask is not None and not (isinstance(mask, ast.Constant) and mask.value is None)
+def _checked_dims(call: ast.Call) -> set[int]:
+    node = next((k.value for k in call.keywords if k.arg == "boundary_check"), None)
+    if node is None:
+        return set()
+    try:
+        value = tt.evaluate(node, {})
+    except tt.Unknown:
+        return set(range(8))  # not a literal: take it as checking what it must
+    if isinstance(value, int) and not isinstance(value, bool):
+        return {value}
+    return {v for v in value if isinstance(v, int)} if isinstance(value, list) else set(range(8))
+
+
+def _unchecked_dims(call: ast.Call, value, known) -> list[tuple[int, str, str]]:
+    checked = _checked_dims(call)
+    return sorted(
+        (d, x, o) for d, x, o in value.bp_tiles if d not in checked and (o == tt.LOOP or x in known)
+    )
 
 
 def _has_mod(node: ast.AST) -> bool:
     return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(node))
 
 
-def _launcher_asserts_divisibility(file) -> bool:
+def _launcher_asserts_divisibility(file, kernels) -> bool:
     """`assert n % BLOCK == 0`, or `if n % BLOCK != 0: raise ...`, anywhere in the module (a
-    modulus named like a block, or a literal of 32 or more: `% 16` is alignment, `% nheads_k`
-    a shape check)."""
-    if any(_block_mod(a.test) for a in file.nodes(ast.Assert)):
+    modulus that is one of the kernels' tile sizes, or a literal of 32 or more: `% 16` is
+    alignment, `% nheads_k` a shape check)."""
+    sizes = set().union(*(tt.tile_sizes(file, k) for k in kernels))
+    for call in file.nodes(ast.Call):  # kernel[grid](..., BLOCK_SIZE=block_size)
+        if isinstance(call.func, ast.Subscript):
+            sizes |= {tt.label(k.value) for k in call.keywords if k.arg in sizes}
+    if any(_block_mod(a.test, sizes) for a in file.nodes(ast.Assert)):
         return True
     return any(
-        _block_mod(node.test) and any(isinstance(s, ast.Raise) for s in node.body)
+        _block_mod(node.test, sizes) and any(isinstance(s, ast.Raise) for s in node.body)
         for node in file.nodes(ast.If)
         if tt.kernel_of(file, node) is None
     )
 
 
-def _block_mod(test: ast.AST) -> bool:
+def _block_mod(test: ast.AST, sizes) -> bool:
     for n in ast.walk(test):
         if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod):
             for m in ast.walk(n.right):
-                if isinstance(m, ast.Name) and tt.is_block_name(m.id):
-                    return True
-                if isinstance(m, ast.Attribute) and tt.is_block_name(m.attr):
+                if isinstance(m, (ast.Name, ast.Attribute, ast.Subscript)) and tt.label(m) in sizes:
                     return True
                 if isinstance(m, ast.Constant) and isinstance(m.value, int) and m.value >= 32:
                     return True
@@ -269,18 +351,7 @@ def _exact_grid_kernels(file) -> set[str]:
         divs = [
             n for n in ast.walk(grid) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.FloorDiv)
         ]
-        ceil = any(
-            isinstance(d.left, ast.BinOp) and isinstance(d.left.op, (ast.Add, ast.Sub))
-            for d in divs
-        )
-        cdiv = any(
-            isinstance(n, ast.Call)
-            and "cdiv" in (ast.unparse(n.func) or "")
-            or isinstance(n, ast.Call)
-            and "ceil" in ast.unparse(n.func)
-            for n in ast.walk(grid)
-        )
-        if divs and not ceil and not cdiv:
+        if divs and not tt.ceil_division(grid):
             out.add(sub.value.id)
     return out
 
@@ -301,23 +372,31 @@ def _resolve_grid(file, node, at):
     return node
 
 
+def _position_test(file, test: ast.AST, flow) -> bool:
+    """A test on the program's own position (`pid * BLOCK + BLOCK <= n`)."""
+    pos = (test.lineno, test.col_offset)
+    names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
+    if any(flow.name_at(n, pos).bits & (tt.INDEX | tt.START) for n in names):
+        return True
+    return any(
+        isinstance(n, ast.Call) and tt.tl_name(file, n) == "program_id" for n in ast.walk(test)
+    )
+
+
 def _early_return_lines(file, kernel, flow) -> list[int]:
-    """`if pid_m * BLOCK_M >= n: return` at the kernel's top level: later tiles are in bounds."""
-    lines = []
-    for stmt in ast.walk(kernel.node):
-        if isinstance(stmt, ast.If) and stmt.body and isinstance(stmt.body[-1], ast.Return):
-            pos = (stmt.test.lineno, stmt.test.col_offset)
-            names = {n.id for n in ast.walk(stmt.test) if isinstance(n, ast.Name)}
-            pid_test = any(flow.name_at(n, pos).bits & (tt.PID | tt.PIDMUL) for n in names) or any(
-                isinstance(n, ast.Call) and tt.tl_name(file, n) == "program_id"
-                for n in ast.walk(stmt.test)
-            )
-            if pid_test:
-                lines.append(stmt.lineno)
-    return lines
+    """`if pid_m * BLOCK_M >= n: return` in the kernel: later tiles are in bounds."""
+    return [
+        stmt.lineno
+        for stmt in ast.walk(kernel.node)
+        if isinstance(stmt, ast.If)
+        and stmt.body
+        and isinstance(stmt.body[-1], ast.Return)
+        and _position_test(file, stmt.test, flow)
+    ]
 
 
 def _kernel_declares_divisibility(file, kernel) -> bool:
+    """`tl.static_assert(n % BLOCK == 0)` / `tl.assume(...)` / `tl.device_assert(...)`."""
     for call in ast.walk(kernel.node):
         if not isinstance(call, ast.Call):
             continue
@@ -328,37 +407,50 @@ def _kernel_declares_divisibility(file, kernel) -> bool:
             and _has_mod(call.args[0])
         ):
             return True
-        if name in ("multiple_of", "max_contiguous"):
-            return True  # the author states alignment/divisibility facts the linter cannot see
     return False
 
 
-def _guarded(file, call: ast.AST, kernel, flow) -> bool:
-    """Under an `if` on a constexpr flag, a divisibility test, or the tile's own position."""
+def _divisible_when(test: ast.AST, flags: dict[str, bool]) -> bool | None:
+    """True when the test holding means a size is a multiple of its block (`EVEN_K`,
+    `N % BLOCK_N == 0`), False when its failing does (`not EVEN_K`, `N % BLOCK_N`,
+    `NEED_MASK`), None when it says nothing about divisibility (a causal or feature flag)."""
+    if isinstance(test, ast.Name):
+        return flags.get(test.id)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _divisible_when(test.operand, flags)
+        return None if inner is None else not inner
+    polarity = tt.mod_polarity(test)
+    if polarity is not None:
+        return polarity
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        left, right = test.left, test.comparators[0]
+        if isinstance(test.ops[0], (ast.Eq, ast.Is)) and isinstance(right, ast.Constant):
+            inner = _divisible_when(left, flags)
+            if inner is not None:
+                return inner if right.value else not inner
+        return None
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        if any(_divisible_when(v, flags) is True for v in test.values):
+            return True
+    if isinstance(test, ast.BinOp) and isinstance(test.op, ast.BitAnd):  # `EVEN_M & EVEN_N`
+        if True in (_divisible_when(test.left, flags), _divisible_when(test.right, flags)):
+            return True
+    return None
+
+
+def _guarded(file, call: ast.AST, kernel, flow, flags) -> bool:
+    """In the branch of an `if` where a divisibility test holds, or under a test of the tile's
+    own position."""
+    child = call
     for anc in file.ancestors(call):
         if anc is kernel.node:
             return False
-        if isinstance(anc, (ast.If, ast.While, ast.IfExp)):
-            test = anc.test
-            names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
-            if names & set(kernel.constexprs) or _has_mod(test):
+        if isinstance(anc, (ast.If, ast.IfExp)) and child is not anc.test:
+            holds = _divisible_when(anc.test, flags)
+            in_body = child in anc.body if isinstance(anc, ast.If) else child is anc.body
+            if holds is not None and holds == in_body:
                 return True
-            pos = (test.lineno, test.col_offset)
-            if any(flow.name_at(n, pos).bits & (tt.PID | tt.PIDMUL) for n in names):
+            if _position_test(file, anc.test, flow):
                 return True
-            if any(
-                isinstance(n, ast.Call) and tt.tl_name(file, n) == "program_id"
-                for n in ast.walk(test)
-            ):
-                return True
+        child = anc
     return False
-
-
-# `seqlen_q_rounded`, `n_padded`: the buffer was allocated rounded up to the block.
-_PADDED = re.compile(r"rounded|padded", re.IGNORECASE)
-
-
-def _padded_buffer(pointer: ast.AST) -> bool:
-    """The pointer arithmetic strides by a size named as rounded or padded (flash-attention's
-    `Delta + off_hb * seqlen_q_rounded + offs_m`): the allocation covers the last block."""
-    return any(isinstance(n, ast.Name) and _PADDED.search(n.id) for n in ast.walk(pointer))

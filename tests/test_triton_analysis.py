@@ -168,11 +168,6 @@ def _tile_bits(body: str, expr: str) -> int:
             False,
         ),
         ("    row = tl.program_id(0)", "x_ptr + row * stride + tl.arange(0, D)", False),
-        (
-            "    row = tl.program_id(0)",
-            "x_ptr + row * D + tl.arange(0, D)",
-            False,
-        ),  # D is not a block
         ("    i = tl.program_id(0) % NC", "x_ptr + i * BLOCK + tl.arange(0, BLOCK)", False),
         ("    pid = tl.program_id(0)", "x_ptr + pid * BLOCK + tl.arange(0, 2 * BLOCK)", False),
         (

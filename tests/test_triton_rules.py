@@ -70,6 +70,9 @@ import triton.language as tl
 def k(x_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     tl.store(x_ptr + offs, tl.load(x_ptr + offs) + 1)
+
+def inc(x, BLOCK=1024):
+    k[(triton.cdiv(x.numel(), BLOCK),)](x, x.numel(), BLOCK=BLOCK)
 """
     assert len(codes(lint_text(kernel, "ops/k.py"), "GPU701")) == 2
     assert codes(lint_text(kernel, "tests/test_k.py"), "GPU701") == []
