@@ -119,3 +119,72 @@ def test_a_memory_bomb_ends_in_its_worker():
         outcome = supervisor.call(bytearray, 64 * 1024**3, budget=30)
     assert outcome.status in ("error", "crash")
     assert outcome.status == "crash" or "memory" in outcome.value.lower()
+
+
+# -- linear-time text analysis -----------------------------------------------------------------
+LINE = 100_000
+ADVERSARIAL_LINES = {
+    "backticks": "`" * LINE,
+    "backtick-pairs": "`a" * (LINE // 2),
+    "digits": "1" * LINE,
+    "ratios": "2x " * (LINE // 3),
+    "x": "x" * LINE,
+    "percent": "%" * LINE,
+    "percent-claims": "5% faster " * (LINE // 10),
+    "tags": "<a" * (LINE // 2),
+    "anchors": '<a href="' * (LINE // 9),
+    "quotes": '"' * LINE,
+    "quote-pairs": '"a' * (LINE // 2),
+    "brackets": "[" * LINE,
+    "links": "[a](" * (LINE // 4),
+    "roles": ":a" * (LINE // 2),
+    "table-rule": "|--" + " " * LINE + "x",
+    "autolinks": "<http://" * (LINE // 8),
+    "assignments": "".join(f"A{i}=1;" for i in range(LINE // 8)),
+    "mixed": '2.5x faster `a` <b> "q" 10 ms -> 5 ms ' * (LINE // 40),
+}
+TEXT_FILES = [
+    "README.md",
+    "guide.rst",
+    "run.sh",
+    "launch.yaml",
+    ".env",
+    "levers.toml",
+    "m.py",
+    "k.cu",
+]
+
+
+def _adversarial(name: str, line: str) -> bytes:
+    if name == "m.py":  # a docstring and a string: the docstring claims path and the rules
+        safe = line.replace('"', "'").replace("\\", "/")
+        text = f'import torch\n"""{safe}"""\nx = "{safe}"\n'
+    elif name == "k.cu":
+        text = f"__global__ void k() {{}}\n// {line}\nint f() {{ return 0; }}\n/* {line} */\n"
+    elif name == "launch.yaml":
+        text = "env:\n  A: '" + line.replace("'", "''") + "'\nrun: " + line + "\n"
+    else:
+        text = line
+    # The prefilter's words first, so every parser and rule sees the line.
+    return f"torch cuda triton 2x faster NCCL_DEBUG=1 __global__\n{text}\n".encode()
+
+
+@pytest.mark.parametrize("name", TEXT_FILES)
+def test_each_text_front_end_is_linear_on_adversarial_lines(name):
+    """Each front-end and every rule on 100 KB lines built to make a backtracking pattern or a
+    per-match rescan blow up: under a second of CPU each (minutes before, for several)."""
+    import time
+
+    from gpulint.engine import Linter
+    from gpulint.testing import example_config
+
+    linter = Linter(example_config(("sm_90",), root=Path.cwd()))
+    slow = {}
+    for kind, line in ADVERSARIAL_LINES.items():
+        start = time.process_time()  # CPU time: the machine may be shared
+        findings, _ = linter.lint_bytes(name, _adversarial(name, line), prefilter=False)
+        spent = time.process_time() - start
+        if spent >= 1.0:
+            slow[kind] = round(spent, 2)
+        assert all(f.code != "GPU000" or "internal error" not in f.message for f in findings)
+    assert not slow, f"{name}: over a second on {slow}"

@@ -22,6 +22,9 @@ evidence and is left alone.
 
 from __future__ import annotations
 
+import bisect
+import functools
+import itertools
 import json
 import re
 from dataclasses import dataclass, field
@@ -50,7 +53,13 @@ THROUGHPUT_WORDS = ("FLOP", "flop", "/s", "per second")
 
 TOLERANCE = 0.10  # a quoted figure within 10% of the record's figure matches it
 
-_NUM = r"(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)"
+# A number starts where its digits start (not inside a run of digits or after a thousands
+# comma): without the lookbehind every position of a long digit run restarts the match, which is
+# quadratic in the run (40 KB of digits took minutes).
+# Speed claims judged per unit: a paragraph makes a handful; a unit with hundreds of figures is
+# a table or a log, and bounding the count keeps the per-claim work linear in the text.
+MAX_CLAIMS = 50
+_NUM = r"(?<![\d,])(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)"
 _HEDGE = r"(?:(?:up\s+to|about|around|roughly|nearly|almost|over|more\s+than|at\s+least|approximately|an?)\s+|~\s?|≈\s?)?"
 _SPEED = (
     r"(?:faster|quicker|speed-?ups?|speed\s+ups?|acceleration|higher\s+throughput|more\s+throughput"
@@ -99,7 +108,7 @@ ABSOLUTE = re.compile(
     re.IGNORECASE,
 )
 PAIR = re.compile(
-    rf"(?<![\w.])\d[\d,]*(?:\.\d+)?\s?(?:{_TIME_UNIT}|{_THROUGHPUT_UNIT})?(?:/\w+)?\s*(?:→|->|—>|=>|⇒|\bto\b|\bvs\.?|\bversus\b|/)\s*"
+    rf"(?<![\w.,])\d[\d,]*(?:\.\d+)?\s?(?:{_TIME_UNIT}|{_THROUGHPUT_UNIT})?(?:/\w+)?\s*(?:→|->|—>|=>|⇒|\bto\b|\bvs\.?|\bversus\b|/)\s*"
     rf"\d[\d,]*(?:\.\d+)?\s?(?:{_TIME_UNIT}|{_THROUGHPUT_UNIT})(?![\w])",
     re.IGNORECASE,
 )
@@ -326,29 +335,30 @@ def _dangling(unit: Unit, evidence: EvidenceContext) -> list[Claim]:
 def _speed_claims(text: str) -> list[tuple[int, int, str, float | None]]:
     """(start, end, kind, ratio) of each speedup/throughput claim; kind: ratio / percent / absolute."""
     found: list[tuple[int, int, str, float | None]] = []
-    taken: list[tuple[int, int]] = []
+    taken: list[tuple[int, int]] = []  # sorted, disjoint
 
     def add(m: re.Match, kind: str, ratio: float | None) -> None:
         s, e = m.start("num"), m.end()
-        if any(s < te and ts < e for ts, te in taken):
+        k = bisect.bisect_left(taken, (s, e))
+        if (k and taken[k - 1][1] > s) or (k < len(taken) and taken[k][0] < e):
             return
-        taken.append((s, e))
+        taken.insert(k, (s, e))
         found.append((s, e, kind, ratio))
 
-    for m in RATIO_CLAIM.finditer(text):
+    for m in itertools.islice(RATIO_CLAIM.finditer(text), MAX_CLAIMS):
         add(m, "ratio", number(m.group("num")))
-    for m in PCT_CLAIM.finditer(text):
+    for m in itertools.islice(PCT_CLAIM.finditer(text), MAX_CLAIMS):
         add(m, "percent", 1 + number(m.group("num")) / 100)
-    for m in SPEEDUP_OF.finditer(text):
+    for m in itertools.islice(SPEEDUP_OF.finditer(text), MAX_CLAIMS):
         value = number(m.group("num"))
         add(
             m,
             "percent" if "%" in m.group("mark") else "ratio",
             1 + value / 100 if "%" in m.group("mark") else value,
         )
-    for m in THROUGHPUT_CLAIM.finditer(text):
+    for m in itertools.islice(THROUGHPUT_CLAIM.finditer(text), MAX_CLAIMS):
         add(m, "absolute", None)
-    return sorted(found)
+    return sorted(found)[:MAX_CLAIMS]
 
 
 def _judge_speed(unit: Unit, speed, evidence: EvidenceContext) -> list[Claim]:
@@ -373,6 +383,7 @@ def _judge_speed(unit: Unit, speed, evidence: EvidenceContext) -> list[Claim]:
     # Where the measurement is shown rather than said: the figure this text captions, the
     # results table right above or below it; and news items, which announce (and link) results.
     shown = unit.beside_figure or unit.beside_table or unit.news or _CAPTION.match(text)
+    pointing: dict[tuple[int, int], bool] = {}  # per sentence, searched once
     for start, end, kind, ratio in speed:
         at, until = unit.start + start, unit.start + end
         claim_text = " ".join(text[start:end].split())
@@ -385,7 +396,10 @@ def _judge_speed(unit: Unit, speed, evidence: EvidenceContext) -> list[Claim]:
             continue
         if quoting or results_row or shown or _linked_sentence(unit, start):
             continue
-        if _POINTING.search(text, *_sentence(text, start)):
+        sentence = _sentence(text, start)
+        if sentence not in pointing:
+            pointing[sentence] = bool(_POINTING.search(text, *sentence))
+        if pointing[sentence]:
             continue  # "as the table below shows": the evidence is pointed at
         # Backed where it is made: the absolute pair (or an absolute figure) is the measurement.
         measured = paired or kind == "absolute"
@@ -447,11 +461,19 @@ _SENTENCE_END = re.compile(r"[.!?](?=\s)|\n\s*\n")
 
 def _sentence(text: str, at: int) -> tuple[int, int]:
     """The sentence of `text` holding offset `at`: (start, end) offsets."""
-    start = 0
-    for m in _SENTENCE_END.finditer(text, 0, at):
-        start = m.end()
-    m = _SENTENCE_END.search(text, at)
-    return start, m.start() if m else len(text)
+    starts, ends = _sentence_ends(text)
+    k = bisect.bisect_left(ends, at)  # the last sentence end before `at`...
+    start = ends[k - 1] if k else 0
+    j = bisect.bisect_left(starts, at)  # ...and the first one from `at` on
+    return start, starts[j] if j < len(starts) else len(text)
+
+
+@functools.lru_cache(maxsize=16)
+def _sentence_ends(text: str) -> tuple[list[int], list[int]]:
+    """(starts, ends) of every sentence end in `text`, found once: each claim of a long unit
+    looks its sentence up by bisection instead of rescanning the unit (quadratic before)."""
+    found = [(m.start(), m.end()) for m in _SENTENCE_END.finditer(text)]
+    return [a for a, _ in found], [b for _, b in found]
 
 
 def _linked_sentence(unit: Unit, at: int) -> bool:

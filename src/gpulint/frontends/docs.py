@@ -14,6 +14,7 @@ docstring exactly as they judge a README.
 
 from __future__ import annotations
 
+import bisect
 import fnmatch
 import functools
 import re
@@ -31,18 +32,57 @@ _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _HEADING = re.compile(r"^ {0,3}#{1,6}(\s|$)")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _TABLE_ROW = re.compile(r"^\s*\|")
-_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
-_INLINE_CODE = re.compile(r"(`+)(?:(?!\1).)+?\1")
-_MD_LINK = re.compile(r"(?P<bang>!?)\[(?P<text>[^\]\n]*)\]\((?P<url>[^)\s]+)(?:\s+\"[^\"]*\")?\)")
-_RST_LINK = re.compile(r"`(?P<text>[^`<\n]*)<(?P<url>[^>\n]+)>`__?")
-_AUTOLINK = re.compile(r"<(?:https?|ftp)://[^>\s]+>|(?<![\w(])https?://\S+")
-_HTML_TAG = re.compile(r"</?[A-Za-z][^>\n]*>")
-_QUOTED = re.compile(r"\"[^\"\n]{1,300}\"|“[^”\n]{1,300}”|«[^»\n]{1,300}»")
-_RST_ROLE = re.compile(r":[a-zA-Z:+-]+:`[^`\n]*`")
-_RST_REF = re.compile(r":(?:ref|doc):`(?P<text>[^`<\n]*?)\s*(?:<(?P<url>[^>\n]*)>)?`")
-_HTML_LINK = re.compile(
-    r"<a\s[^>]*href=\"(?P<url>[^\"]*)\"[^>]*>(?P<text>[^<]*)</a>", re.IGNORECASE
+# Every pattern here runs over a stranger's text and must stay linear in it: a repeated
+# character class stops at the character that could start the next attempt (`[^<>]` in a tag,
+# `[^[\]]` in link text), a match starts only where a run starts (lookbehind), or quantifiers are
+# possessive; code spans are paired by a scan, not a backreference (tests/test_hostile.py feeds
+# each 100 KB lines of backticks, digits, tags, quotes, brackets and colons).
+_TABLE_RULE = re.compile(r"^\s*+\|?\s*+:?-{2,}+:?\s*+(?:\|\s*+:?-{2,}+:?\s*+)*+\|?\s*+$")
+_BACKTICKS = re.compile(r"`+")
+_MD_LINK = re.compile(
+    r"(?P<bang>!?)\[(?P<text>[^\[\]\n]*)\]\((?P<url>[^)\s\[]+)(?:\s+\"[^\"\n]*\")?\)"
 )
+_RST_LINK = re.compile(r"`(?P<text>[^`<\n]*)<(?P<url>[^<>`\n]+)>`__?")
+_AUTOLINK = re.compile(r"<(?:https?|ftp)://[^<>\s]+>|(?<![\w(])https?://\S+")
+_HTML_TAG = re.compile(r"</?[A-Za-z][^<>\n]*>")
+_QUOTED = re.compile(r"\"[^\"\n]{1,300}\"|“[^”\n]{1,300}”|«[^»\n]{1,300}»")
+_RST_ROLE = re.compile(r"(?<![a-zA-Z:+-]):[a-zA-Z:+-]+:`[^`\n]*`")
+_RST_REF = re.compile(r":(?:ref|doc):`(?P<text>[^`<\n]*)(?:<(?P<url>[^<>`\n]*)>)?`")
+_HTML_A = re.compile(r"<a\s[^<>]*>", re.IGNORECASE)
+_HREF = re.compile(r"href=\"(?P<url>[^\"]*)\"", re.IGNORECASE)
+_HTML_A_TEXT = re.compile(r"(?P<text>[^<]*)</a>", re.IGNORECASE)
+
+
+def code_spans(segment: str) -> Iterable[tuple[int, int]]:
+    """Inline code spans of one line, as CommonMark pairs them: a run of N backticks opens,
+    the next run of exactly N closes (a run with no partner is literal). Linear: each run's
+    partner is found by one right-to-left pass."""
+    runs = [(m.start(), m.end()) for m in _BACKTICKS.finditer(segment)]
+    partner: list[int | None] = [None] * len(runs)
+    last: dict[int, int] = {}
+    for i in range(len(runs) - 1, -1, -1):
+        width = runs[i][1] - runs[i][0]
+        partner[i] = last.get(width)
+        last[width] = i
+    i = 0
+    while i < len(runs):
+        j = partner[i]
+        if j is None:
+            i += 1
+            continue
+        yield runs[i][0], runs[j][1]
+        i = j + 1
+
+
+def html_links(segment: str) -> Iterable[tuple[int, str, str]]:
+    """(offset of the text, text, href) of each `<a href="...">text</a>` in one line."""
+    for tag in _HTML_A.finditer(segment):
+        href = _HREF.search(tag.group())
+        body = _HTML_A_TEXT.match(segment, tag.end())
+        if href and body:
+            yield body.start("text"), body.group("text"), href.group("url")
+
+
 _RST_UNDERLINE = re.compile(r"^([=\-~^\"'`#*+.:_])\1{2,}\s*$")
 _RST_DIRECTIVE = re.compile(r"^(?P<indent>\s*)\.\.\s+(?P<name>[\w:-]+)::")
 _RST_COMMENT = re.compile(r"^(?P<indent>\s*)\.\.(\s|$)")
@@ -211,11 +251,17 @@ class Masker:
         """Blank inline code, link targets, tags and quotations inside [start, end)."""
         segment = "".join(self.chars[start:end])
         # Cross-references and HTML anchors point at where the figures live: record them as links.
-        for m in (_RST_REF if rst else _HTML_LINK).finditer(segment):
-            self.links.append((start + m.start("text"), m.group("text"), m.group("url") or ""))
-        patterns = [_INLINE_CODE, _RST_ROLE] if rst else [_INLINE_CODE]
-        for pattern in patterns:
-            for m in pattern.finditer(segment):
+        if rst:
+            for m in _RST_REF.finditer(segment):
+                text = m.group("text").rstrip()
+                self.links.append((start + m.start("text"), text, m.group("url") or ""))
+        else:
+            for at, text, url in html_links(segment):
+                self.links.append((start + at, text, url))
+        for a, b in code_spans(segment):
+            self.blank(start + a, start + b)
+        if rst:
+            for m in _RST_ROLE.finditer(segment):
                 self.blank(start + m.start(), start + m.end())
         segment = "".join(self.chars[start:end])
         link_re = _RST_LINK if rst else _MD_LINK
@@ -383,6 +429,7 @@ def units_from(
     """Cut masked text into prose units; attach evidence tags and links found in each."""
     units: list[Unit] = []
     lines = masked.split("\n")
+    raw_lines = raw.split("\n")  # the same lines: masking keeps every newline
     offset = 0
     current: list[tuple[int, str]] = []  # (offset, line)
 
@@ -418,11 +465,7 @@ def units_from(
             flush(kind)
             current.append((offset, line))
             kind = "list-item"
-        elif (
-            rst
-            and i + 1 < len(lines)
-            and _RST_UNDERLINE.match(raw[offset + len(line) + 1 :].split("\n", 1)[0] or "x")
-        ):
+        elif rst and i + 1 < len(lines) and _RST_UNDERLINE.match(raw_lines[i + 1] or "x"):
             flush(kind)
             current.append((offset, line))
             flush("heading")
@@ -517,19 +560,15 @@ def _table_with_figures(units: list[Unit], j: int, step: int) -> bool:
 
 def _attach(units: list[Unit], m: Masker, base: int) -> None:
     """Evidence tags belong to the unit they sit in, or the unit right above them."""
+    starts = [unit.start for unit in units]  # in order: each place found by bisection
     for offset, path in m.evidence_tags:
-        at = base + offset
-        owner = None
-        for unit in units:
-            if unit.start <= at:
-                owner = unit
-            else:
-                break
-        if owner is not None:
-            owner.references.append(path)
+        k = bisect.bisect_right(starts, base + offset)
+        if k:
+            units[k - 1].references.append(path)
     for offset, text, url in m.links:
         at = base + offset
-        for unit in units:
+        k = bisect.bisect_right(starts, at)
+        for unit in units[k - 1 : k] if k else ():
             if unit.start <= at < unit.start + len(unit.text):
                 if _EVIDENCE_URL.search(url) and (
                     "gpulint/evidence" in url or "evidence" in text.lower()
@@ -550,7 +589,12 @@ def _indent(unit: Unit) -> int:
 def _sections(units: list[Unit]) -> None:
     """A heading's evidence is in the section under it, a list item's in the items nested
     under it: give each that text (and its references)."""
+    # List items since the last other unit, each shallower than the one above it: the item a
+    # list item pairs with is the nearest earlier one at its indent with none shallower between.
+    open_items: list[tuple[int, Unit]] = []
     for i, unit in enumerate(units):
+        if unit.kind != "list-item":
+            open_items.clear()
         if unit.kind not in ("heading", "list-item"):
             continue
         body = []
@@ -564,12 +608,12 @@ def _sections(units: list[Unit]) -> None:
             unit.external_link = unit.external_link or later.external_link
         unit.section = "\n".join(body)
         if unit.kind == "list-item":
-            for earlier in reversed(units[:i]):
-                if earlier.kind != "list-item" or _indent(earlier) < _indent(unit):
-                    break
-                if _indent(earlier) == _indent(unit):
-                    unit.previous_item = earlier.text
-                    break
+            indent = _indent(unit)
+            while open_items and open_items[-1][0] > indent:
+                open_items.pop()
+            if open_items and open_items[-1][0] == indent:
+                unit.previous_item = open_items[-1][1].text
+            open_items.append((indent, unit))
 
 
 _CITATION_TEXT = re.compile(

@@ -49,6 +49,7 @@ class LogicalLine:
     line: int  # first physical line, 1-based
     last_line: int
     start_offset: int  # character offset of the first physical line in the file
+    cursor: int = 0  # where the next word is searched from (see ShellFile._locate)
 
 
 class ShellFile:
@@ -122,15 +123,21 @@ class ShellFile:
         )
 
     def _locate(self, logical: LogicalLine, needle: str, shown: str | None = None):
-        """Position of `needle` inside the logical line, in the file's coordinates."""
-        at = logical.text.find(needle)
+        """Position of `needle` inside the logical line, in the file's coordinates. Words are
+        located in order, each searched from where the previous one was found (from the start,
+        every word of a long line rescanned it: quadratic)."""
+        at = logical.text.find(needle, logical.cursor)
         if at < 0:
             at = 0
             width = 1
         else:
             width = len(shown or needle)
+            logical.cursor = at + len(needle)
         # Offsets in the logical text map to the file: continuations were removed as "\\\n".
-        offset = _file_offset(self.source.text, logical.start_offset, logical.text, at)
+        if logical.line == logical.last_line:
+            offset = logical.start_offset + at  # one physical line: the same offsets
+        else:
+            offset = _file_offset(self.source.text, logical.start_offset, logical.text, at)
         line, col = self.source.position(offset)
         return line, col, line, col + width
 
@@ -212,6 +219,8 @@ def logical_lines(source: SourceText) -> Iterable[LogicalLine]:
 
 
 def _unbalanced(text: str) -> bool:
+    if "'" not in text and '"' not in text:
+        return False  # nothing to leave open (a trailing backslash is joined before this)
     try:
         shlex.split(text, comments=False)
     except ValueError:

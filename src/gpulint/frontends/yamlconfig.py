@@ -87,6 +87,9 @@ class YamlFile:
             raise ParseError(f"YAML: {e.problem or e}", line, col) from None
         except yaml.YAMLError as e:
             raise ParseError(f"YAML: {e}") from None
+        # An alias is the node it names, not a copy: each node is read once, so a "billion
+        # laughs" file (aliases of aliases) costs its size, not its expansion.
+        self._seen: set[int] = set()
         for document in documents:
             if document is not None:
                 self._walk(document, depth=0)
@@ -96,8 +99,9 @@ class YamlFile:
 
     # -- walking -----------------------------------------------------------------------------
     def _walk(self, node: yaml.Node, depth: int) -> None:
-        if depth > 200:
+        if depth > 200 or id(node) in self._seen:
             return
+        self._seen.add(id(node))
         if isinstance(node, yaml.MappingNode):
             for key, value in node.value:
                 if not isinstance(key, yaml.ScalarNode):

@@ -18,6 +18,7 @@ from gpulint.frontends.cuda.file import declared_names
 from gpulint.frontends.cuda.grammar import parser
 
 MAX_DEPTH = 24
+VALUE_LIMIT = 1 << 64  # folded values stay within what a 64-bit C integer can hold
 _INT = re.compile(r"^(0[xX][0-9a-fA-F]+|0[bB][01]+|0[0-7]*|[1-9][0-9]*)([uUlLzZ]*)$")
 _OPS = {
     "+": lambda a, b: a + b,
@@ -246,6 +247,8 @@ class ConstEval:
             if not m:
                 raise Unknown
             digits = m.group(1)
+            if len(digits) > 24:
+                raise Unknown  # wider than 64 bits in any base: not a size
             if digits.startswith(("0x", "0X", "0b", "0B")):
                 return int(digits, 0)
             if len(digits) > 1 and digits.startswith("0"):
@@ -261,8 +264,8 @@ class ConstEval:
             a = self._value(node.child_by_field_name("left"), at, depth + 1)
             b = self._value(node.child_by_field_name("right"), at, depth + 1)
             r = fn(a, b)
-            if r is None:
-                raise Unknown
+            if r is None or not -VALUE_LIMIT < r < VALUE_LIMIT:
+                raise Unknown  # beyond any launch size: `x*x*x*...` must not grow without end
             return r
         if t == "unary_expression":
             op = node.child_by_field_name("operator")
