@@ -4,6 +4,7 @@ fix writes code that parses and is wrong, and one refused fix does not block the
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -257,36 +258,34 @@ def test_root_fixing_a_users_file_keeps_its_owner(tmp_path):
     assert (path.stat().st_uid, path.stat().st_gid) == (65534, 65534)
 
 
-def _check_as(user: int, argv: list[str], cwd: Path) -> tuple[int, str]:
-    """Run `gpulint` in a forked child that drops to `user`: no new interpreter is started, so
-    the test runs even where the user could not execute this one. The child warms its imports
-    as root first, then drops."""
-    from gpulint.cli import main
-
+def _fix_as(user: int, paths: list[Path]) -> list[str | None]:
+    """Lint `paths` as root, then fix them in a forked child that has dropped to `user`: the
+    permission checks under test are the fix's own, and no new interpreter (which the user may
+    not be allowed to run) or worker process is needed. Returns each file's fix error."""
+    linter = Linter(Config(root=paths[0].parent))
+    results = [linter.lint_path(p) for p in paths]
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child
         code = 99
         try:
             os.close(read)
-            # pytest captures sys.stdout/sys.stderr in memory: write to the pipe instead.
-            sys.stdout = sys.stderr = open(write, "w", closefd=False)  # noqa: SIM115
-            os.chdir(cwd)
-            warm = Path(tempfile.mkdtemp()) / "warm.py"
-            warm.write_text(AMP)
-            main(["check", "--no-cache", "--diff", "--jobs", "1", str(warm)])
             os.setgid(user)
             os.setuid(user)
-            code = main(argv)
+            errors = [
+                fix_file(p, r.findings, r.digest, write=True, root=p.parent).error
+                for p, r in zip(paths, results, strict=True)
+            ]
+            os.write(write, json.dumps(errors).encode())
+            code = 0
         finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
             os._exit(code)
     os.close(write)
     with os.fdopen(read, "rb") as pipe:
-        output = pipe.read().decode(errors="replace")
+        output = pipe.read().decode()
     _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status), output
+    assert os.waitstatus_to_exitcode(status) == 0, output
+    return json.loads(output)
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to drop")
@@ -297,18 +296,18 @@ def test_unprivileged_user_cannot_fix_what_they_cannot_write():
         os.chown(folder, 65534, 65534)  # the user owns the folder...
         mine_read_only = folder / "ro.py"
         roots = folder / "roots.py"
-        for p in (mine_read_only, roots):
+        mine = folder / "mine.py"
+        for p in (mine_read_only, roots, mine):
             p.write_text(AMP)
-        os.chown(mine_read_only, 65534, 65534)
+        for p in (mine_read_only, mine):
+            os.chown(p, 65534, 65534)
         os.chmod(mine_read_only, 0o444)  # ...but marked this one read-only,
         os.chmod(roots, 0o644)  # and this one belongs to root.
-        code, output = _check_as(
-            65534, ["check", "--fix", "--no-cache", "--jobs", "1", "."], folder
-        )
+        errors = _fix_as(65534, [mine_read_only, roots, mine])
+        assert "read-only" in errors[0] and "cannot write" in errors[1] and errors[2] is None
         assert mine_read_only.read_text() == AMP and roots.read_text() == AMP
-        assert "read-only" in output and "cannot write" in output, output
-        assert code == 1
-        assert sorted(p.name for p in folder.iterdir()) == ["ro.py", "roots.py"]
+        assert "torch.amp.GradScaler" in mine.read_text()  # what the user may write is fixed
+        assert sorted(p.name for p in folder.iterdir()) == ["mine.py", "ro.py", "roots.py"]
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
