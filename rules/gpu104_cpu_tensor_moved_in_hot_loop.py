@@ -121,8 +121,8 @@ class Net(nn.Module):
             return
         if factory.count(".") != 1:
             return  # torch.cuda.FloatTensor etc. are already on the device
-        if keyword(inner, "device") is not None:
-            return
+        if keyword(inner, "device") is not None or _no_elements(inner, factory):
+            return  # built on the device already, or nothing to copy
         where = self._hot(node, file)
         if where is None:
             return
@@ -150,6 +150,28 @@ class Net(nn.Module):
         if function is not None and function.name == "forward":
             return "on every call of `forward`"
         return None
+
+
+_FROM_DATA = {
+    "tensor",
+    "as_tensor",
+    "Tensor",
+    "FloatTensor",
+    "LongTensor",
+    "IntTensor",
+    "BoolTensor",
+}
+
+
+def _no_elements(factory_call: ast.Call, factory: str) -> bool:
+    """`torch.zeros(0)`, `torch.empty((0, 4))`, `torch.tensor([])`: a zero-element tensor, whose
+    move copies no data (a placeholder, an empty accumulator)."""
+    args = factory_call.args
+    first = args[0] if len(args) == 1 else None
+    if isinstance(first, (ast.List, ast.Tuple)) and factory.split(".")[-1] in _FROM_DATA:
+        return not first.elts  # torch.tensor([]): empty data (torch.zeros(()) is one element)
+    sizes = first.elts if isinstance(first, (ast.List, ast.Tuple)) else args
+    return any(isinstance(a, ast.Constant) and a.value == 0 and type(a.value) is int for a in sizes)
 
 
 def _suggestion(factory: str, device: str) -> str:

@@ -12,6 +12,19 @@ DEPRECATED = {
     "torch.cuda.amp.custom_bwd": ("cuda", "custom_bwd", "keyword"),
     "torch.cpu.amp.autocast": ("cpu", "autocast", "first"),
     "torch.cpu.amp.GradScaler": ("cpu", "GradScaler", "first"),
+    # The same objects through the modules that define them.
+    "torch.cuda.amp.autocast_mode.autocast": ("cuda", "autocast", "first"),
+    "torch.cuda.amp.grad_scaler.GradScaler": ("cuda", "GradScaler", "first"),
+    "torch.cuda.amp.autocast_mode.custom_fwd": ("cuda", "custom_fwd", "keyword"),
+    "torch.cuda.amp.autocast_mode.custom_bwd": ("cuda", "custom_bwd", "keyword"),
+    "torch.cpu.amp.autocast_mode.autocast": ("cpu", "autocast", "first"),
+    "torch.cpu.amp.grad_scaler.GradScaler": ("cpu", "GradScaler", "first"),
+}
+# Deprecated with a replacement of another shape: found and named, not rewritten by the fix.
+REPLACED_BY = {
+    "torch.cuda.amp.autocast_mode._cast": 'torch.amp.autocast_mode._cast(value, "cuda", dtype)',
+    "torch.get_autocast_gpu_dtype": 'torch.get_autocast_dtype("cuda")',
+    "torch.get_autocast_cpu_dtype": 'torch.get_autocast_dtype("cpu")',
 }
 _VERSION_HINT = ("version", "hasattr", "TORCH_", "is_torch_greater", "torch_version")
 
@@ -56,7 +69,7 @@ class DeprecatedAmpApi(Rule):
 
     code = "GPU201"
     name = "deprecated-amp-api"
-    triggers = ("cuda.amp", "cpu.amp", "import amp")
+    triggers = ("cuda.amp", "cpu.amp", "import amp", "get_autocast_")
     fixable = True
     message = "`{old}` is deprecated; use `{new}`"
     tags = ("precision", "deprecated")
@@ -118,12 +131,15 @@ else:
 
     def _check(self, node, file):
         qualified = file.qualname(node)
-        if qualified not in DEPRECATED:
+        if qualified not in DEPRECATED and qualified not in REPLACED_BY:
             return
         parent = file.parent(node)
         if isinstance(parent, ast.Attribute):
             return  # part of a longer chain; the chain itself is checked
         if self._behind_version_check(node, file):
+            return
+        if qualified in REPLACED_BY:
+            yield self.report(file, node, old=qualified, new=REPLACED_BY[qualified])
             return
         device, attr, style = DEPRECATED[qualified]
         new = (
@@ -142,6 +158,8 @@ else:
                 if any(h in test for h in _VERSION_HINT):
                     return True
             if isinstance(ancestor, ast.ExceptHandler):
+                return True
+            if isinstance(ancestor, ast.stmt) and _after_version_return(ancestor, file):
                 return True
         return False
 
@@ -166,6 +184,23 @@ else:
             # so no new name is introduced and no deprecated import is left behind.
             return _rewrite_alias(file, root.id)
         return None
+
+
+def _after_version_return(statement: ast.stmt, file) -> bool:
+    """An earlier statement of the same block is `if <version check>: return ...` (or raise):
+    the code below it is the fallback for old PyTorch."""
+    block = file.statement_block(statement)
+    if not block:
+        return False
+    for earlier in block[: block.index(statement)]:
+        if (
+            isinstance(earlier, ast.If)
+            and any(h in ast.unparse(earlier.test) for h in _VERSION_HINT)
+            and earlier.body
+            and isinstance(earlier.body[-1], (ast.Return, ast.Raise))
+        ):
+            return True
+    return False
 
 
 # What the deprecated API's positional parameters were: torch.amp.autocast takes the device

@@ -117,7 +117,9 @@ class Tf32DisabledWithoutReason(Rule):
             )
 
     def _judge(self, node, file, what, scope):
-        if REASON.search(comment_near(file, node)):
+        if REASON.search(comment_near(file, node)) or REASON.search(
+            _comment_above_group(file, node)
+        ):
             return
         for ancestor in file.ancestors(node):
             if isinstance(ancestor, (ast.If, ast.While)) and _REASON_SCOPE.search(
@@ -130,3 +132,21 @@ class Tf32DisabledWithoutReason(Rule):
                 return
         severity = Severity.WARNING if "cuDNN" in scope else None
         yield self.report(file, node, severity=severity, what=what, scope=scope)
+
+
+_SETTING = re.compile(r"allow_tf32|float32_matmul_precision|fp32_precision|backends\.cud")
+
+
+def _comment_above_group(file, node) -> str:
+    """The comment block right above a group of precision settings (no blank line between):
+    one comment may explain `allow_tf32 = False` for matmuls and for cuDNN together."""
+    comments = []
+    number = node.lineno - 1
+    while number >= 1 and node.lineno - number <= 6:
+        line = file.source.line_text(number).strip()
+        if line.startswith("#"):
+            comments.append(line)
+        elif not line or not _SETTING.search(line):
+            break
+        number -= 1
+    return " ".join(comments)

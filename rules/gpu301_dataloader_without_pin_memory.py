@@ -1,5 +1,7 @@
 import ast
 
+from gpulint.rules._datasets import dataset_on_device
+
 from gpulint.frontends.python.names import has_star_kwargs, keyword
 from gpulint.rule import Rule
 
@@ -67,6 +69,8 @@ class DataLoaderWithoutPinMemory(Rule):
             or not qualified.endswith(".DataLoader")
         ):
             return
+        if dataset_on_device(file, node):
+            return  # the dataset returns CUDA tensors: there is nothing to pin
         pin = keyword(node, "pin_memory")
         if pin is None:
             if has_star_kwargs(node) or len(node.args) > 7:

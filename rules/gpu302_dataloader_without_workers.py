@@ -1,6 +1,8 @@
 import ast
 import re
 
+from gpulint.rules._datasets import dataset_on_device
+
 from gpulint.diagnostics import Severity
 from gpulint.frontends.python.names import has_star_kwargs, keyword, terminal_name
 from gpulint.frontends.python.tensors import assigned_values
@@ -186,6 +188,8 @@ trainer.fit(model, loader)
             return
         if _in_memory_dataset(file, node) or not _has_step_loop(file):
             return
+        if dataset_on_device(file, node):
+            return  # CUDA tensors cannot be handed to worker processes
         # Sure when samples are decoded or augmented; only likely for pre-tokenised text and such.
         severity = None if _decodes_per_sample(file, node) else Severity.INFO
         workers = keyword(node, "num_workers")

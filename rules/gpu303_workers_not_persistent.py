@@ -1,4 +1,5 @@
 import ast
+import re
 
 from gpulint.frontends.python.loops import LOOPS, SCOPES
 from gpulint.frontends.python.names import has_star_kwargs, keyword, terminal_name
@@ -132,6 +133,8 @@ def main(args):
             else:
                 shown = f"`{ast.unparse(value)}`"
                 fix = f"{ast.unparse(value)} > 0"
+            if _endless_sampler(file, call):
+                continue  # one pass never ends: the workers start once
             names = {terminal_name(t) for t in assign.targets} - {None}
             loop = self._repeated_iteration(file, names, assign)
             if loop is None:
@@ -191,3 +194,40 @@ def main(args):
                         return None if inside else ancestor
                 child = ancestor
         return None
+
+
+_ENDLESS_NAME = re.compile(r"infinite|endless|forever|repeat", re.IGNORECASE)
+
+
+def _endless_sampler(file, call: ast.Call) -> bool:
+    """The loader's sampler never ends: a sampler class named so (`InfiniteSampler`,
+    `RepeatingSampler`), or one of this module whose `__iter__` loops `while True` or cycles."""
+    for name in ("sampler", "batch_sampler"):
+        kw = keyword(call, name)
+        if kw is None:
+            continue
+        for node in ast.walk(kw.value):
+            if not isinstance(node, ast.Call):
+                continue
+            cls = terminal_name(node.func) or ""
+            if _ENDLESS_NAME.search(cls):
+                return True
+            for defined in file.nodes(ast.ClassDef):
+                if defined.name == cls and _iterates_forever(defined):
+                    return True
+    return False
+
+
+def _iterates_forever(cls: ast.ClassDef) -> bool:
+    for item in cls.body:
+        if isinstance(item, ast.FunctionDef) and item.name == "__iter__":
+            for node in ast.walk(item):
+                if (
+                    isinstance(node, ast.While)
+                    and isinstance(node.test, ast.Constant)
+                    and node.test.value
+                ):
+                    return True
+                if isinstance(node, ast.Call) and terminal_name(node.func) in ("cycle", "count"):
+                    return True
+    return False

@@ -8,6 +8,9 @@ _LAUNCH = "torch.distributed.launch"
 _DASH_M = re.compile(r"-m\s+torch\.distributed\.launch\b")
 _VERSION = re.compile(r"version|__version__|TORCH_VERSION", re.IGNORECASE)
 _LOCAL_RANK_FLAGS = {"--local_rank", "--local-rank"}
+_OTHER_LAUNCHER = re.compile(
+    r"^\s*(?:import\s+deepspeed|from\s+deepspeed\b)|deepspeed\.add_config_arguments", re.MULTILINE
+)
 # Strings that only describe, never run: help texts, log lines, error messages.
 _DESCRIBING_CALLS = re.compile(r"^(print|warn|warning|info|debug|error|exception|echo|log\w*)$")
 
@@ -20,7 +23,11 @@ class DistributedLaunch(Rule):
     module in a command built by the script (`"python -m torch.distributed.launch ..."`,
     `[sys.executable, "-m", "torch.distributed.launch", ...]`); and scripts that parse a
     `--local_rank` / `--local-rank` argument with argparse, which only that launcher passes.
-    Help texts, log messages and docstrings that merely mention the launcher are left alone.
+    The same `python -m torch.distributed.launch` command is found in shell scripts, YAML
+    `run:` blocks and the shell code blocks of Markdown guides (```` ```bash ````, ```` ```console
+    ````, or no language; `$ ` prompts dropped). Help texts, log messages and docstrings that
+    merely mention the launcher are left alone, and so is `--local_rank` in a script started by
+    DeepSpeed's launcher (which passes it too) or added under a PyTorch version check.
 
     ## Why is this bad?
     `torch.distributed.launch` is deprecated in favour of `torchrun`, which sets `LOCAL_RANK`,
@@ -49,7 +56,7 @@ class DistributedLaunch(Rule):
 
     code = "GPU403"
     name = "distributed-launch"
-    language = ("python", "shell", "yaml")  # shell: launch scripts and YAML `run:` blocks
+    language = ("python", "shell", "yaml", "markdown")  # scripts, `run:` blocks, guides
     triggers = ("launch", "local_rank", "local-rank")
     message = (
         "`torch.distributed.launch` is deprecated: launch with `torchrun` and read "
@@ -160,6 +167,10 @@ class DistributedLaunch(Rule):
         ]
         flag = next((f for f in flags if f in _LOCAL_RANK_FLAGS), None)
         if flag is None:
+            return
+        # DeepSpeed's launcher (and others built on it) pass `--local_rank` too; under a PyTorch
+        # version check the argument serves the old launcher on purpose.
+        if _OTHER_LAUNCHER.search(file.text) or self._behind_version_check(node, file):
             return
         required = next((k.value for k in node.keywords if k.arg == "required"), None)
         # Reading LOCAL_RANK too makes the argument a harmless leftover; requiring it breaks torchrun.

@@ -48,6 +48,12 @@ _SCALE_METHODS = {
     "sub",
     "sub_",
 }
+# A function computing a classification loss or its gradient: `softmax(h @ W.T) @ W` there is
+# the cross-entropy backward through the output projection, not attention.
+_LOSS_WORDS = re.compile(
+    r"cross_?entropy|\bnll|one_hot|\btargets?\b|\blabels?\b|\bvocab|lm_head|ignore_index",
+    re.IGNORECASE,
+)
 _TRANSPOSE_METHODS = {"transpose", "permute", "t", "swapaxes", "swapdims", "transpose_"}
 _DEPTH = 16
 _MAX_BINDINGS = 3  # candidate bindings followed per name, latest first
@@ -261,6 +267,9 @@ def forward(self, q, k, v):
         for scope in file.nodes(ast.FunctionDef, ast.AsyncFunctionDef):
             if id(scope) not in with_softmax or self._reference_function(file, scope):
                 continue
+            if _LOSS_WORDS.search(file.segment(scope) or ""):
+                continue  # a softmax over vocabulary logits (a chunked cross-entropy) is a loss
+
             nodes = [n for n in scope_nodes(scope) if hasattr(n, "lineno")]
             for candidate in nodes:
                 for probs in self._av_operands(file, candidate):

@@ -16,6 +16,10 @@ _CPU_TEST = re.compile(r"""["']cpu["']|not\s+torch\.cuda\.is_available""")
 _MODEL_ARG = re.compile(r"^(model|net|module|pipe|pipeline)$|_model$", re.IGNORECASE)
 # Callees that run whole loops of their own (and log, evaluate, sync inside): opaque.
 _DRIVER = re.compile(r"train|eval|valid|test|epoch|fit|benchmark|bench|profile|loop", re.IGNORECASE)
+# Searches and tuners return host values (a permutation, the best config and its timings) they
+# can only compute once the device has finished; `mp.spawn(..., join=True)` waits for its
+# processes to exit. Whatever they launch, the clock after them reads finished work.
+_HOST_RESULT = re.compile(r"search|permut|autotune|tuner?$|policy|^spawn$", re.IGNORECASE)
 
 
 class UnsynchronizedWallClockTiming(Rule):
@@ -155,9 +159,13 @@ def _callable_body(file: PythonFile, stmt: ast.AST | None, at: ast.AST) -> list[
 
 def _opaque_driver(file, node: ast.AST, scope: ast.AST) -> bool:
     """`train_one_epoch(...)`, `evaluate(...)`: a callee that runs (and syncs) a loop of its own."""
-    if not isinstance(node, ast.Call) or cuda_work(file, node, scope):
+    if not isinstance(node, ast.Call):
         return False
     name = terminal_name(node.func) or ""
+    if _HOST_RESULT.search(name) and not (file.qualname(node) or "").startswith("torch.cuda"):
+        return _joined(node) if name == "spawn" else True
+    if cuda_work(file, node, scope):
+        return False
     if name in {"train", "eval"} and isinstance(node.func, ast.Attribute):
         return False  # model.train() / model.eval(): a mode switch
     if _DRIVER.search(name):
@@ -170,6 +178,12 @@ def _opaque_driver(file, node: ast.AST, scope: ast.AST) -> bool:
         isinstance(a, (ast.Name, ast.Attribute)) and _MODEL_ARG.search(terminal_name(a) or "")
         for a in [*node.args, *(k.value for k in node.keywords)]
     )
+
+
+def _joined(spawn: ast.Call) -> bool:
+    """`mp.spawn(fn, ..., join=True)` (the default) waits for the processes; `join=False` does not."""
+    join = keyword(spawn, "join")
+    return join is None or not (isinstance(join.value, ast.Constant) and join.value.value is False)
 
 
 def _cpu_branch(file, node: ast.AST) -> bool:

@@ -623,6 +623,59 @@ _CITATION_TEXT = re.compile(
 )
 
 
+_SHELL_FENCE = re.compile(
+    r"^ {0,3}(`{3,}|~{3,})\s*(?:bash|sh|shell|console|zsh|shell-session|sh-session)?\s*$",
+    re.IGNORECASE,
+)
+_PROMPT = re.compile(r"^\s*(?:\$|#|>|\(\S+\)\s*\$)\s+(?=\S)")
+
+
+def shell_blocks(source: SourceText) -> list:
+    """Commands in a guide's shell code blocks (```bash, ```console, or no language), placed
+    where they are in the document, so rules about launch commands read a guide as they read a
+    script. `$ ` prompts are dropped; comment-only lines stay comments."""
+    from dataclasses import replace
+
+    from gpulint.frontends.shell import ShellFile
+
+    out = []
+    n, count = 1, source.line_count
+    while n <= count:
+        m = _SHELL_FENCE.match(source.line_text(n))
+        fence = _FENCE.match(source.line_text(n))
+        if fence is None:
+            n += 1
+            continue
+        mark = fence.group(1)
+        body, first = [], n + 1
+        n += 1
+        while n <= count and not source.line_text(n).strip().startswith(mark):
+            body.append(source.line_text(n))
+            n += 1
+        n += 1
+        if m is None:
+            continue  # a fence of another language (python, yaml, text)
+        shifts = []
+        for i, line in enumerate(body):
+            p = _PROMPT.match(line)
+            shift = p.end() if p and not line.lstrip().startswith("# ") else 0
+            shifts.append(shift)
+            body[i] = line[shift:]
+        shell = ShellFile("", "\n".join(body))
+        for node in shell.nodes_by_type["ShellCommand"]:
+            shift = shifts[node.line - 1] if node.line - 1 < len(shifts) else 0
+            out.append(
+                replace(
+                    node,
+                    line=node.line + first - 1,
+                    col=node.col + shift,
+                    end_line=node.end_line + first - 1,
+                    end_col=node.end_col + shift,
+                )
+            )
+    return out
+
+
 class DocFile:
     language = "markdown"
 
@@ -638,7 +691,8 @@ class DocFile:
         (mask_rst if self.rst else mask_markdown)(masker)
         units = units_from(masker.text, text, self.source, masker, rst=self.rst)
         self.nodes_by_type = {
-            "DocUnit": [DocUnit(u, *self.source.position(u.start)) for u in units]
+            "DocUnit": [DocUnit(u, *self.source.position(u.start)) for u in units],
+            "ShellCommand": [] if self.rst else shell_blocks(self.source),
         }
 
     def span(self, node) -> tuple[int, int, int, int]:
