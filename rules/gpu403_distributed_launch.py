@@ -24,8 +24,8 @@ class DistributedLaunch(Rule):
     `[sys.executable, "-m", "torch.distributed.launch", ...]`); and scripts that parse a
     `--local_rank` / `--local-rank` argument with argparse, which only that launcher passes.
     The same `python -m torch.distributed.launch` command is found in shell scripts, YAML
-    `run:` blocks and the shell code blocks of Markdown guides (```` ```bash ````, ```` ```console
-    ````, or no language; `$ ` prompts dropped). Help texts, log messages and docstrings that
+    `run:` blocks and the shell code blocks of Markdown guides (fenced blocks labelled `bash`,
+    `sh`, `console` or unlabelled; `$ ` prompts dropped). Help texts, log messages and docstrings that
     merely mention the launcher are left alone, and so is `--local_rank` in a script started by
     DeepSpeed's launcher (which passes it too) or added under a PyTorch version check.
 
