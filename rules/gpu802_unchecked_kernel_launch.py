@@ -136,7 +136,7 @@ int main() {
             yield self.report(file, node, check=check)
             return
         name = function_name(file, function)
-        in_macro = file._in_macro(function)
+        in_macro = file.macro_name(function) is not None
         body = file.node_text(function)
         if not in_macro and (
             name == "main" or file.is_torch_extension or _RUNTIME_CALL.search(body)

@@ -79,7 +79,27 @@ void fine(float* x) {
     found = lint_text(text, "x.cu")
     assert "GPU000" not in codes(found)
     assert "GPU807" in codes(found)
-    assert all(f.line >= 6 for f in found)
+    # The skipped region is said, once, with its size: never silence.
+    [notice] = [f for f in found if f.code == "GPU800"]
+    assert notice.line == 3 and notice.message.startswith("3 lines not analysed")
+    assert all(f.line >= 6 for f in found if f.code != "GPU800")
+
+
+def test_dispatch_lambda_without_semicolon_is_judged():
+    # `AT_DISPATCH_...(..., [&] { k<<<...>>>(...) })` written without `;`: the launch is
+    # understood (a missing `;` is not a broken statement) and judged.
+    text = """
+#include <torch/extension.h>
+__global__ void k(float* x) {}
+void run(torch::Tensor x) {
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "run", [&] {
+    k<<<1, 100, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<float>())
+  })
+}
+"""
+    found = {(f.line, f.code) for f in lint_text(text, "x.cu")}
+    assert (6, "GPU801") in found and (6, "GPU802") in found
+    assert not any(code == "GPU800" for _, code in found)
 
 
 def test_garbage_never_raises():

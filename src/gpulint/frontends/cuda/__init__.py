@@ -40,7 +40,7 @@ from gpulint.settings import Settings
 # __align__(128) char smem[]`): the commonest cause of ERROR nodes in real CUDA code. They are
 # blanked with spaces of the same length before parsing, so every byte offset stays true.
 _ATTRIBUTES = re.compile(
-    rb"\b(?:__align__|__builtin_align__|__CUDA_ALIGN__|__attribute__)\s*\((?:[^()\n]|\((?:[^()\n]|\([^()\n]*\))*\))*\)"
+    rb"\b(?:__align__|__builtin_align__|__CUDA_ALIGN__|__attribute__|__launch_bounds__|__cluster_dims__|__maxnreg__)\s*\((?:[^()\n]|\((?:[^()\n]|\([^()\n]*\))*\))*\)"
 )
 
 
@@ -66,12 +66,35 @@ def _qualifier(m: re.Match) -> bytes:
     return m.group(1) + qualifier + b" " * (len(name) - len(qualifier))
 
 
+# A macro invoked at file scope with no `;` (`TORCH_BINDING_ELU(f16, torch::kHalf, half, 1)`,
+# `INSTANTIATE(float)`), which expands to definitions: the grammar cannot end it, and the ERROR
+# it opens swallows the rest of the file. Blanked: what it expands to is in its #define body.
+_FILE_SCOPE_MACRO = re.compile(
+    rb"(?m)^[A-Z_][A-Z0-9_]*[ \t]*\((?:[^;{}()\n]|\([^;{}()\n]*\))*\)[ \t]*(?=\r?\n(?![ \t]*\{))"
+)
+
+
+def _blank_invocation(m: re.Match) -> bytes:
+    text = m.group(0)
+    if b"cuda" in text or b"CHECK" in text.upper():
+        return text  # a check written without `;`: GPU802/803 read it
+    return b" " * len(text)
+
+
 def mask_attributes(data: bytes) -> bytes:
     """Same-length rewrites of CUDA spellings the grammar does not know; offsets stay true."""
-    if b"__align" in data or b"__attribute__" in data or b"__CUDA_ALIGN__" in data:
+    if (
+        b"__align" in data
+        or b"__attribute__" in data
+        or b"__CUDA_ALIGN__" in data
+        or (b"__launch_bounds__" in data or b"__cluster_dims__" in data or b"__maxnreg__" in data)
+    ):
         data = _ATTRIBUTES.sub(lambda m: b" " * len(m.group(0)), data)
+    if b"__grid_constant__" in data:
+        data = data.replace(b"__grid_constant__", b" " * len(b"__grid_constant__"))
     if b"_DEVICE" in data or b"_HOST" in data or b"_GLOBAL" in data:
         data = _SPACE_MACRO.sub(_qualifier, data)
+    data = _FILE_SCOPE_MACRO.sub(_blank_invocation, data)
     return data
 
 

@@ -73,15 +73,7 @@ class CudaFile:
         """Byte ranges of ERROR nodes, merged, sorted: regions the grammar could not make sense of."""
         if not self.root.has_error:
             return []
-        spans = sorted((n.start_byte, n.end_byte) for n in self.captures("ERROR")["ERROR"])
-        merged: list[tuple[int, int]] = []
-        for start, end in spans:
-            if merged and start <= merged[-1][1]:
-                if end > merged[-1][1]:
-                    merged[-1] = (merged[-1][0], end)
-            else:
-                merged.append((start, end))
-        return merged
+        return _merge((n.start_byte, n.end_byte) for n in self.captures("ERROR")["ERROR"])
 
     @property
     def has_errors(self) -> bool:
@@ -89,25 +81,43 @@ class CudaFile:
 
     def in_error(self, node: Node) -> bool:
         """True when `node` lies inside (or overlaps) a region tree-sitter could not parse."""
-        ranges = self.error_ranges
-        if not ranges:
-            return False
-        i = bisect.bisect_right(ranges, (node.start_byte, float("inf"))) - 1
-        if i >= 0 and ranges[i][1] > node.start_byte:
-            return True
-        return i + 1 < len(ranges) and ranges[i + 1][0] < node.end_byte
+        return _overlaps(self.error_ranges, node.start_byte, node.end_byte)
+
+    @functools.cached_property
+    def _bad_ranges(self) -> list[tuple[int, int]]:
+        """ERROR regions and the places of missing tokens other than `;`, merged. A missing
+        `;` (after a lambda in a dispatch macro, a macro call written without one) leaves the
+        statement understood; a missing `)` or `}` does not."""
+        return _bad_ranges(self.root, self.error_ranges)
+
+    @functools.cached_property
+    def _macro_bad_ranges(self) -> list[tuple[int, int]]:
+        tree = self._macro_tree
+        if tree is None or not tree.root_node.has_error:
+            return []
+        errors = QueryCursor(query(("ERROR",))).captures(tree.root_node).get("node", [])
+        return _bad_ranges(tree.root_node, _merge((n.start_byte, n.end_byte) for n in errors))
 
     def broken(self, node: Node) -> bool:
         """A node rules must not judge: it contains a parse error, sits in one, or the statement
         around it does (a launch parsed fine inside a function body the grammar misread)."""
-        if node.has_error or self.in_error(node):
+        if self.in_error(node):
             return True
-        if not self.root.has_error and not self._in_macro(node):
+        in_macro = self._in_macro(node)
+        if not in_macro and not self.root.has_error:
             return False
+
+        ranges = self._macro_bad_ranges if in_macro else self._bad_ranges
+
+        def bad(n: Node) -> bool:
+            return n.has_error and _overlaps(ranges, n.start_byte, n.end_byte)
+
+        if bad(node):
+            return True
         for a in self.ancestors(node):
             if a.type in _STATEMENT_CONTAINERS:
                 return False
-            if a.has_error:
+            if bad(a):
                 return True
         return False
 
@@ -115,36 +125,58 @@ class CudaFile:
     def lines_not_analysed(self) -> list[int]:
         """1-based lines of the statements the rules skip because tree-sitter could not parse
         them (the statement around each ERROR node), sorted."""
-        if not self.root.has_error:
-            return []
         lines: set[int] = set()
-        for error in self.nodes("ERROR"):
-            region = error
-            for a in self.ancestors(error):
+        tree = self._macro_tree
+        if tree is not None and self._macro_bad_ranges:
+            for start, end in self._macro_ranges:  # a launching #define that does not parse
+                if _overlaps(self._macro_bad_ranges, start, end):
+                    first = self.source.position(self.char_offset(start))[0]
+                    last = self.source.position(self.char_offset(end - 1))[0]
+                    lines.update(range(first, last + 1))
+        if not self.root.has_error:
+            return sorted(lines)
+        seen: set[int] = set()
+        for start, end in self._bad_ranges:
+            node = self.root.descendant_for_byte_range(start, max(start, end - 1))
+            region = node
+            for a in self.ancestors(node):
                 if a.type in _STATEMENT_CONTAINERS:
                     break
                 region = a
-            first, last = region.start_point[0], region.end_point[0]
-            if region.end_point[1] == 0 and last > first:
-                last -= 1
-            lines.update(range(first + 1, last + 2))
+            if region is not None and region.start_byte not in seen:
+                seen.add(region.start_byte)
+                lines |= self._skipped_lines(region)
         return sorted(lines)
+
+    def _skipped_lines(self, statement: Node) -> set[int]:
+        """Lines of a broken statement the rules skip: all of it but the clean statements of
+        blocks nested in it (a lambda body, an `if` block), which `broken` still lets through."""
+        lines = set(range(statement.start_point[0] + 1, statement.end_point[0] + 2))
+        stack = list(statement.children)
+        while stack:
+            node = stack.pop()
+            if node.type not in _STATEMENT_CONTAINERS:
+                stack.extend(node.children)
+                continue
+            for child in node.named_children:
+                lines -= set(range(child.start_point[0] + 1, child.end_point[0] + 2))
+                if _overlaps(self._bad_ranges, child.start_byte, child.end_byte):
+                    lines |= self._skipped_lines(child)
+        return lines
 
     # -- macros ------------------------------------------------------------------------------
     @functools.cached_property
     def _macro_tree(self) -> Tree | None:
-        """The bodies of `#define`s that launch kernels, parsed as statements: each body becomes
+        """The bodies of `#define`s that launch kernels, parsed: each body becomes
         `void NAME(){ BODY }` at its own byte offsets (the `void NAME(){` written over the
         `#define NAME(...)` head), so positions, `node_text` and constant folding work as in
         the file itself, and a launch in a macro is judged like one in a function named after
-        the macro."""
-        self._macro_ranges = []
-        self.macro_names: dict[int, str] = {}  # start byte of a parsed macro -> its name
+        the macro. A body that does not parse as statements (it defines functions: an
+        instantiation macro) is parsed as file-scope code instead."""
+        self._macro_ranges: list[tuple[int, int]] = []
+        self.macro_names: dict[int, str] = {}  # start byte of a statement macro -> its name
         if b"<<<" not in self.data:
             return None
-        buf = bytearray(b" " * (len(self.data) + 2))
-        self._macro_ranges: list[tuple[int, int]] = []
-        found = False
         defs = []
         for d in self.nodes("preproc_function_def") + self.nodes("preproc_def"):
             value = d.child_by_field_name("value")
@@ -152,30 +184,59 @@ class CudaFile:
             if value is not None and name is not None:
                 if b"<<<" in self.data[value.start_byte : value.end_byte]:
                     defs.append((d, value, name))
+        if not defs:
+            return None
+        from gpulint.frontends.cuda.grammar import parser
+
+        tree = parser().parse(self._macro_buffer(defs, set()))
+        bad = _bad_ranges(tree.root_node, [])
+        errors = QueryCursor(query(("ERROR",))).captures(tree.root_node).get("node", [])
+        bad = _merge(bad + [(n.start_byte, n.end_byte) for n in errors])
+        failed = {
+            fn.start_byte
+            for fn in tree.root_node.named_children
+            if fn.type == "function_definition"
+            and fn.has_error
+            and _overlaps(bad, fn.start_byte, fn.end_byte)
+        }
+        if failed:
+            tree = parser().parse(self._macro_buffer(defs, failed))
+        self._macro_ranges.sort()
+        return tree
+
+    def _macro_buffer(self, defs, file_scope: set[int]) -> bytes:
+        buf = bytearray(b" " * (len(self.data) + 2))
+        self._macro_ranges.clear()
+        self.macro_names.clear()
         starts = {d.start_byte for d, _, _ in defs}
         for d, value, name in defs:
             head = b"void " + self.data[name.start_byte : name.end_byte] + b"(){"
-            if len(head) > value.start_byte - d.start_byte:
+            statements = d.start_byte not in file_scope
+            if statements and len(head) > value.start_byte - d.start_byte:
                 continue
-            buf[d.start_byte : d.start_byte + len(head)] = head
             body = self.data[value.start_byte : value.end_byte]
-            # line continuations become spaces; `#x` and `a##b` become plain tokens
-            body = body.replace(b"\\\r\n", b"  \n").replace(b"\\\n", b" \n").replace(b"##", b"  ")
+            # line continuations become spaces; `a##b` one identifier, `#x` a plain token
+            body = body.replace(b"\\\r\n", b"  \n").replace(b"\\\n", b" \n")
+            body = re.sub(rb"[ \t]*##[ \t]*", lambda m: b"_" * len(m.group(0)), body)
             body = re.sub(rb"(?<![\w\"'])#(?=[A-Za-z_])", b" ", body)
             buf[value.start_byte : value.end_byte] = body
+            self._macro_ranges.append((d.start_byte, value.end_byte + 1))
+            if not statements:
+                continue
+            buf[d.start_byte : d.start_byte + len(head)] = head
             end = value.end_byte
             if body.rstrip()[-1:] not in (b";", b"}") and end + 1 not in starts:
                 buf[end : end + 2] = b";}"  # `k<<<g, b>>>(x)` written to be used as `M(x);`
             else:
                 buf[end] = ord("}")
-            self._macro_ranges.append((d.start_byte, value.end_byte + 1))
             self.macro_names[d.start_byte] = self.node_text(name)
-            found = True
-        if not found:
-            return None
-        from gpulint.frontends.cuda.grammar import parser
+        return bytes(buf)
 
-        return parser().parse(bytes(buf))
+    def macro_name(self, function: Node) -> str | None:
+        """The macro a statement-macro wrapper `void NAME(){...}` stands for, else None."""
+        if not self._in_macro(function):
+            return None
+        return self.macro_names.get(function.start_byte)
 
     def _in_macro(self, node: Node) -> bool:
         """`node` belongs to a parsed macro body (the file's own tree has only text there)."""
@@ -389,6 +450,43 @@ class CudaFile:
 
     def segment(self, node: Node) -> str:
         return self.node_text(node)
+
+
+def _merge(spans) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            if end > merged[-1][1]:
+                merged[-1] = (merged[-1][0], end)
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _bad_ranges(root: Node, error_ranges) -> list[tuple[int, int]]:
+    spans = list(error_ranges)
+    cursor = QueryCursor(_missing_query())
+    for node in cursor.captures(root).get("m", []):
+        if node.type != ";":
+            spans.append((node.start_byte, node.end_byte + 1))
+    return _merge(spans)
+
+
+def _overlaps(ranges: list[tuple[int, int]], start: int, end: int) -> bool:
+    """Whether [start, end) overlaps one of the sorted, merged `ranges`."""
+    if not ranges:
+        return False
+    i = bisect.bisect_right(ranges, (start, float("inf"))) - 1
+    if i >= 0 and ranges[i][1] > start:
+        return True
+    return i + 1 < len(ranges) and ranges[i + 1][0] < end
+
+
+@functools.cache
+def _missing_query():
+    from tree_sitter import Query
+
+    return Query(LANGUAGE, "(MISSING) @m")
 
 
 def declared_names(node: Node) -> list[str]:

@@ -155,8 +155,9 @@ _CHECKER_CALLS = frozenset(
 
 def function_name(file, function) -> str | None:
     """The unqualified name of a function definition (`ns::Cls::run` -> `run`, `~Buf` kept)."""
-    if file._in_macro(function):
-        return file.macro_names.get(function.start_byte)
+    macro = file.macro_name(function)
+    if macro is not None:
+        return macro
     declarator = file.function_name_node(function)
     inner = declarator.child_by_field_name("declarator") if declarator is not None else None
     if inner is None:

@@ -133,7 +133,7 @@ def file_facts(file) -> dict:
 
 def _is_method(file, function) -> bool:
     """A member function: defined in a class body, or out of line as `Cls::name`."""
-    if file._in_macro(function):
+    if file.macro_name(function) is not None:
         return False
     declarator = file.function_name_node(function)
     inner = declarator.child_by_field_name("declarator") if declarator is not None else None
