@@ -439,6 +439,167 @@ def element_bytes(file, kernel: Kernel) -> tuple[int | None, str]:
     return 2, "2-byte fp16/bf16 elements, as the dtype is not known from the source"
 
 
+# -- shared-memory tiles (GPU702) ------------------------------------------------------------
+@dataclass
+class SmemTile:
+    """A tile that Triton stages in shared memory for a `tl.dot`: a load feeding an operand,
+    inside the dot's loop (one buffer per pipeline stage) or before it (one buffer)."""
+
+    load: ast.Call
+    sizes: tuple[str, ...]  # the block size of each dimension, as source text
+    in_loop: bool
+
+
+def dot_operand_tiles(file, kernel: Kernel) -> list[SmemTile] | None:
+    """Every load that feeds an operand of a `tl.dot` in a loop (followed through names,
+    conversions and arithmetic, not through another dot's result), with its tile's sizes; None
+    when a tile's shape cannot be read (more than two sizes, a pointer from a helper)."""
+    f = flow(file, kernel)
+    tiles: dict[int, SmemTile] = {}
+    for dot in ast.walk(kernel.node):
+        if not isinstance(dot, ast.Call) or tl_name(file, dot) != "dot":
+            continue
+        loop = next((a for a in file.ancestors(dot) if isinstance(a, (ast.For, ast.While))), None)
+        if loop is None or not _within(loop, kernel.node):
+            continue
+        operands = list(dot.args[:2]) + [
+            k.value for k in dot.keywords if k.arg in ("input", "other")
+        ]
+        for operand in operands:
+            for load in _feeding_loads(file, f, operand, 0, set()):
+                if id(load) in tiles:
+                    continue
+                sizes = _tile_sizes_of(f, load)
+                if sizes is None:
+                    return None
+                tiles[id(load)] = SmemTile(load, sizes, _within(load, loop))
+    return list(tiles.values())
+
+
+def _feeding_loads(file, f: OffsetFlow, expr: ast.AST, depth: int, seen: set) -> list[ast.Call]:
+    if depth > 8:
+        return []
+    out: list[ast.Call] = []
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Call):
+            name = tl_name(file, node)
+            if name == "load":
+                out.append(node)
+                continue
+            if name == "dot":
+                continue  # a dot's result lives in registers
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            for d in f.reaching(node.id, (node.lineno, node.col_offset)):
+                if id(d) in seen:
+                    continue
+                seen.add(id(d))
+                value = d.node.value if d.kind == "aug" else d.node if d.kind == "assign" else None
+                if value is not None:
+                    out.extend(_feeding_loads(file, f, value, depth + 1, seen))
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def _tile_sizes_of(f: OffsetFlow, load: ast.Call) -> tuple[str, ...] | None:
+    pointer = (
+        load.args[0]
+        if load.args
+        else next((k.value for k in load.keywords if k.arg == "pointer"), None)
+    )
+    if pointer is None:
+        return None
+    value = f.of(pointer)
+    if value.bits & BLOCKPTR:
+        return value.bp_blocks or None
+    sizes = sorted(value.sizes)
+    if len(sizes) == 1:
+        return (sizes[0], sizes[0])  # one size for both dimensions: a square tile
+    if len(sizes) == 2:
+        return tuple(sizes)
+    return None
+
+
+def tile_bytes(file, sizes: tuple[str, ...], env: dict[str, object]) -> int | None:
+    """Elements of a tile with its sizes evaluated in `env` (a config's meta-parameters and
+    the kernel's constexpr defaults); None when one is unknown."""
+    n = 1
+    for size in sizes:
+        try:
+            v = evaluate(ast.parse(size, mode="eval").body, env, file)
+        except (Unknown, SyntaxError):
+            return None
+        if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+            return None
+        n *= v
+    return n
+
+
+@dataclass
+class SmemEstimate:
+    total: int
+    buffers: int
+    per_stage: list[tuple[tuple[int, ...], str]]  # dims and source text of each pipelined tile
+    once: list[tuple[tuple[int, ...], str]]  # tiles loaded before the loop
+    element_bytes: int
+
+    def explain(self) -> str:
+        def tiles(ts):
+            return " + ".join("×".join(map(str, dims)) for dims, _ in ts)
+
+        text = (
+            f"{self.buffers} stage buffer{'s' if self.buffers > 1 else ''} × "
+            f"({tiles(self.per_stage)}) × {self.element_bytes} B"
+        )
+        if self.once:
+            text += f" + ({tiles(self.once)}) × {self.element_bytes} B loaded once"
+        return text
+
+
+def shared_memory_estimate(
+    file, kernel: Kernel, config: Config, arch, nbytes: int, env_extra: dict | None = None
+) -> SmemEstimate | None:
+    """Shared memory Triton allocates for a matmul-like kernel under one config: every tile
+    that feeds a `tl.dot` in its loop, once per pipeline buffer, plus dot operands loaded
+    before the loop, once. Checked against the compiler (tests/test_triton_oracle.py)."""
+    if config.num_stages is None:
+        return None
+    env: dict[str, object] = {}
+    for name, default in kernel.constexprs.items():
+        if isinstance(default, ast.Constant) and isinstance(default.value, int):
+            env[name] = default.value
+    env.update(env_extra or {})
+    env.update(config.kwargs)
+    tiles = dot_operand_tiles(file, kernel)
+    if not tiles or not any(t.in_loop for t in tiles):
+        return None
+    per_stage, once = [], []
+    for t in tiles:
+        dims = []
+        for size in t.sizes:
+            n = tile_bytes(file, (size,), env)
+            if n is None:
+                return None
+            dims.append(n)
+        (per_stage if t.in_loop else once).append((tuple(dims), ast.unparse(t.load)))
+    block_m = next((v for k, v in env.items() if block_role(k) == "M" and isinstance(v, int)), 64)
+    buffers = pipeline_buffers(arch, config.num_stages, block_m)
+
+    def elems(ts):
+        total = 0
+        for dims, _ in ts:
+            n = 1
+            for d in dims:
+                n *= d
+            total += n
+        return total
+
+    total = (buffers * elems(per_stage) + elems(once)) * nbytes
+    return SmemEstimate(total, buffers, per_stage, once, nbytes)
+
+
 # -- offsets followed by dataflow (GPU701) ---------------------------------------------------
 # What a value of a kernel holds. Sizes and blocks are compared as source text (`BLOCK_M`,
 # `2 * BK`): a tile is `start + tl.arange(0, X)` where the start steps by that same X, whatever
@@ -712,18 +873,25 @@ class OffsetFlow:
         self._memo[key] = out
         return out
 
-    def _name_value(self, name: str, pos: tuple[int, int], use: dict) -> Offsets:
+    def reaching(self, name: str, pos: tuple[int, int], use: dict | None = None) -> list[_Def]:
+        """The definitions of `name` that reach a use at `pos`: the last one above it, and
+        those later in a loop that holds the use (carried round to the next iteration)."""
+        use = self._specialised(pos) if use is None else use
         entries = [d for d in self.defs.get(name, []) if self._reaches(d, use)]
         before = [d for d in entries if d.pos <= pos]
-        if before:
-            out = self._def_value(name, before[-1])
-        elif name in self.kernel.params:
-            out = self.param_value(name)
+        carried = [
+            d for d in entries if d.pos > pos and any(_inside(pos, loop) for loop in d.loops)
+        ]
+        return before[-1:] + carried
+
+    def _name_value(self, name: str, pos: tuple[int, int], use: dict) -> Offsets:
+        defs = self.reaching(name, pos, use)
+        if not defs or defs[0].pos > pos:
+            out = self.param_value(name) if name in self.kernel.params else NOTHING
         else:
             out = NOTHING
-        for d in entries:
-            if d.pos > pos and any(_inside(pos, loop) for loop in d.loops):
-                out = out | self._def_value(name, d)  # carried round the loop
+        for d in defs:
+            out = out | self._def_value(name, d)
         return out
 
     def param_value(self, name: str) -> Offsets:
