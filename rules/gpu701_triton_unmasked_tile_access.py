@@ -1,5 +1,6 @@
 import ast
 
+from gpulint.diagnostics import Severity
 from gpulint.frontends.python import triton as tt
 from gpulint.rule import Rule
 
@@ -76,6 +77,7 @@ class TritonUnmaskedTileAccess(Rule):
     """
 
     code = "GPU701"
+    severity = Severity.ERROR  # an out-of-bounds access
     name = "triton-unmasked-tile-access"
     triggers = ("triton",)
     message = (

@@ -1,5 +1,6 @@
 import re
 
+from gpulint.diagnostics import Severity
 from gpulint.frontends.cuda.idioms import function_name, launch_check_for
 from gpulint.frontends.cuda.project import launch_checked_in
 from gpulint.rule import Rule
@@ -49,6 +50,7 @@ class UncheckedKernelLaunch(Rule):
     """
 
     code = "GPU802"
+    severity = Severity.ERROR  # an unnoticed failed launch is wrong on every run
     name = "unchecked-kernel-launch"
     language = "cuda"
     triggers = ("<<<",)

@@ -1,3 +1,4 @@
+from gpulint.diagnostics import Severity
 from gpulint.frontends.cuda.idioms import discarded_call, fix_for
 from gpulint.rule import Rule
 
@@ -42,6 +43,7 @@ class DiscardedCudaError(Rule):
     """
 
     code = "GPU803"
+    severity = Severity.ERROR  # an unnoticed failure corrupts results
     name = "discarded-cuda-error"
     language = "cuda"
     triggers = ("cuda",)

@@ -44,7 +44,7 @@ class UnsourcedLever(Rule):
 
     code = "GPU902"
     name = "unsourced-lever"
-    severity = Severity.WARNING
+    severity = Severity.INFO  # advice: cite the refuting fact
     language = "toml"
     triggers = ("levers",)
     message = (
