@@ -100,7 +100,7 @@ def test_memo_is_typed_and_computed_once():
     first = file.memo.get(key, lambda: built.append(1) or [1])
     second = file.memo.get(key, lambda: built.append(2) or [2])
     assert first is second and built == [1]
-    assert not any(k.startswith("_") and k not in {"_index"} for k in vars(file) if k != "model")
+    assert not any(k.startswith("_") and k not in {"_parents"} for k in vars(file) if k != "model")
 
 
 def test_summaries_reach_a_fixed_point_through_recursion_and_closures():

@@ -14,6 +14,7 @@ import re
 
 from tree_sitter import Node
 
+from gpulint.frontends import BackLink
 from gpulint.frontends.cuda.file import declared_names
 from gpulint.frontends.cuda.grammar import parser
 
@@ -93,6 +94,8 @@ class Unknown(Exception):
 
 
 class ConstEval:
+    file = BackLink()  # weak: the file caches this (CudaFile.consts)
+
     def __init__(self, file):
         self.file = file
 
@@ -452,7 +455,8 @@ class _SnippetEval(ConstEval):
 
     def __init__(self, outer: ConstEval, data: bytes):
         self.outer = outer
-        self.file = _SnippetFile(outer.file, data)
+        self.snippet = _SnippetFile(outer.file, data)  # held here: `file` is a weak link
+        self.file = self.snippet
 
     def _name(self, name: str, at: Node, depth: int) -> int:
         outer = self.outer

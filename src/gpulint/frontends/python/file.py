@@ -16,8 +16,6 @@ from gpulint.source import SourceText, is_test_path
 if TYPE_CHECKING:
     from gpulint.frontends.python.summaries import External
 
-_PARENT = "_gpulint_parent"
-
 
 class PythonFile:
     language = "python"
@@ -31,6 +29,11 @@ class PythonFile:
         # Summaries of functions in other modules of the checked tree (gpulint.project), when
         # the engine has an index; None: calls out of this file are unknown.
         self.project_lookup: External | None = None
+        # Parent links live here, not on the nodes: a child pointing back at its parent makes
+        # every tree one big reference cycle that only the cyclic garbage collector can free; it
+        # then walked every live tree again and again and took half of a cold run's CPU. Nodes
+        # hash by identity, and the tree keeps every key alive exactly as long as this file.
+        self._parents: dict[ast.AST, ast.AST] = {}
         self._index()
 
     def _index(self) -> None:
@@ -39,8 +42,8 @@ class PythonFile:
         Written out by hand (no ast.iter_child_nodes generator) because it runs over every node
         of every parsed file; Load/Store/Del singletons are shared by all nodes and skipped.
         """
-        setattr(self.tree, _PARENT, None)
         by_type = self.nodes_by_type
+        parents = self._parents
         node_base, context = ast.AST, ast.expr_context
         stack: list[ast.AST] = [self.tree]
         pop, push = stack.pop, stack.append
@@ -56,10 +59,10 @@ class PythonFile:
                 if type(value) is list:
                     for item in reversed(value):
                         if isinstance(item, node_base) and not isinstance(item, context):
-                            item._gpulint_parent = node
+                            parents[item] = node
                             push(item)
                 elif isinstance(value, node_base) and not isinstance(value, context):
-                    value._gpulint_parent = node
+                    parents[value] = node
                     push(value)
 
     # -- structure ---------------------------------------------------------------------------
@@ -67,15 +70,17 @@ class PythonFile:
         for t in types:
             yield from self.nodes_by_type.get(t, ())
 
-    @staticmethod
-    def parent(node: ast.AST) -> ast.AST | None:
-        return getattr(node, _PARENT, None)
+    def parent(self, node: ast.AST) -> ast.AST | None:
+        """The node holding `node` in this file's tree; None for the module itself (and for a
+        node of another tree, or an expression-context singleton)."""
+        return self._parents.get(node)
 
     def ancestors(self, node: ast.AST) -> Iterator[ast.AST]:
-        parent = self.parent(node)
+        parents = self._parents
+        parent = parents.get(node)
         while parent is not None:
             yield parent
-            parent = self.parent(parent)
+            parent = parents.get(parent)
 
     def statement_block(self, statement: ast.AST) -> list[ast.stmt] | None:
         """The statement list (`body`, `orelse`, `finalbody`) of its parent that holds

@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from gpulint.frontends import BackLink
 from gpulint.frontends.python.names import terminal_name
 
 if TYPE_CHECKING:
@@ -92,6 +93,8 @@ _BATCH_FETCH = re.compile(r"^(get|next|sample|fetch|load|draw)_?(train_)?batch(e
 
 
 class LoopModel:
+    file: PythonFile = BackLink()  # type: ignore[assignment]  # weak: the file caches this model
+
     def __init__(self, file: PythonFile):
         self.file = file
         self._step: dict[int, bool] = {}

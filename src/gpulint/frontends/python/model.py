@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from gpulint.frontends import BackLink
+
 if TYPE_CHECKING:
     from gpulint.frontends.python.file import PythonFile
 
@@ -111,6 +113,8 @@ def _names_in(target: ast.AST) -> Iterator[ast.Name]:
 
 
 class SemanticModel:
+    file: PythonFile = BackLink()  # type: ignore[assignment]  # weak: the file caches this model
+
     def __init__(self, file: PythonFile):
         self.file = file
         self.memo = Memo()

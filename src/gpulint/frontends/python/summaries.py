@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from gpulint.frontends import BackLink
 from gpulint.frontends.python.loops import is_step_marker
 from gpulint.frontends.python.model import FUNCTIONS, Function, MemoKey, scope_nodes
 from gpulint.frontends.python.names import terminal_name
@@ -94,6 +95,8 @@ External = Callable[["PythonFile", ast.Call], "Summary | None"]
 
 
 class Summaries:
+    file: PythonFile = BackLink()  # type: ignore[assignment]  # weak: the file's memo holds this
+
     """The summaries of one file's functions, to a fixed point over the calls it resolves."""
 
     def __init__(self, file: PythonFile, external: External | None = None):

@@ -1,0 +1,69 @@
+"""Speed properties that are easy to lose without noticing: analysis state free of reference
+cycles (so reference counting, not Python's cyclic collector, frees each file), and the parent
+links of the Python front-end kept off the AST nodes."""
+
+from __future__ import annotations
+
+import ast
+import gc
+from pathlib import Path
+
+import pytest
+
+from gpulint.frontends import frontend_for
+from gpulint.frontends.python import PythonFrontend
+from gpulint.settings import Settings
+from gpulint.testing import fixture_options, fixture_targets, lint_text
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def _fixtures():
+    for path in sorted(FIXTURES.rglob("*")):
+        if path.is_file() and frontend_for(path.name) is not None:
+            yield path
+
+
+def test_linting_a_file_leaves_nothing_for_the_cyclic_collector():
+    """Every fixture (all front-ends, every rule on): once a file's findings are out, nothing of
+    its analysis is left in a reference cycle. A cycle anywhere in the state hung off a parsed
+    file (a model that holds its file strongly, a parent link on a node) keeps the whole tree
+    alive until a full collection, and the collector then walks every such tree again and again."""
+    texts = [(p, p.read_text(encoding="utf-8")) for p in _fixtures()]
+    assert len(texts) > 50
+    gc.collect()
+    gc.disable()
+    try:
+        leaks = {}
+        for path, text in texts:
+            shown = path.relative_to(FIXTURES).as_posix()
+            findings = lint_text(text, shown, fixture_targets(text), fixture_options(text))
+            found = gc.collect()
+            # A fix rendered through libcst defines its transformer class per call (a class is
+            # always cyclic): a cost paid only where a fix is offered, not by the analysis.
+            if found and not any(f.fix for f in findings):
+                leaks[shown] = found
+    finally:
+        gc.enable()
+    assert not leaks, f"objects only the cyclic collector could free, per file: {leaks}"
+
+
+def test_parent_links_are_a_side_table_not_node_attributes():
+    source = "def f(x):\n    for i in range(3):\n        y = x[i] + 1\n    return y\n"
+    parsed = PythonFrontend().parse("f.py", source.encode(), Settings())
+    subscript = next(parsed.nodes(ast.Subscript))
+    chain = [type(a).__name__ for a in parsed.ancestors(subscript)]
+    assert chain == ["BinOp", "Assign", "For", "FunctionDef", "Module"]
+    assert parsed.parent(parsed.tree) is None
+    assert parsed.enclosing_function(subscript) is parsed.tree.body[0]
+    # Nothing written onto the nodes: their __dict__ holds only what ast put there.
+    for node in ast.walk(parsed.tree):
+        assert not any(k.startswith("_gpulint") for k in vars(node)), node
+
+
+@pytest.mark.parametrize("attr", ["loops", "model"])
+def test_models_cached_on_a_file_refer_back_weakly(attr):
+    parsed = PythonFrontend().parse("f.py", b"import torch\nx = torch.ones(1)\n", Settings())
+    model = getattr(parsed, attr)
+    assert model.file is parsed
+    assert parsed not in gc.get_referents(model)
