@@ -7,13 +7,12 @@ import sys
 from pathlib import Path
 
 from gpulint import __version__
-from gpulint.config import Config, ConfigError, apply_table, load_config
-from gpulint.engine import Linter, cpu_count, evidence_notes
+from gpulint.config import ConfigError
 from gpulint.hardware import UnknownTargetError
 from gpulint.reporters import REPORTERS
 from gpulint.rule import all_rules, rule_by_code
 from gpulint.ruledocs import rule_markdown
-from gpulint.safeio import Unreadable, escape
+from gpulint.safeio import escape
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
@@ -35,9 +34,26 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     check = sub.add_parser("check", help="lint files and folders (default: .)")
-    check.add_argument("paths", nargs="*", type=Path, default=None, help="files or folders")
-    check.add_argument("--format", choices=sorted(REPORTERS), default="text")
+    check.add_argument(
+        "paths", nargs="*", type=Path, default=None, help="files or folders; - for stdin"
+    )
+    formats = sorted(["text", *REPORTERS])
+    check.add_argument(
+        "--output-format",
+        "--format",
+        dest="format",
+        choices=formats,
+        default="concise",
+        help="concise (default; `text` is an alias): path:line:col: CODE message, as flake8; "
+        "full: with the source line and a caret; grouped: by file; json, sarif, github, "
+        "gitlab (Code Quality), junit",
+    )
     check.add_argument("--output-file", "-o", type=Path, help="write the report here")
+    check.add_argument(
+        "--stdin-filename",
+        type=Path,
+        help="the name of the file standard input holds (language, configuration, ignores)",
+    )
     check.add_argument("--select", type=_codes_arg, help="comma-separated codes or prefixes")
     check.add_argument("--ignore", type=_codes_arg, help="comma-separated codes or prefixes")
     check.add_argument("--extend-select", type=_codes_arg)
@@ -46,11 +62,44 @@ def build_parser() -> argparse.ArgumentParser:
         type=lambda s: [t.strip() for t in s.split(",") if t.strip()],
         help="hardware targets, e.g. sm_90,H100,GB10",
     )
-    check.add_argument("--config", type=Path, help="pyproject.toml to read [tool.gpulint] from")
+    check.add_argument(
+        "--config",
+        type=Path,
+        help="pyproject.toml to read [tool.gpulint] from, for every file (default: the "
+        "nearest one above each file)",
+    )
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
+    check.add_argument(
+        "--exit-non-zero-on-fix",
+        action="store_true",
+        help="exit 1 when fixes were applied, even if nothing is left",
+    )
     check.add_argument("--fix", action="store_true", help="apply safe fixes")
     check.add_argument(
         "--diff", action="store_true", help="print the fixes as a diff; write nothing"
+    )
+    check.add_argument(
+        "--show-fixes", action="store_true", help="list what --fix fixed, per file and code"
+    )
+    check.add_argument(
+        "--add-noqa",
+        action="store_true",
+        help="write `noqa` comments for every current finding (keeps existing codes)",
+    )
+    check.add_argument(
+        "--statistics", action="store_true", help="count findings per code instead of listing"
+    )
+    check.add_argument(
+        "--watch", "-w", action="store_true", help="check again whenever a file changes"
+    )
+    check.add_argument(
+        "--quiet", "-q", action="store_true", help="print findings, nothing else (no summary)"
+    )
+    check.add_argument(
+        "--color",
+        choices=["auto", "always", "never"],
+        default="auto",
+        help="colour the text output (auto: on a terminal, unless NO_COLOR is set)",
     )
     check.add_argument(
         "--jobs", "-j", type=int, default=None, help="worker processes (default: cores)"
@@ -96,113 +145,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _config_for(args) -> Config:
-    start = args.paths[0] if args.paths else Path.cwd()
-    config = load_config(start if start.exists() else Path.cwd(), args.config)
-    overrides = {}
-    for flag, key in (
-        ("select", "select"),
-        ("ignore", "ignore"),
-        ("extend_select", "extend-select"),
-        ("targets", "targets"),
-    ):
-        value = getattr(args, flag)
-        if value is not None:
-            overrides[key] = value
-    apply_table(config, overrides)
-    if args.cache_dir:
-        config.cache_dir = str(args.cache_dir)
-    return config
-
-
 def cmd_check(args) -> int:
-    from gpulint.cache import ResultCache
-    from gpulint.fixes import fix_until_stable, unified_diff
+    from gpulint.checkcmd import cmd_check as run_check
 
-    config = _config_for(args)
-    if args.paths is None or not args.paths:
-        args.paths = [Path(".")]
-    evidence_problems: list[tuple[str, str]] = []
-    linter = Linter(config, evidence_notes(config, args.evidence, evidence_problems))
-    if args.no_gitignore:
-        linter.respect_gitignore = False
-    linter.force_exclude = args.force_exclude
-    # A repository's `jobs` is capped at the cores (`jobs = 100000` must not fork-bomb CI);
-    # --jobs on the command line is the user's own choice.
-    jobs = args.jobs or min(config.jobs, cpu_count()) or cpu_count()
-    cache = None
-    if not args.no_cache and not args.no_prefilter:
-        cache_dir = Path(config.cache_dir)
-        cache = ResultCache(
-            cache_dir if cache_dir.is_absolute() else config.root / cache_dir, linter.fingerprint()
-        )
-    if args.no_prefilter:
-        linter.prefilter = False
-    report = linter.run(args.paths, jobs=jobs, cache=cache)
-    if evidence_problems:
-        from gpulint.diagnostics import unanalysable
-        from gpulint.engine import FileResult, display_path
-
-        for path, why in dict(evidence_problems).items():  # once per file
-            shown = display_path(Path(path))
-            report.results.append(FileResult(shown, [unanalysable(shown, why)]))
-    findings = report.findings
-
-    if args.fix or args.diff:
-        diffs = []
-        fixed_paths = []
-        for result in report.results:
-            if not any(f.fix for f in result.findings):
-                continue
-            path = Path(result.path)
-            relpath = linter.relpath(path)
-
-            def lint(data: bytes, shown=result.path, relpath=relpath):
-                return linter.lint_bytes(shown, data, relpath, prefilter=linter.prefilter)[0]
-
-            # --diff writes nothing, also with --fix.
-            write = args.fix and not args.diff
-            outcome = fix_until_stable(
-                path, result.findings, result.digest, write, lint, config.root
-            )
-            if outcome.error:
-                print(f"{result.path}: {outcome.error}", file=sys.stderr)
-            elif args.diff:
-                diffs.append(unified_diff(outcome, result.path))
-            elif outcome.applied:
-                fixed_paths.append(Path(result.path))
-        if args.diff:
-            sys.stdout.write("".join(diffs))
-            return EXIT_FINDINGS if any(diffs) and not args.exit_zero else EXIT_OK
-        if fixed_paths:
-            # Re-check what was written: report what is left, and prove the fix parsed.
-            refreshed = {r.path: r for r in (linter.lint_path(p) for p in fixed_paths)}
-            report.results = [refreshed.get(r.path, r) for r in report.results]
-            findings = report.findings
-            total = len(fixed_paths)
-            print(f"Fixed {total} file{'s' if total != 1 else ''}.", file=sys.stderr)
-
-    def read_text(path: str) -> str | None:
-        try:
-            return linter.read(Path(path)).decode("utf-8")
-        except (Unreadable, UnicodeDecodeError):
-            return None
-
-    output = REPORTERS[args.format](
-        findings, files_checked=report.files_checked, root=config.root, read_text=read_text
-    )
-    if args.output_file:
-        try:
-            args.output_file.parent.mkdir(parents=True, exist_ok=True)
-            # surrogateescape: a file name that is not UTF-8 is written back as its own bytes.
-            args.output_file.write_text(output, encoding="utf-8", errors="surrogateescape")
-        except OSError as e:
-            raise UsageError(f"cannot write {args.output_file}: {e.strerror or e}") from None
-    else:
-        sys.stdout.write(output)
-    if findings and not args.exit_zero:
-        return EXIT_FINDINGS
-    return EXIT_OK
+    return run_check(args)
 
 
 def cmd_rules(args) -> int:

@@ -309,6 +309,56 @@ def load_config(start: Path, explicit: Path | None = None) -> Config:
     return config
 
 
+class ConfigResolver:
+    """The configuration of each folder: the nearest `pyproject.toml` with `[tool.gpulint]` at
+    or above it, as ruff finds its configuration, so one run over a monorepo gives each package
+    its own settings whatever order the paths come in. One Config per configuration file;
+    `adjust` applies the command line's overrides to each. With `explicit`, every folder gets
+    that one file."""
+
+    def __init__(self, explicit: Path | None = None, adjust=None):
+        self.explicit = explicit
+        self.adjust = adjust
+        self._source: dict[Path, Path | None] = {}
+        self._configs: dict[Path | None, Config] = {}
+
+    def source_for(self, directory: Path) -> Path | None:
+        if self.explicit is not None:
+            return self.explicit
+        directory = Path(os.path.abspath(directory))
+        chain = []
+        found: Path | None = None
+        for d in (directory, *directory.parents):
+            if d in self._source:
+                found = self._source[d]
+                break
+            chain.append(d)
+            candidate = d / "pyproject.toml"
+            if os.path.lexists(candidate) and not candidate.is_dir():
+                if "gpulint" in _tool_table(read_toml(candidate)):
+                    found = candidate
+                    break
+        for d in chain:
+            self._source[d] = found
+        return found
+
+    def __call__(self, directory: Path) -> Config:
+        source = self.source_for(directory)
+        config = self._configs.get(source)
+        if config is None:
+            config = (
+                load_config(Path.cwd(), source) if source else Config(root=Path.cwd().resolve())
+            )
+            if self.adjust is not None:
+                self.adjust(config)
+            self._configs[source] = config
+        return config
+
+    def for_path(self, path: Path) -> Config:
+        path = Path(os.path.abspath(path))
+        return self(path if path.is_dir() else path.parent)
+
+
 # key -> (Config field, whether the value extends the field rather than replacing it)
 _FIELDS = {
     "select": ("select", False),

@@ -1,9 +1,14 @@
-"""Which files a run checks: recursion, `.gitignore`, configured excludes, language by extension."""
+"""Which files a run checks: recursion, `.gitignore`, configured excludes, language by extension.
+
+Git's ignore rules apply as git applies them: every `.gitignore` from the repository's top
+folder down to the file, and `.git/info/exclude`, whichever folder the walk starts in. Each
+folder's `exclude` comes from its own configuration (the nearest `pyproject.toml` with
+`[tool.gpulint]`), so a monorepo's packages keep their own settings in one run."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pathspec
@@ -42,6 +47,49 @@ def _gitignore_specs(
     return pathspec.GitIgnoreSpec.from_lines(good)
 
 
+def repository_root(start: Path) -> Path | None:
+    """The folder holding `.git` (a folder, or a file in a worktree) at or above `start`."""
+    start = Path(os.path.abspath(start))
+    for directory in (start, *start.parents):
+        if os.path.lexists(directory / ".git"):
+            return directory
+    return None
+
+
+def _git_dir(repo: Path) -> Path:
+    """The repository's git directory; for a worktree (`.git` is a file naming it), the shared
+    one, where `info/exclude` lives."""
+    dot_git = repo / ".git"
+    if dot_git.is_dir():
+        return dot_git
+    try:
+        line = dot_git.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return dot_git
+    if not line.startswith("gitdir:"):
+        return dot_git
+    git_dir = (repo / line.removeprefix("gitdir:").strip()).resolve()
+    try:
+        common = (git_dir / "commondir").read_text(encoding="utf-8").strip()
+    except OSError:
+        return git_dir
+    return (git_dir / common).resolve()
+
+
+def _lines_spec(lines: list[str]) -> pathspec.PathSpec | None:
+    try:
+        return pathspec.GitIgnoreSpec.from_lines(lines)
+    except Exception:  # a line pathspec rejects: keep the others
+        good = []
+        for line in lines:
+            try:
+                pathspec.GitIgnoreSpec.from_lines([line])
+            except Exception:
+                continue
+            good.append(line)
+        return pathspec.GitIgnoreSpec.from_lines(good)
+
+
 class FileFinder:
     def __init__(
         self,
@@ -49,8 +97,12 @@ class FileFinder:
         extensions: set[str],
         respect_gitignore: bool = True,
         force_exclude: bool = False,
+        config_for: Callable[[Path], Config] | None = None,
     ):
         self.config = config
+        # The configuration of the folder a path is in (default: `config` everywhere).
+        self.config_for = config_for
+        self._exclude_specs: dict[int, pathspec.PathSpec] = {}
         # Apply `exclude` to files named on the command line too (pre-commit names every file).
         self.force_exclude = force_exclude
         self.extensions = extensions
@@ -60,15 +112,46 @@ class FileFinder:
         self.roots: list[Path] = [config.root, Path.cwd()]  # where a .gitignore link may lead
 
     def _excluded(self, path: Path, is_dir: bool) -> bool:
+        config, exclude = self.config, self.exclude
+        if self.config_for is not None:
+            config = self.config_for(Path(os.path.abspath(path)).parent)
+            exclude = self._exclude_specs.get(id(config))
+            if exclude is None:
+                exclude = self._exclude_specs[id(config)] = pathspec.GitIgnoreSpec.from_lines(
+                    config.exclude
+                )
         try:
-            rel = path.resolve().relative_to(self.config.root).as_posix()
+            rel = path.resolve().relative_to(config.root).as_posix()
         except (ValueError, OSError, RuntimeError):  # outside the root, or a link loop
             rel = path.name
         if is_dir:
             rel += "/"
-        return self.exclude.match_file(rel) or self.exclude.match_file(
-            path.name + ("/" if is_dir else "")
-        )
+        return exclude.match_file(rel) or exclude.match_file(path.name + ("/" if is_dir else ""))
+
+    def _inherited_specs(self, top: Path) -> tuple[tuple[Path, pathspec.PathSpec], ...]:
+        """The ignore rules that apply to `top` from above it: `.git/info/exclude` and the
+        `.gitignore` of each folder from the repository's top down to `top`'s parent."""
+        top = Path(os.path.abspath(top))
+        repo = repository_root(top)
+        if repo is None:
+            return ()
+        specs = []
+        roots = [*self.roots, repo]
+        exclude = _git_dir(repo) / "info" / "exclude"
+        if exclude.is_file():
+            try:
+                lines = read_text(exclude, MAX_CONFIG_BYTES, roots, errors="replace").splitlines()
+            except Unreadable:
+                lines = []
+            spec = _lines_spec(lines)
+            if spec is not None:
+                specs.append((repo, spec))
+        above = [d for d in (top.parent, *top.parent.parents) if d == repo or repo in d.parents]
+        for directory in reversed(above) if top != repo else ():
+            spec = _gitignore_specs(directory, roots, self.problems)
+            if spec is not None:
+                specs.append((directory, spec))
+        return tuple(specs)
 
     def find(self, paths: list[Path]) -> Iterator[Path]:
         seen: set[Path] = set()
@@ -91,7 +174,8 @@ class FileFinder:
 
     def _walk(self, top: Path, seen: set[Path]) -> Iterator[Path]:
         # Each stack entry carries the gitignore specs of the directories above it.
-        stack: list[tuple[Path, tuple[tuple[Path, pathspec.PathSpec], ...]]] = [(top, ())]
+        inherited = self._inherited_specs(top) if self.respect_gitignore else ()
+        stack: list[tuple[Path, tuple[tuple[Path, pathspec.PathSpec], ...]]] = [(top, inherited)]
         visited_dirs: set[tuple[int, int]] = set()
         while stack:
             directory, specs = stack.pop()
@@ -106,7 +190,7 @@ class FileFinder:
             if self.respect_gitignore:
                 spec = _gitignore_specs(directory, self.roots, self.problems)
                 if spec is not None:
-                    specs = (*specs, (directory, spec))
+                    specs = (*specs, (Path(os.path.abspath(directory)), spec))
             try:
                 entries = sorted(os.scandir(directory), key=lambda e: e.name)
             except OSError as e:
@@ -145,8 +229,11 @@ class FileFinder:
         return False
 
     def _gitignored(self, path: Path, is_dir: bool, specs) -> bool:
+        if not specs:
+            return False
+        absolute = Path(os.path.abspath(path))
         for base, spec in specs:
-            rel = path.relative_to(base).as_posix() + ("/" if is_dir else "")
+            rel = absolute.relative_to(base).as_posix() + ("/" if is_dir else "")
             if spec.match_file(rel):
                 return True
         return False

@@ -1,12 +1,17 @@
-"""Reporters turn findings into text, JSON, SARIF 2.1.0 or GitHub workflow annotations."""
+"""Reporters turn findings into text (concise, full, grouped), JSON, SARIF 2.1.0, GitHub
+workflow annotations, GitLab Code Quality JSON or JUnit XML."""
 
 from __future__ import annotations
 
-from gpulint.reporters import github, json_report, sarif, text
+from gpulint.reporters import github, gitlab, json_report, junit, sarif, text
 
 REPORTERS = {
-    "text": text.render,
+    "concise": text.render,
+    "full": text.render_full,
+    "grouped": text.render_grouped,
     "json": json_report.render,
     "sarif": sarif.render,
     "github": github.render,
+    "gitlab": gitlab.render,
+    "junit": junit.render,
 }

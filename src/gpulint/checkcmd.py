@@ -1,0 +1,477 @@
+"""`gpulint check`: find the files, lint each with its own configuration, fix, add `noqa`,
+report; once, on standard input, or again on every change (`--watch`).
+
+Each file is linted with the configuration nearest to it (the first `pyproject.toml` with
+`[tool.gpulint]` at or above its folder), as ruff does: one run over a monorepo gives each
+package its own settings, whatever order the paths come in. The flake8 plugin and the language
+server find a file's configuration the same way, so all three agree.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpulint.cli import UsageError
+from gpulint.config import Config, ConfigResolver, apply_table
+from gpulint.diagnostics import Finding, unanalysable
+from gpulint.engine import FileResult, Linter, Report, cpu_count, display_path, evidence_notes
+from gpulint.files import FileFinder
+from gpulint.reporters import REPORTERS
+from gpulint.safeio import Unreadable, escape
+
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+WATCH_INTERVAL_S = 0.5
+_CODES = re.compile(r"\b[A-Z]+[0-9]+\b")
+MACHINE_FORMATS = {"json", "sarif", "github", "gitlab", "junit"}
+
+
+def _adjuster(args):
+    overrides = {}
+    for flag, key in (
+        ("select", "select"),
+        ("ignore", "ignore"),
+        ("extend_select", "extend-select"),
+        ("targets", "targets"),
+    ):
+        value = getattr(args, flag)
+        if value is not None:
+            overrides[key] = value
+
+    def adjust(config: Config) -> None:
+        apply_table(config, overrides)
+        if args.cache_dir:
+            config.cache_dir = str(args.cache_dir)
+
+    return adjust
+
+
+@dataclass
+class Run:
+    """One check: the report, and which linter owns each file (for fixes and re-checks)."""
+
+    report: Report
+    linters: dict[str, Linter]
+    root: Path  # where paths in the report are anchored (SARIF, GitHub, GitLab)
+    fixed: Counter  # (path, code) -> fixes applied
+
+
+class Checker:
+    def __init__(self, args):
+        self.args = args
+        self.resolver = ConfigResolver(args.config, _adjuster(args))
+        self._linters: dict[int, Linter] = {}
+        self.evidence_problems: list[tuple[str, str]] = []
+
+    def linter(self, config: Config) -> Linter:
+        linter = self._linters.get(id(config))
+        if linter is None:
+            notes = evidence_notes(config, self.args.evidence, self.evidence_problems)
+            linter = self._linters[id(config)] = Linter(config, notes)
+            linter.respect_gitignore = not self.args.no_gitignore
+            linter.force_exclude = self.args.force_exclude
+            linter.prefilter = not self.args.no_prefilter
+        return linter
+
+    def root_config(self, paths: list[Path]) -> Config:
+        """The configuration over all the paths: that of their common folder, whatever their
+        order (the report's anchor; `jobs`)."""
+        absolute = [os.path.abspath(p) for p in paths] or [os.getcwd()]
+        common = Path(os.path.commonpath(absolute))
+        if not common.is_dir():
+            common = common.parent
+        return self.resolver(common)
+
+    def find(self, paths: list[Path]) -> tuple[list[Path], list[FileResult]]:
+        root = self.root_config(paths)
+        base = self.linter(root)
+        finder = FileFinder(
+            root,
+            base.extensions,
+            not self.args.no_gitignore,
+            self.args.force_exclude,
+            config_for=self.resolver,
+        )
+        finder.roots.extend(p for p in paths if p.is_dir())
+        files = list(finder.find(list(paths)))
+        problems = [FileResult(p, [unanalysable(p, why)]) for p, why in finder.problems]
+        return files, problems
+
+    def run(self, paths: list[Path]) -> Run:
+        from gpulint.cache import ResultCache
+        from gpulint.parallel import lint_many
+
+        files, problems = self.find(paths)
+        groups: dict[int, tuple[Linter, list[Path]]] = {}
+        for path in files:
+            linter = self.linter(self.resolver.for_path(path))
+            linter.roots.extend(p for p in paths if p.is_dir() and p not in linter.roots)
+            groups.setdefault(id(linter), (linter, []))[1].append(path)
+        root = self.root_config(paths)
+        # A repository's `jobs` is capped at the cores (`jobs = 100000` must not fork-bomb CI);
+        # --jobs on the command line is the user's own choice.
+        jobs = self.args.jobs or min(root.jobs, cpu_count()) or cpu_count()
+        results: list[FileResult] = list(problems)
+        owners: dict[str, Linter] = {}
+        for linter, group in groups.values():
+            cache = None
+            if not self.args.no_cache and not self.args.no_prefilter:
+                cache_dir = Path(linter.config.cache_dir)
+                if not cache_dir.is_absolute():
+                    cache_dir = linter.config.root / cache_dir
+                cache = ResultCache(cache_dir, linter.fingerprint())
+            for result in lint_many(linter, group, jobs=jobs, cache=cache):
+                owners[result.path] = linter
+                results.append(result)
+        for path, why in dict(self.evidence_problems).items():  # once per file
+            shown = display_path(Path(path))
+            results.append(FileResult(shown, [unanalysable(shown, why)]))
+        self.evidence_problems.clear()
+        results.sort(key=lambda r: r.path)
+        return Run(Report(results), owners, root.root, Counter())
+
+
+# -- one run -----------------------------------------------------------------------------------
+def cmd_check(args) -> int:
+    if args.format == "text":
+        args.format = "concise"
+    if args.add_noqa and (args.fix or args.diff):
+        raise UsageError("--add-noqa cannot be combined with --fix or --diff")
+    if args.paths == [Path("-")] or (args.stdin_filename and not args.paths):
+        if args.watch or args.add_noqa:
+            raise UsageError("--watch and --add-noqa read files, not standard input")
+        return check_stdin(args)
+    if not args.paths:
+        args.paths = [Path(".")]
+    if Path("-") in args.paths:
+        raise UsageError("`-` (standard input) cannot be mixed with paths")
+    if args.watch:
+        return watch(args)
+    return check_once(args)
+
+
+def check_once(args) -> int:
+    checker = Checker(args)
+    run = checker.run(args.paths)
+    if args.add_noqa:
+        return add_noqa(args, checker, run)
+    if args.fix or args.diff:
+        code = apply_fixes(args, run)
+        if code is not None:
+            return code
+    findings = run.report.findings
+    emit(args, run, findings)
+    if findings and not args.exit_zero:
+        return EXIT_FINDINGS
+    if args.exit_non_zero_on_fix and sum(run.fixed.values()):
+        return EXIT_FINDINGS
+    return EXIT_OK
+
+
+def apply_fixes(args, run: Run) -> int | None:
+    """Write (or, with --diff, print) the fixes; re-check what was written."""
+    from gpulint.fixes import fix_until_stable, unified_diff
+
+    diffs, fixed_paths = [], []
+    for result in run.report.results:
+        if not any(f.fix for f in result.findings):
+            continue
+        path = Path(result.path)
+        linter = run.linters[result.path]
+        relpath = linter.relpath(path)
+
+        def lint(data: bytes, shown=result.path, relpath=relpath, linter=linter):
+            return linter.lint_bytes(shown, data, relpath, prefilter=linter.prefilter)[0]
+
+        # --diff writes nothing, also with --fix.
+        write = args.fix and not args.diff
+        outcome = fix_until_stable(
+            path, result.findings, result.digest, write, lint, linter.config.root
+        )
+        if outcome.error:
+            print(f"{escape(result.path)}: {escape(outcome.error)}", file=sys.stderr)
+        elif args.diff:
+            diffs.append(unified_diff(outcome, result.path))
+        elif outcome.applied:
+            fixed_paths.append(path)
+    if args.diff:
+        sys.stdout.write("".join(diffs))
+        return EXIT_FINDINGS if any(diffs) and not args.exit_zero else EXIT_OK
+    if fixed_paths:
+        # Re-check what was written: report what is left, and prove the fix parsed.
+        refreshed = {}
+        for path in fixed_paths:
+            result = run.linters[display_path(path)].lint_path(path)
+            refreshed[result.path] = result
+        old = {r.path: r for r in run.report.results}
+        run.report.results = [refreshed.get(r.path, r) for r in run.report.results]
+        # What the fixes removed, per file and code: the findings that are gone.
+        for path, new in refreshed.items():
+            after = Counter(f.code for f in new.findings)
+            for code, n in Counter(f.code for f in old[path].findings).items():
+                gone = n - after.get(code, 0)
+                if gone > 0:
+                    run.fixed[(path, code)] = gone
+        if not args.quiet:
+            total = len(fixed_paths)
+            print(f"Fixed {total} file{'s' if total != 1 else ''}.", file=sys.stderr)
+    return None
+
+
+def emit(args, run: Run, findings: list[Finding], stdin_text: dict[str, str] | None = None):
+    def read_text(path: str) -> str | None:
+        if stdin_text and path in stdin_text:
+            return stdin_text[path]
+        linter = run.linters.get(path)
+        try:
+            data = linter.read(Path(path)) if linter else Path(path).read_bytes()
+            return data.decode("utf-8")
+        except (Unreadable, OSError, UnicodeDecodeError):
+            return None
+
+    if args.statistics:
+        output = statistics(findings)
+    else:
+        output = REPORTERS[args.format](
+            findings,
+            files_checked=run.report.files_checked,
+            root=run.root,
+            read_text=read_text,
+            color=use_color(args),
+            quiet=args.quiet,
+        )
+    if args.show_fixes and run.fixed:
+        shown = show_fixes(run.fixed)
+        if args.format in MACHINE_FORMATS and not args.statistics:
+            sys.stderr.write(shown)
+        else:
+            output = shown + output
+    if args.output_file:
+        try:
+            args.output_file.parent.mkdir(parents=True, exist_ok=True)
+            # surrogateescape: a file name that is not UTF-8 is written back as its own bytes.
+            args.output_file.write_text(output, encoding="utf-8", errors="surrogateescape")
+        except OSError as e:
+            raise UsageError(f"cannot write {args.output_file}: {e.strerror or e}") from None
+    else:
+        sys.stdout.write(output)
+        sys.stdout.flush()
+
+
+def use_color(args) -> bool:
+    """Colour on a terminal, as ruff: not into a file or a pipe, never with NO_COLOR set;
+    `--color always|never` decides outright."""
+    if args.color != "auto":
+        return args.color == "always"
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return not args.output_file and sys.stdout.isatty()
+
+
+def statistics(findings: list[Finding]) -> str:
+    """ruff's `--statistics`: one line per code, most frequent first."""
+    from gpulint.rule import rule_by_code
+
+    counts = Counter(f.code for f in findings)
+    fixable = {f.code for f in findings if f.fix}
+    if not counts:
+        return ""
+    width = len(str(max(counts.values())))
+    lines = []
+    for code, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        rule = rule_by_code(code)
+        name = rule.name if rule else "unanalysable-file"
+        mark = "[*]" if code in fixable else "[ ]"
+        lines.append(f"{n:>{width}}\t{code}\t{mark} {name}")
+    return "\n".join(lines) + "\n"
+
+
+def show_fixes(fixed: Counter) -> str:
+    """ruff's `--show-fixes`: what was fixed, per file and code."""
+    from gpulint.rule import rule_by_code
+
+    total = sum(fixed.values())
+    lines = [f"Fixed {total} finding{'s' if total != 1 else ''}:"]
+    by_path: dict[str, list[tuple[str, int]]] = {}
+    for (path, code), n in sorted(fixed.items()):
+        by_path.setdefault(path, []).append((code, n))
+    for path, codes in by_path.items():
+        lines.append(f"- {escape(path)}:")
+        for code, n in codes:
+            rule = rule_by_code(code)
+            lines.append(f"    {n} × {code} ({rule.name if rule else code})")
+    return "\n".join(lines) + "\n\n"
+
+
+# -- standard input ----------------------------------------------------------------------------
+def check_stdin(args) -> int:
+    """Lint what arrives on standard input as the file `--stdin-filename` names (its language,
+    configuration and per-file-ignores); with --fix, print the fixed text on stdout and the
+    findings on stderr, as ruff does."""
+    from gpulint.fixes import apply_edits, still_parses
+    from gpulint.frontends import ParseError, decode
+
+    name = args.stdin_filename or Path("-.py")
+    data = sys.stdin.buffer.read()
+    checker = Checker(args)
+    config = checker.resolver.for_path(name)
+    linter = checker.linter(config)
+    shown = display_path(name)
+    if args.force_exclude:
+        finder = FileFinder(config, linter.extensions, force_exclude=True)
+        if finder._excluded(name, False):
+            if args.fix:
+                sys.stdout.buffer.write(data)
+            return EXIT_OK
+    findings, _ = linter.lint_bytes(shown, data, linter.relpath(name))
+    try:
+        text = decode(data)
+    except ParseError:
+        text = None
+    run = Run(Report([FileResult(shown, findings)]), {shown: linter}, config.root, Counter())
+    if args.fix and text is not None:
+        edits = [e for f in findings if f.fix for e in f.fix.edits]
+        new_text, _ = apply_edits(text, edits)
+        if edits and still_parses(new_text, shown) is None and new_text != text:
+            after, _ = linter.lint_bytes(shown, new_text.encode("utf-8"), linter.relpath(name))
+            for code, n in Counter(f.code for f in findings).items():
+                gone = n - sum(1 for f in after if f.code == code)
+                if gone > 0:
+                    run.fixed[(shown, code)] = gone
+            findings, text = after, new_text
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        # The findings left go to stderr: stdout is the file.
+        saved, sys.stdout = sys.stdout, sys.stderr
+        try:
+            emit(args, run, findings, {shown: text})
+        finally:
+            sys.stdout = saved
+    else:
+        emit(args, run, findings, {shown: text} if text is not None else None)
+    if findings and not args.exit_zero:
+        return EXIT_FINDINGS
+    if args.exit_non_zero_on_fix and run.fixed:
+        return EXIT_FINDINGS
+    return EXIT_OK
+
+
+# -- --add-noqa --------------------------------------------------------------------------------
+def add_noqa(args, checker: Checker, run: Run) -> int:
+    """Write `# noqa: CODE` on the line of every finding (keeping the codes a `noqa` there
+    already names), so a large code base adopts gpulint at once and new code is held to it.
+    Idempotent: a second run finds nothing to add.
+
+    Each line's comment is written the way a fix is (gpulint.fixes.fix_file): only if the file
+    is unchanged since it was checked, still parses, keeps every token outside the edit, and
+    re-linted no longer reports what the comment suppresses."""
+    from dataclasses import replace
+
+    from gpulint.diagnostics import Fix
+    from gpulint.fixes import decode_for_rewrite, fix_file
+    from gpulint.frontends import ParseError, frontend_for
+    from gpulint.noqa import NoqaPlanner
+
+    added = files = 0
+    for result in run.report.results:
+        frontend = frontend_for(result.path)
+        if frontend is None or not any(f.code != "GPU000" for f in result.findings):
+            continue
+        path = Path(result.path)
+        linter = run.linters.get(result.path)
+        if linter is None:
+            continue
+        try:
+            text, _ = decode_for_rewrite(linter.read(path))
+        except (Unreadable, ParseError) as e:
+            print(f"{escape(result.path)}: {escape(str(e))}; no noqa added", file=sys.stderr)
+            continue
+        planner = NoqaPlanner(text, frontend.language)
+        # One fix per line: a comment for the line's first finding, the others ride along.
+        by_line: dict[int, list] = {}
+        for f in result.findings:
+            if f.code != "GPU000":
+                by_line.setdefault(planner.target_line(f.line), []).append(f)
+        findings = [f for f in result.findings if f.code == "GPU000"]
+        for group in by_line.values():
+            (edit,) = planner.edits(group) or (None,)
+            first, *rest = group
+            fix = Fix("add noqa", (edit,)) if edit is not None else None
+            findings += [replace(first, fix=fix), *(replace(f, fix=None) for f in rest)]
+        if not any(f.fix for f in findings):
+            continue
+        relpath = linter.relpath(path)
+
+        def lint(data: bytes, shown=result.path, relpath=relpath, linter=linter):
+            return linter.lint_bytes(shown, data, relpath, prefilter=linter.prefilter)[0]
+
+        outcome = fix_file(path, findings, result.digest, True, lint, linter.config.root)
+        if outcome.error:
+            print(f"{escape(result.path)}: {escape(outcome.error)}", file=sys.stderr)
+        for _fix, why in outcome.refused:
+            print(f"{escape(result.path)}: noqa not added ({escape(why)})", file=sys.stderr)
+        if outcome.applied:
+            written = {f.fix for f in findings if f.fix} - {fix for fix, _ in outcome.refused}
+            added += sum(len(_new_codes(e, text)) for fix in written for e in fix.edits)
+            files += 1
+    if not args.quiet:
+        print(
+            f"Added {added} noqa code{'s' if added != 1 else ''} in {files} "
+            f"file{'s' if files != 1 else ''}.",
+            file=sys.stderr,
+        )
+    return EXIT_OK
+
+
+def _new_codes(edit, text: str) -> set[str]:
+    return set(_CODES.findall(edit.text)) - set(_CODES.findall(text[edit.start : edit.end]))
+
+
+# -- --watch -----------------------------------------------------------------------------------
+def _snapshot(args) -> dict[str, tuple[int, int]]:
+    """Every checked file and configuration file, with its modification stamp."""
+    checker = Checker(args)
+    try:
+        files, _ = checker.find(args.paths)
+    except Exception:  # a configuration being edited: try again next tick
+        return {}
+    stamps = {}
+    for path in files:
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        stamps[str(path)] = (st.st_mtime_ns, st.st_size)
+    for source in set(checker.resolver._source.values()):
+        if source is not None:
+            try:
+                st = os.stat(source)
+                stamps[str(source)] = (st.st_mtime_ns, st.st_size)
+            except OSError:
+                pass
+    return stamps
+
+
+def watch(args) -> int:
+    """Check, then check again whenever a checked file or a configuration changes (Ctrl-C
+    stops). New files count: the tree is listed again on every tick."""
+    from gpulint.config import ConfigError
+
+    while True:
+        before = _snapshot(args)
+        stamp = time.strftime("%H:%M:%S")
+        print(f"[{stamp}] Checking...", file=sys.stderr, flush=True)
+        try:
+            check_once(args)
+        except ConfigError as e:
+            print(f"gpulint: configuration error: {escape(str(e))}", file=sys.stderr)
+        print(f"[{stamp}] Watching for file changes.", file=sys.stderr, flush=True)
+        while _snapshot(args) == before:
+            time.sleep(WATCH_INTERVAL_S)

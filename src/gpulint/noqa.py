@@ -1,0 +1,73 @@
+"""Writing `noqa` comments: `gpulint check --add-noqa` and the language server's suppress action.
+
+One edit per line that needs a comment, at a position known from the text alone: the end of the
+line, or just after the codes of a `noqa` already there (its codes are kept). A Python finding
+inside a multi-line string or a backslash-continued statement gets its comment on the last line
+of that range, where a comment is a comment and where flake8 and gpulint read it for every line
+of the range.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from gpulint.diagnostics import UNANALYSABLE, Edit, Finding
+from gpulint.ruledocs import noqa_comment
+from gpulint.source import SourceText
+from gpulint.suppression import _NOQA, is_suppressed, noqa_codes
+
+
+class NoqaPlanner:
+    """Where each line's `noqa` goes in one text; build once per text, ask per finding."""
+
+    def __init__(self, text: str, language: str | None):
+        self.text = text
+        self.language = language
+        self.source = SourceText(text)
+        self._last_line: dict[int, int] | None = None
+
+    def target_line(self, line: int) -> int:
+        if self.language != "python":
+            return line
+        if self._last_line is None:
+            from gpulint.frontends.python import _noqa_ranges
+
+            self._last_line = {}
+            for first, last in _noqa_ranges(self.text):
+                for n in range(first, last + 1):
+                    self._last_line[n] = last
+        return self._last_line.get(line, line)
+
+    def edits(self, findings: Iterable[Finding]) -> list[Edit]:
+        """The edits that suppress `findings` (GPU000 is never suppressed)."""
+        if self.language is None:
+            return []
+        wanted: dict[int, set[str]] = {}
+        for f in findings:
+            if f.code != UNANALYSABLE:
+                wanted.setdefault(self.target_line(f.line), set()).add(f.code)
+        out = []
+        for line, codes in sorted(wanted.items()):
+            edit = self._line_edit(line, codes)
+            if edit is not None:
+                out.append(edit)
+        return out
+
+    def _line_edit(self, line: int, codes: set[str]) -> Edit | None:
+        text = self.source.line_text(line)
+        existing = noqa_codes(text)
+        missing = sorted(c for c in codes if not is_suppressed(c, existing))
+        if not missing:
+            return None  # already there (or a blanket noqa): nothing to write
+        match = _NOQA.search(text) if existing else None
+        if match is not None and match.group("codes"):
+            # The comment rewritten from its `#` to the line's end, the new codes after the old
+            # ones: the edit holds the whole comment token (fixes may not touch a token they do
+            # not hold), and the text around the insertion is what it was.
+            start, end, codes_end = match.start(), len(text), match.end("codes")
+            new = text[start:codes_end] + ", " + ", ".join(missing) + text[codes_end:end]
+            return Edit(self.source.offset(line, start + 1), self.source.offset(line, end + 1), new)
+        comment = noqa_comment(self.language, ", ".join(missing))
+        end = self.source.offset(line, len(text) + 1)
+        padding = "" if not text.strip() else ("  " if comment.startswith("#") else " ")
+        return Edit(end, end, padding + comment)
