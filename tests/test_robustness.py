@@ -178,7 +178,9 @@ def test_hostile_tree_run_goes_on(tmp_path, monkeypatch, capsys):
     (tmp_path / "vanishing.py").write_text("import torch\n")
     monkeypatch.setattr(os, "open", os_open)
     code = main(["check", "--no-cache", "--jobs", "1", "--format", "json", "."])
-    out = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    assert captured.out, captured.err
+    out = json.loads(captured.out)
     by_path: dict[str, list] = {}
     for f in out["findings"]:
         by_path.setdefault(f["path"], []).append((f["code"], f["message"]))
