@@ -188,3 +188,328 @@ def test_each_text_front_end_is_linear_on_adversarial_lines(name):
             slow[kind] = round(spent, 2)
         assert all(f.code != "GPU000" or "internal error" not in f.message for f in findings)
     assert not slow, f"{name}: over a second on {slow}"
+
+
+# -- a hostile repository, end to end ----------------------------------------------------------
+GOOD_PY = "import torch\nscaler = torch.cuda.amp.GradScaler()\n"
+BOMB_YAML = "a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 10)
+)
+
+
+def build_hostile_tree(root: Path) -> dict[str, str]:
+    """A repository written by an attacker, next to files that deserve their findings. Returns
+    the bad files, each with a word its GPU000 must say."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "pyproject.toml").write_text(
+        "[tool.gpulint]\njobs = 100000\n"  # a fork storm, if taken at its word
+    )
+    (root / ".gitignore").write_text("bin\\\n\\\n!\n*.log\n")  # lines git rejects
+    (root / "good.py").write_text(GOOD_PY)
+    (root / "good.md").write_text("Our kernel is 3x faster.\n")
+    (root / "run.sh").write_text("export NCCL_DEBUG=INFO\ntorchrun train.py\n")
+    # Escape sequences in a name and in the text a message quotes; a newline in a name.
+    (root / "esc\x1b[31m\nname.py").write_text(GOOD_PY)
+    (root / ".env").write_text("NCCL_DEBUG=INFO\x1b]0;owned\x07\n")
+    os.mkfifo(root / "fifo.py")
+    os.mkfifo(root / "fifo.md")
+    (root / "zero.py").symlink_to("/dev/zero")
+    (root / "passwd.py").symlink_to("/etc/passwd")
+    (root / "loop.py").symlink_to(root / "loop.py")
+    (root / "sub").mkdir()
+    (root / "sub" / "up").symlink_to("..")  # a folder loop
+    (root / "sub" / "machine").symlink_to("/")  # the whole machine
+    os.mkfifo(root / "sub" / ".gitignore")
+    with open(root / "sparse.py", "wb") as f:  # 8 GB that takes no disk
+        f.truncate(8 * 1024**3)
+    (root / "bomb.yaml").write_text(BOMB_YAML + "env:\n  NCCL_DEBUG: INFO\n")
+    (root / "deep.py").write_text(GOOD_PY + "x = " + "(" * 5000 + ")" * 5000 + "\n")
+    (root / "odd").mkdir()
+    (root / "odd" / "pyproject.toml").write_text("tool = 1\n")
+    (root / "nested").mkdir()
+    (root / "nested" / "pyproject.toml").write_text(
+        "# levers\na = " + "[" * 50_000 + "]" * 50_000 + "\n"
+    )
+    evidence = root / ".gpulint" / "evidence"
+    evidence.mkdir(parents=True)
+    (evidence / "nested.json").write_text("[" * 100_000 + "]" * 100_000)
+    (evidence / "zero-median.json").write_text(
+        '{"schema": "gpulint.evidence/1", "bench": "sync", "variants": '
+        '[{"status": "ok", "median": 0}]}'
+    )
+    os.mkfifo(evidence / "fifo.json")
+    (evidence / "dev.json").symlink_to("/dev/zero")
+    return {
+        "fifo.py": "FIFO",
+        "fifo.md": "FIFO",
+        "zero.py": "outside the project",
+        "passwd.py": "outside the project",
+        "loop.py": "loop",
+        "sub/machine": "outside the project",
+        "sub/.gitignore": "FIFO",
+        ".gitignore": "invalid pattern",
+        "sparse.py": "too large",
+        "deep.py": "nested",
+        "nested/pyproject.toml": "nested",
+        ".gpulint/evidence/nested.json": "evidence record",
+        ".gpulint/evidence/zero-median.json": "evidence record",
+        ".gpulint/evidence/fifo.json": "FIFO",
+        ".gpulint/evidence/dev.json": "evidence record",
+    }
+
+
+def _descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def run_bounded(argv: list[str], cwd: Path, limit_s: float = 120.0) -> dict:
+    """Run a command, kill it at `limit_s`; its wall time, peak memory (max RSS of it and its
+    workers), the most processes it had at once, its exit code and output."""
+    import subprocess
+    import threading
+    import time
+
+    out, err = cwd.parent / "out.txt", cwd.parent / "err.txt"
+    start = time.monotonic()
+    with open(out, "wb") as o, open(err, "wb") as e:
+        proc = subprocess.Popen(argv, cwd=cwd, stdout=o, stderr=e, start_new_session=True)
+    peak = [0]
+    done = threading.Event()
+
+    def watch():
+        while not done.is_set():
+            peak[0] = max(peak[0], len(_descendants(proc.pid)))
+            if time.monotonic() - start > limit_s:
+                os.killpg(proc.pid, 9)
+            done.wait(0.05)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    done.set()
+    watcher.join()
+    return {
+        "seconds": time.monotonic() - start,
+        "max_rss_mb": usage.ru_maxrss / 1024,
+        "processes": peak[0],
+        "code": proc.returncode,
+        "stdout": out.read_text(errors="replace"),
+        "stderr": err.read_text(errors="replace"),
+    }
+
+
+def _report_numbers(what: str, run: dict) -> None:
+    print(
+        f"\n[hostile tree] {what}: {run['seconds']:.1f} s, max RSS {run['max_rss_mb']:.0f} MB, "
+        f"{run['processes']} processes at most, exit {run['code']}"
+    )
+
+
+def test_gpulint_check_finishes_on_a_hostile_repository(tmp_path):
+    import json
+    import sys
+
+    repo = tmp_path / "repo"
+    bad = build_hostile_tree(repo)
+    cmd = [sys.executable, "-m", "gpulint", "check", "--format", "json", "."]
+    for attempt in ("cold", "cached"):  # the cached run looks files up before reading them
+        run = run_bounded(cmd, repo)
+        _report_numbers(f"gpulint check ({attempt})", run)
+        assert run["code"] == 1, run["stderr"]
+        assert "Traceback" not in run["stderr"] + run["stdout"]
+        assert run["seconds"] < 90 and run["max_rss_mb"] < 1500
+        assert run["processes"] <= len(os.sched_getaffinity(0)) + 1  # jobs = 100000, capped
+        findings = json.loads(run["stdout"])["findings"]
+        by_path: dict[str, list] = {}
+        for f in findings:
+            by_path.setdefault(f["path"], []).append(f)
+        for path, word in bad.items():
+            messages = [f["message"] for f in by_path.get(path, []) if f["code"] == "GPU000"]
+            assert any(word in m for m in messages), (path, by_path.get(path))
+        # The rest is linted, the folder loop and the link to / not walked.
+        assert [f["code"] for f in by_path["good.py"]] == ["GPU201"]
+        assert [f["code"] for f in by_path["esc\x1b[31m\nname.py"]] == ["GPU201"]
+        assert any(f["code"] == "GPU903" for f in by_path["bomb.yaml"])
+        assert any(f["code"] == "GPU903" for f in by_path["run.sh"])
+        assert not any(p.startswith(("sub/up/", "sub/machine/")) for p in by_path)
+    text = run_bounded([*cmd[:4], "--format", "text", "."], repo)
+    assert "\x1b" not in text["stdout"] and "\\x1b[31m\\nname.py:2:" in text["stdout"]
+    assert "\x07" not in text["stdout"]
+    github = run_bounded([*cmd[:4], "--format", "github", "."], repo)
+    assert "\x1b" not in github["stdout"] and github["code"] == 1
+
+
+def test_flake8_finishes_on_a_hostile_repository(tmp_path):
+    import sys
+
+    repo = tmp_path / "repo"
+    build_hostile_tree(repo)
+    # flake8 opens and reads every *.py itself before any plugin runs: a FIFO or /dev/zero
+    # named *.py hangs flake8 whatever its plugins do, so those are left to `gpulint check`.
+    own_reads = "fifo.py,zero.py,sparse.py"
+    flake8 = Path(sys.executable).with_name("flake8")
+    run = run_bounded([str(flake8), "--select", "GPU", "--exclude", own_reads, "."], repo)
+    _report_numbers("flake8 --select GPU", run)
+    assert "Traceback" not in run["stderr"] + run["stdout"]
+    assert run["seconds"] < 90 and run["max_rss_mb"] < 1500
+    assert "./good.py:2:10: GPU201" in run["stdout"]
+    assert "./esc\x1b[31m\nname.py:2:10: GPU201" in run["stdout"]  # flake8 prints names raw
+
+
+def _lsp_session(repo: Path, documents: dict[str, str], limit_s: float = 120.0) -> dict:
+    """Open `documents` in `gpulint server` over stdio (a bare JSON-RPC client), wait for the
+    diagnostics of each, shut down. The diagnostics by file name, the time and peak memory."""
+    import json
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpulint", "server", "--debounce", "0"],
+        cwd=repo,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    killer = threading.Timer(limit_s, lambda: os.killpg(proc.pid, 9))
+    killer.start()
+    start = time.monotonic()
+
+    def send(message: dict) -> None:
+        body = json.dumps({"jsonrpc": "2.0", **message}).encode()
+        proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        proc.stdin.flush()
+
+    def receive() -> dict | None:
+        length = None
+        while True:
+            line = proc.stdout.readline()
+            if not line:
+                return None
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":")[1])
+            if line in (b"\r\n", b"\n"):
+                return json.loads(proc.stdout.read(length))
+
+    diagnostics: dict[str, list] = {}
+    try:
+        send(
+            {
+                "id": 1,
+                "method": "initialize",
+                "params": {"rootUri": repo.as_uri(), "capabilities": {}},
+            }
+        )
+        while (m := receive()) is not None and m.get("id") != 1:
+            pass
+        send({"method": "initialized", "params": {}})
+        uris = {}
+        for name, text in documents.items():
+            uri = (repo / name).as_uri()
+            uris[uri] = name
+            item = {"uri": uri, "languageId": "", "version": 1, "text": text}
+            send({"method": "textDocument/didOpen", "params": {"textDocument": item}})
+        while len(diagnostics) < len(documents):
+            m = receive()
+            if m is None:
+                break
+            if m.get("method") == "textDocument/publishDiagnostics":
+                name = uris.get(m["params"]["uri"])
+                if name:
+                    diagnostics[name] = m["params"]["diagnostics"]
+        send({"id": 2, "method": "shutdown"})
+        while (m := receive()) is not None and m.get("id") != 2:
+            pass
+        send({"method": "exit"})
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    finally:
+        killer.cancel()
+        if proc.returncode is None:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+    return {
+        "seconds": time.monotonic() - start,
+        "max_rss_mb": usage.ru_maxrss / 1024,
+        "code": proc.returncode,
+        "diagnostics": diagnostics,
+        "stderr": proc.stderr.read().decode(errors="replace"),
+    }
+
+
+def test_the_language_server_finishes_on_a_hostile_repository(tmp_path):
+    pytest.importorskip("pygls.lsp.server")
+    repo = tmp_path / "repo"
+    build_hostile_tree(repo)  # its evidence records, .gitignore and pyproject are read from disk
+    documents = {
+        "good.py": GOOD_PY,
+        "bomb.yaml": BOMB_YAML + "env:\n  NCCL_DEBUG: INFO\n",
+        "notes.md": "Our kernel is " + "1" * 100_000 + "x faster than `" + "`" * 50_000 + "\n",
+        "huge.md": "A line of prose.\n" * 300_000,  # 5 MB of text
+    }
+    session = _lsp_session(repo, documents)
+    print(
+        f"\n[hostile tree] gpulint server: {session['seconds']:.1f} s, "
+        f"max RSS {session['max_rss_mb']:.0f} MB, exit {session['code']}"
+    )
+    assert "Traceback" not in session["stderr"]
+    assert set(session["diagnostics"]) == set(documents)
+    assert session["code"] == 0 and session["seconds"] < 90 and session["max_rss_mb"] < 1500
+    codes = {n: [d["code"] for d in ds] for n, ds in session["diagnostics"].items()}
+    assert codes["good.py"] == ["GPU201"] and "GPU903" in codes["bomb.yaml"]
+
+
+@pytest.mark.parametrize(
+    "table, says",
+    [
+        ('cache-dir = "/tmp/anywhere"', "inside the project"),
+        ('cache-dir = "../../elsewhere"', "inside the project"),
+        ('cache-dir = "a\\u0000b"', "NUL"),
+        ('evidence = ["/etc"]', "inside the project"),
+        ("jobs = [[[[1]]]]", "non-negative integer"),
+        ("select = " + "[" * 2000 + "]" * 2000, "not valid TOML"),
+        ("select = " + "[" * 50 + "]" * 50, "expected a list of strings"),
+    ],
+)
+def test_a_hostile_configuration_is_a_usage_error_not_a_traceback(tmp_path, table, says):
+    import subprocess
+    import sys
+
+    (tmp_path / "pyproject.toml").write_text(f"[tool.gpulint]\n{table}\n")
+    (tmp_path / "good.py").write_text(GOOD_PY)
+    done = subprocess.run(
+        [sys.executable, "-m", "gpulint", "check", "."],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert says in done.stderr
+
+
+def test_output_file_folders_are_created_and_a_folder_target_is_a_usage_error(tmp_path):
+    from gpulint.cli import main
+
+    (tmp_path / "good.py").write_text(GOOD_PY)
+    target = tmp_path / "reports" / "deep" / "out.json"
+    assert main(["check", "--no-cache", "--format", "json", "-o", str(target), str(tmp_path)]) == 1
+    assert '"GPU201"' in target.read_text()
+    assert main(["check", "--no-cache", "-o", str(tmp_path), str(tmp_path)]) == 2

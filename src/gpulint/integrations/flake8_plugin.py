@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import io
+import os
 import tokenize
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -56,7 +57,7 @@ class _Project:
         (it enters `build/` and `.venv/`), so the plugin applies ours as well."""
         assert self.linter is not None and self.finder is not None
         root = self.linter.config.root
-        path = path.resolve()
+        path = Path(os.path.realpath(path))  # never raises on a link loop
         try:
             parts = path.relative_to(root).parts
         except ValueError:

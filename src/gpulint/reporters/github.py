@@ -25,7 +25,7 @@ def _escape_property(s: str) -> str:
 
 def repository_path(path: str, base: Path) -> str:
     absolute = Path(os.path.abspath(path))
-    for candidate in (absolute, absolute.resolve()):
+    for candidate in (absolute, Path(os.path.realpath(absolute))):  # never raises on a loop
         try:
             return candidate.relative_to(base).as_posix()
         except ValueError:

@@ -103,7 +103,7 @@ def _artifact(path: str, base: Path) -> dict:
     absolute = Path(os.path.abspath(path))
     # The path as the user has it first (a symbolic link inside the repository stays inside it),
     # then with links resolved (a checkout reached through a linked directory).
-    for candidate in (absolute, absolute.resolve()):
+    for candidate in (absolute, Path(os.path.realpath(absolute))):  # never raises on a loop
         try:
             rel = candidate.relative_to(base)
         except ValueError:
