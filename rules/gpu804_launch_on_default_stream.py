@@ -1,3 +1,5 @@
+from gpulint.frontends.cuda.file import declared_names
+from gpulint.frontends.cuda.idioms import function_name
 from gpulint.rule import Rule
 
 _DEFAULT = {"0", "nullptr", "NULL", "cudaStreamLegacy", "cudaStreamDefault", "(cudaStream_t)0"}
@@ -6,10 +8,13 @@ _DEFAULT = {"0", "nullptr", "NULL", "cudaStreamLegacy", "cudaStreamDefault", "(c
 class LaunchOnDefaultStream(Rule):
     """
     ## What it does
-    In a PyTorch extension (a file that includes `torch/`, `ATen/` or `c10/` headers), finds a
-    kernel launch with no stream argument, or with stream `0`/`nullptr`/`NULL`. Launches on
+    Finds a kernel launch on the legacy default stream (no stream argument, or `0`/`nullptr`/
+    `NULL`) in two places: anywhere in a PyTorch extension (a file that includes `torch/`,
+    `ATen/` or `c10/` headers), and in plain CUDA host code inside a function that takes a
+    `cudaStream_t` parameter, a stream it was handed and did not use. Launches on
     `at::cuda::getCurrentCUDAStream()` or on any other stream expression are left alone, and so
-    is every file that is not a PyTorch extension.
+    are plain CUDA functions with no stream parameter (or several: which one is meant is not
+    clear).
 
     ## Why is this bad?
     PyTorch runs each op on the *current* stream, which users change with `torch.cuda.stream(s)`,
@@ -39,10 +44,13 @@ class LaunchOnDefaultStream(Rule):
     name = "launch-on-default-stream"
     language = "cuda"
     triggers = ("<<<",)
-    requires = ("torch/", "ATen/", "c10/")
     message = (
         "kernel launched on the default stream in a PyTorch extension: launch on the current "
         "stream, `<<<grid, block, {smem}, at::cuda::getCurrentCUDAStream()>>>`"
+    )
+    in_hand = (
+        "kernel launched on the default stream although `{function}` has stream `{stream}` in "
+        "hand: it serialises with all other work; launch with `<<<grid, block, {smem}, {stream}>>>`"
     )
     tags = ("streams", "pytorch")
 
@@ -67,14 +75,52 @@ void run(float* x) { k<<<1, 128>>>(x); }
 __global__ void k(float* x) {}
 void run(torch::Tensor x) { k<<<1, 128>>>(x.data_ptr<float>()); }
 """,
+        """
+__global__ void k(float* x) {}
+void run(float* x, cudaStream_t stream) {
+  CUDA_CHECK(cudaMemsetAsync(x, 0, 512, stream));
+  k<<<1, 128>>>(x);
+}
+""",
     ]
 
     def visit_call_expression(self, node, file):
         config = file.launch_config(node)
-        if config is None or not file.is_torch_extension:
+        if config is None:
             return
         config = [c for c in config if c.type != "comment"]
         if len(config) >= 4 and " ".join(file.node_text(config[3]).split()) not in _DEFAULT:
             return
         smem = file.node_text(config[2]) if len(config) >= 3 else "0"
-        yield self.report(file, node, smem=smem)
+        if file.is_torch_extension:
+            yield self.report(file, node, smem=smem)
+            return
+        function = file.enclosing_function(node)
+        if function is None or file.is_device_function(function):
+            return
+        stream = _stream_parameter(file, function)
+        if stream is not None:
+            yield self.report(
+                file,
+                node,
+                self.in_hand,
+                function=function_name(file, function),
+                stream=stream,
+                smem=smem,
+            )
+
+
+def _stream_parameter(file, function) -> str | None:
+    """The one `cudaStream_t` parameter of a host function (None when none, or several)."""
+    declarator = file.function_name_node(function)
+    params = declarator.child_by_field_name("parameters") if declarator is not None else None
+    if params is None:
+        return None
+    found = []
+    for param in params.named_children:
+        kind = file.node_text(param.child_by_field_name("type"))
+        if kind.split("::")[-1] in ("cudaStream_t", "CUstream") and "*" not in file.node_text(
+            param
+        ):
+            found.extend(declared_names(param))
+    return found[0] if len(found) == 1 else None

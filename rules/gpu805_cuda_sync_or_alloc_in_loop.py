@@ -1,6 +1,7 @@
 import re
 
 from gpulint.frontends.cuda.file import LOOP_TYPES, declared_names
+from gpulint.frontends.cuda.idioms import function_name
 from gpulint.rule import Rule
 
 SYNCS = {"cudaDeviceSynchronize", "cudaStreamSynchronize"}
@@ -9,6 +10,11 @@ ALLOCS = {"cudaMalloc", "cudaFree"}
 _HOST_NEEDS_RESULT = re.compile(
     rb"\bbreak\b|\breturn\b|DeviceToHost|cudaMemcpyDefault|ElapsedTime|StopTimer|stopTimer|TimerValue|chrono|gettimeofday"
 )
+# a loop that times each iteration (a tuning sweep over configurations)
+_TIMED = re.compile(rb"ElapsedTime|chrono|gettimeofday|clock_gettime|[Tt]imer|GpuTimer|time\(")
+_PER_DEVICE = re.compile(rb"cudaSetDevice\s*\(")
+_TORCH_SYNCS = {"synchronize", "device_synchronize"}  # torch::cuda::synchronize()
+_OP_ENTRY = re.compile(r"(?i)(^|_)(forward|backward|fwd|bwd)($|_)")
 _IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
 
 
@@ -20,8 +26,14 @@ class CudaSyncOrAllocInLoop(Rule):
     allocates and frees. Loops that only set up or tear down a list of buffers or streams
     (`for (i...) cudaFree(bufs[i]);`, `for (s...) cudaStreamSynchronize(streams[s]);`) are left
     alone (the call's arguments use the loop variable), and so are syncs after which the host reads
-    or times the iteration's result (a device-to-host copy, a `break`, a timer), and code outside
-    loops.
+    or times the iteration's result (a device-to-host copy, a `break`, a timer), loops that time
+    each iteration (a tuning sweep over configurations), loops over devices
+    (`cudaSetDevice(dev)` in the body), `cudaFree(0)` (the context-creation idiom), and code
+    outside loops.
+
+    In a PyTorch extension it also finds a device-wide sync (`cudaDeviceSynchronize`,
+    `torch::cuda::synchronize`) in an op's `forward`/`backward` function (`*_forward`,
+    `*_fwd`...), unguarded: it runs on every call of the op.
 
     ## Why is this bad?
     A synchronisation drains the GPU queue: the CPU waits for the last kernel, then launches the
@@ -56,11 +68,35 @@ class CudaSyncOrAllocInLoop(Rule):
     code = "GPU805"
     name = "cuda-sync-or-alloc-in-loop"
     language = "cuda"
-    triggers = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaMalloc", "cudaFree")
+    triggers = (
+        "cudaDeviceSynchronize",
+        "cudaStreamSynchronize",
+        "cudaMalloc",
+        "cudaFree",
+        "synchronize",
+    )
     message = "`{name}` runs on every iteration of the loop at line {loop}; {advice}"
+    per_op = (
+        "`{name}` in `{op}` waits for the whole device on every call of the op: the host "
+        "stalls and the next launches start on an idle GPU; drop it (PyTorch orders work on "
+        "the current stream) or sync only where the host reads a result"
+    )
     tags = ("sync", "memory")
 
     VALID = [
+        """
+__global__ void step(float* x) {}
+void sweep(float* x, cudaEvent_t a, cudaEvent_t b) {
+  for (int block : {128, 256, 512}) {  // each configuration timed
+    cudaEventRecord(a);
+    step<<<1, block>>>(x);
+    cudaEventRecord(b);
+    cudaDeviceSynchronize();
+    float ms;
+    cudaEventElapsedTime(&ms, a, b);
+  }
+}
+""",
         """
 __global__ void step(float* x) {}
 void run(float* x, int iters) {
@@ -76,6 +112,15 @@ void cleanup(float** bufs, int n) {
     ]
     INVALID = [
         """
+#include <torch/extension.h>
+torch::Tensor my_op_forward(torch::Tensor x) {
+  auto y = torch::empty_like(x);
+  launch_my_op(x, y);
+  cudaDeviceSynchronize();
+  return y;
+}
+""",
+        """
 __global__ void step(float* x) {}
 void run(float* x, int iters) {
   for (int it = 0; it < iters; ++it) {
@@ -88,11 +133,20 @@ void run(float* x, int iters) {
 
     def visit_call_expression(self, node, file):
         name = file.call_name(node)
+        if name in _TORCH_SYNCS or name in SYNCS:
+            yield from self._sync_per_op_call(node, file, name)
         if name not in SYNCS and name not in ALLOCS:
             return
         function = file.enclosing_function(node)
         if not file.is_host_function(function):
             return
+        args = node.child_by_field_name("arguments")
+        if name == "cudaFree" and file.node_text(args).replace(" ", "") in (
+            "(0)",
+            "(nullptr)",
+            "(NULL)",
+        ):
+            return  # `cudaFree(0)`: the idiom that creates the context, not a free
         loop = None
         for a in file.ancestors(node):
             if a.type == "function_definition" or a.type == "lambda_expression":
@@ -117,9 +171,32 @@ void run(float* x, int iters) {
                 return
             if any(a.type == "if_statement" for a in _between(node, loop)):
                 return  # a guarded, one-off sync (`if (i == 0) { sync; start timer; }`)
+            if _TIMED.search(body):
+                return  # a tuning sweep: each iteration times its configuration
             advice = "synchronise once after the loop, or wait on an event only when the host needs the result"
+        if _PER_DEVICE.search(body):
+            return  # each iteration sets up another device (`cudaSetDevice(dev)`)
         loop_line = file.span(loop)[0]
         yield self.report(file, node, name=name, loop=loop_line, advice=advice)
+
+    def _sync_per_op_call(self, node, file, name):
+        """A device-wide sync in an extension op's forward/backward: every call of the op
+        stalls the host until the GPU drains."""
+        if not file.is_torch_extension or name == "cudaStreamSynchronize":
+            return
+        fn = node.child_by_field_name("function")
+        if fn is not None and fn.type == "field_expression":
+            return  # `stream.synchronize()`: one stream, not the device
+        function = file.enclosing_function(node)
+        if function is None or not file.is_host_function(function):
+            return
+        op = function_name(file, function) or ""
+        if not _OP_ENTRY.search(op):
+            return
+        for a in file.ancestors(node):
+            if a.type in ("if_statement", "preproc_if", "preproc_ifdef"):
+                return  # guarded: debug mode, a first call, a profiling switch
+        yield self.report(file, node, self.per_op, name=name, op=op)
 
     @staticmethod
     def _indexed_by_loop_variable(file, call, loop) -> bool:

@@ -1,11 +1,16 @@
+import re
+
 from gpulint.rule import Rule
 
 
 class CudaMallocManaged(Rule):
     """
     ## What it does
-    Finds calls to `cudaMallocManaged` (unified memory). A call the user opts into at run time
-    (under `if (getenv(...))`) is left alone.
+    Finds calls to `cudaMallocManaged` (unified memory). Left alone: a call the user opts into
+    (under `if (getenv(...))`, `if (m_managed)`, `if (use_unified_memory)`), one with a comment
+    just above saying managed memory is meant (`// managed memory: fall back when the model
+    does not fit`, `// Allocate managed memory for input/output`), and programs about unified
+    memory (a folder named with `um`, `uvm`, `unified`, `managed`: `multi_threaded_um/`).
 
     ## Why is this bad?
     Managed memory migrates on demand, page by page: the first GPU touch of each page faults,
@@ -49,6 +54,15 @@ class CudaMallocManaged(Rule):
         """
 void f(float** d, size_t n) { CUDA_CHECK(cudaMalloc(d, n)); }
 """,
+        """
+void f(float** d, size_t n, bool managed) {
+  if (managed) {
+    CUDA_CHECK(cudaMallocManaged(d, n));
+  }
+  // Oversubscription: the optimizer state pages to host memory when the GPU is full.
+  CUDA_CHECK(cudaMallocManaged(d, n));
+}
+""",
     ]
     INVALID = [
         """
@@ -60,8 +74,21 @@ void f(float** d, size_t n) { CUDA_CHECK(cudaMallocManaged(d, n)); }
         if file.call_name(node) != "cudaMallocManaged":
             return
         for a in file.ancestors(node):
-            if a.type == "if_statement" and "getenv" in file.node_text(
-                a.child_by_field_name("condition")
+            if a.type == "if_statement" and _OPT_IN.search(
+                file.node_text(a.child_by_field_name("condition"))
             ):
-                return  # the user opted in at run time (`if (getenv("..._UNIFIED_MEMORY"))`)
+                return  # the user opted in (`if (getenv("..._UNIFIED_MEMORY"))`, `if (m_managed)`)
+        if _SAYS_WHY.search(file.comment_before(node)):
+            return  # a comment there says managed memory is the point (a fallback, a design)
+        if _ABOUT_UM.search(file.display_path):
+            return  # a program about unified memory (`multi_threaded_um/`, `managed_*.cu`)
         yield self.report(file, node)
+
+
+_OPT_IN = re.compile(r"(?i)getenv|managed|unified|\buvm\b|\bum\b|oversubscri")
+_SAYS_WHY = re.compile(
+    r"(?i)managed|unified|\buvm\b|oversubscri|fallback|fall back|on purpose|deliberate|"
+    r"intentional|so that|because|page[ds]? (to|on|out)|evict"
+)
+# a folder of a program about unified memory: `multi_threaded_um/`, `unified_memory/`
+_ABOUT_UM = re.compile(r"(?i)(^|/)([\w.-]*[_-])?(um|uvm|unified|managed)([_-][\w.-]*)?/")

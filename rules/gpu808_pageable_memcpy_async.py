@@ -1,6 +1,10 @@
 import re
 
+from gpulint.frontends.cuda.file import LOOP_TYPES
+from gpulint.frontends.cuda.idioms import function_name
 from gpulint.rule import Rule
+
+_REFERENCE = re.compile(r"(?i)reference|verify|validate|golden|^ref_|_ref$|^check_|^test_")
 
 _PAGEABLE = re.compile(
     r"^\(?\s*(\([^()]*\)\s*)?(std::)?(malloc|calloc|realloc|aligned_alloc)\s*\(|^new\b"
@@ -19,6 +23,9 @@ class PageableMemcpyAsync(Rule):
     `new`, or is a `std::vector` (`v.data()`, `&v[0]`), declared in the same function or at file
     level. Buffers from `cudaMallocHost`/`cudaHostAlloc`, or registered with `cudaHostRegister`,
     are left alone, and so is any buffer whose origin is not visible in the file.
+    So are copies made once: outside loops in a standalone program (a file that defines `main`:
+    a sample, a benchmark or test driver), in test files, and in reference implementations that
+    check results (`reference_*`, `verify_*`).
 
     ## Why is this bad?
     An async copy from pageable memory is not async: the driver first copies the data into a
@@ -99,6 +106,8 @@ void f(float* d, size_t n, cudaStream_t s) {
         else:
             return
         function = file.enclosing_function(node)
+        if not self._repeated(file, node, function):
+            return
         for arg in candidates:
             m = _ARG.match(" ".join(file.node_text(arg).split()))
             if not m:
@@ -107,6 +116,19 @@ void f(float* d, size_t n, cudaStream_t s) {
             origin = self._origin(file, name, function)
             if origin is not None:
                 yield self.report(file, arg, name=name, origin=origin)
+
+    @staticmethod
+    def _repeated(file, node, function) -> bool:
+        """The copy may run on a hot path: library code, or a loop of a standalone program.
+        A one-off copy in a sample, test or benchmark driver (a file with `main`) moves its
+        data once; its staging costs nothing worth a change. So do reference implementations
+        that check results (`reference_gemm`, `verify_*`)."""
+        name = function_name(file, function) if function is not None else ""
+        if name and _REFERENCE.search(name):
+            return False
+        if file.is_test or not file.is_program:
+            return not file.is_test
+        return any(a.type in LOOP_TYPES for a in file.ancestors(node))
 
     @staticmethod
     def _origin(file, name: str, function) -> str | None:

@@ -7,8 +7,11 @@ _DEBUG_GUARD = re.compile(r"(?i)debug|verbose|print|log|trace|dump")
 _ARCH_GUARD = re.compile(r"__CUDA_ARCH|ARCH_|\bENABLE_|_ENABLE_|\bSM_?\d{2,3}")
 # The message of an error path: it runs only when something already went wrong.
 _ERROR_MESSAGE = re.compile(
-    r"(?i)error|fail|abort|mismatch|unsupported|not supported|requires|invalid"
+    r"(?i)error|fail|abort|mismatch|unsupported|not supported|requires|invalid|overflow|"
+    r"too small|too large|exceed|out of (range|bounds)|warning|incomplete"
 )
+# `if (threadIdx.x == 0)`, `if (tid == 0 && blockIdx.x == 0)`: one thread prints, once
+_ONE_THREAD = re.compile(r"(?i)\b(threadIdx\.x|tid|lane(_?id)?|thread_?id|idx)\s*==\s*0\b")
 _DEBUG_FUNCTION = re.compile(r"(?i)(^|_|::)(print|dump|debug|show|trace)")
 _DEBUG_FLAG = re.compile(r"(?i)\b(\w*print\w*|\w*verbose\w*|\w*debug\w*|trace)\b")
 _FATAL_AFTER = re.compile(rb"__trap\s*\(|\btrap;|\bassert\s*\(|\babort\s*\(|\bexit\s*\(")
@@ -21,9 +24,11 @@ class PrintfInDeviceCode(Rule):
     Finds `printf` called in device code: inside a `__global__` kernel or a `__device__`
     (including `__host__ __device__`) function. Left alone: `printf` compiled only in debug
     builds (under `#if DEBUG`, `#ifdef VERBOSE`...) or in the unsupported-architecture fallback
-    of an architecture check, the message of an error path (`"... failed"`, `"ERROR: ..."`, or
-    followed by `__trap()`/`assert`), and
-    printing helpers (`print_*`, `dump_*`, `debug_*` functions).
+    of an architecture check, the message of an error path (`"... failed"`, `"ERROR: ..."`, a
+    message variable saying so, or followed by `__trap()`/`assert`, in its block or just after
+    it), printing helpers (`print_*`, `dump_*`, `debug_*` functions), and in a standalone
+    program or test (a file that defines `main`) a `printf` that one thread runs
+    (`if (threadIdx.x == 0)`): a demo or a test showing its result.
 
     ## Why is this bad?
     Device-side `printf` writes into a fixed-size FIFO that the host drains only at
@@ -91,9 +96,26 @@ __global__ void k(float* x) {
         if fmt is not None and fmt.type in ("string_literal", "concatenated_string"):
             if _ERROR_MESSAGE.search(file.node_text(fmt)):
                 return
+        if fmt is not None and fmt.type == "identifier":
+            # `printf(warning)`: the message is a variable; read what the function sets it to
+            text = file.node_text(function)
+            m = re.search(rf"\b{re.escape(file.node_text(fmt))}\b[^;]*=\s*([^;]*)", text)
+            if m and _ERROR_MESSAGE.search(m.group(1)):
+                return
         block = next((a for a in file.ancestors(node) if a.type == "compound_statement"), None)
         if block is not None and _FATAL_AFTER.search(file.data[node.end_byte : block.end_byte]):
             return  # the message of a fatal error path
+        # ... or just after the block it sits in: `if (bad) { printf(...); } __trap();`
+        if block is not None and _FATAL_AFTER.search(
+            file.data[block.end_byte : block.end_byte + 120]
+        ):
+            return
+        if file.is_program or file.is_test:
+            for a in file.ancestors(node):
+                if a.type == "if_statement" and _ONE_THREAD.search(
+                    file.node_text(a.child_by_field_name("condition"))
+                ):
+                    return  # a demo or test driver printing its result from one thread
         for a in file.ancestors(node):
             if a.type in _PREPROC:
                 guard, fallback = self._guard(file, a)

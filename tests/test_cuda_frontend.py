@@ -93,7 +93,7 @@ def test_dispatch_lambda_without_semicolon_is_judged():
 __global__ void k(float* x) {}
 void run(torch::Tensor x) {
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "run", [&] {
-    k<<<1, 100, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<float>())
+    k<<<x.numel() / 100, 100, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<float>())
   })
 }
 """

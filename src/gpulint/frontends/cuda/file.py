@@ -20,6 +20,7 @@ _STATEMENT_CONTAINERS = {
     "field_declaration_list",
     "declaration_list",
 }
+_MAIN = re.compile(r"(?m)^\s*(?:int|void|auto)\s+main\s*\(")
 _TORCH_INCLUDE = re.compile(r"^[<\"](torch|ATen|c10)/")
 
 
@@ -425,6 +426,28 @@ class CudaFile:
     @functools.cached_property
     def is_test(self) -> bool:
         return is_test_path(self.display_path)
+
+    @functools.cached_property
+    def is_program(self) -> bool:
+        """The file defines `main`: a standalone program (a sample, a test or benchmark driver),
+        not library code other programs call on their hot paths."""
+        return bool(_MAIN.search(self.text))
+
+    def comment_before(self, node: Node, lines: int = 3) -> str:
+        """The comments on the node's line and on the few lines just above it (a reason given
+        where the code is written)."""
+        first = self.span(node)[0]
+        out = []
+        for number in range(max(1, first - lines), first + 1):
+            line = self.source.line_text(number)
+            for marker in ("//", "/*"):
+                if marker in line:
+                    out.append(line[line.index(marker) :])
+                    break
+            else:
+                if line.lstrip().startswith("*"):
+                    out.append(line)
+        return "\n".join(out)
 
     @functools.cached_property
     def consts(self):
