@@ -226,6 +226,9 @@ def build_hostile_tree(root: Path) -> dict[str, str]:
     (root / "deep.py").write_text(GOOD_PY + "x = " + "(" * 5000 + ")" * 5000 + "\n")
     (root / "odd").mkdir()
     (root / "odd" / "pyproject.toml").write_text("tool = 1\n")
+    (root / "escape").mkdir()  # a package whose configuration reaches out of the project
+    (root / "escape" / "pyproject.toml").write_text('[tool.gpulint]\ncache-dir = "/tmp/x"\n')
+    (root / "escape" / "good.py").write_text(GOOD_PY)
     (root / "nested").mkdir()
     (root / "nested" / "pyproject.toml").write_text(
         "# levers\na = " + "[" * 50_000 + "]" * 50_000 + "\n"
@@ -251,6 +254,7 @@ def build_hostile_tree(root: Path) -> dict[str, str]:
         "sparse.py": "too large",
         "deep.py": "nested",
         "nested/pyproject.toml": "nested",
+        "escape/pyproject.toml": "configuration not used",
         ".gpulint/evidence/nested.json": "evidence record",
         ".gpulint/evidence/zero-median.json": "evidence record",
         ".gpulint/evidence/fifo.json": "FIFO",
@@ -343,6 +347,7 @@ def test_gpulint_check_finishes_on_a_hostile_repository(tmp_path):
             assert any(word in m for m in messages), (path, by_path.get(path))
         # The rest is linted, the folder loop and the link to / not walked.
         assert [f["code"] for f in by_path["good.py"]] == ["GPU201"]
+        assert [f["code"] for f in by_path["escape/good.py"]] == ["GPU201"]
         assert [f["code"] for f in by_path["esc\x1b[31m\nname.py"]] == ["GPU201"]
         assert any(f["code"] == "GPU903" for f in by_path["bomb.yaml"])
         assert any(f["code"] == "GPU903" for f in by_path["run.sh"])

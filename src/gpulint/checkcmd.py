@@ -89,6 +89,7 @@ class Checker:
 
     def find(self, paths: list[Path]) -> tuple[list[Path], list[FileResult]]:
         root = self.root_config(paths)
+        self.resolver.strict = False  # the run's configuration is loaded: see ConfigResolver
         base = self.linter(root)
         finder = FileFinder(
             root,
@@ -128,10 +129,11 @@ class Checker:
             for result in lint_many(linter, group, jobs=jobs, cache=cache):
                 owners[result.path] = linter
                 results.append(result)
-        for path, why in dict(self.evidence_problems).items():  # once per file
+        for path, why in dict([*self.resolver.problems, *self.evidence_problems]).items():
             shown = display_path(Path(path))
             results.append(FileResult(shown, [unanalysable(shown, why)]))
         self.evidence_problems.clear()
+        self.resolver.problems.clear()
         results.sort(key=lambda r: r.path)
         return Run(Report(results), owners, root.root, Counter())
 

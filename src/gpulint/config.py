@@ -321,6 +321,16 @@ class ConfigResolver:
         self.adjust = adjust
         self._source: dict[Path, Path | None] = {}
         self._configs: dict[Path | None, Config] = {}
+        # The run's own configuration must be right (a ConfigError, exit 2). Once it is loaded
+        # (`strict` off), a broken pyproject.toml deeper in a checked tree is a stranger's file:
+        # reported as its GPU000 (`problems`), and its folder takes the configuration above it.
+        self.strict = True
+        self.problems: list[tuple[str, str]] = []
+
+    def _broken(self, path: Path, error: ConfigError) -> None:
+        if self.strict:
+            raise error
+        self.problems.append((str(path), f"configuration not used: {error}"))
 
     def source_for(self, directory: Path) -> Path | None:
         if self.explicit is not None:
@@ -335,7 +345,12 @@ class ConfigResolver:
             chain.append(d)
             candidate = d / "pyproject.toml"
             if os.path.lexists(candidate) and not candidate.is_dir():
-                if "gpulint" in _tool_table(read_toml(candidate)):
+                try:
+                    data = read_toml(candidate)
+                except ConfigError as e:
+                    self._broken(candidate, e)
+                    continue
+                if "gpulint" in _tool_table(data):
                     found = candidate
                     break
         for d in chain:
@@ -346,9 +361,15 @@ class ConfigResolver:
         source = self.source_for(directory)
         config = self._configs.get(source)
         if config is None:
-            config = (
-                load_config(Path.cwd(), source) if source else Config(root=Path.cwd().resolve())
-            )
+            try:
+                config = (
+                    load_config(Path.cwd(), source) if source else Config(root=Path.cwd().resolve())
+                )
+            except ConfigError as e:
+                assert source is not None  # the defaults cannot fail
+                self._broken(source, e)
+                config = self._configs[source] = self(source.parent.parent)
+                return config
             if self.adjust is not None:
                 self.adjust(config)
             self._configs[source] = config
