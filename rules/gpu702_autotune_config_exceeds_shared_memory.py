@@ -10,7 +10,11 @@ class AutotuneConfigExceedsSharedMemory(Rule):
     Estimates the shared memory of each `triton.Config` in a `@triton.autotune` list over a
     matmul-like kernel (one that calls `tl.dot`) and reports the configs whose estimate exceeds
     the per-block shared-memory limit of a configured hardware target (`[tool.gpulint] targets`
-    or `--targets`). With no targets configured the rule is silent.
+    or `--targets`). With no targets configured, the GPU of this machine is the target where the
+    project names it: `gpulint probe --json > .gpulint/probe.json`, or the device of bench
+    records under `.gpulint/evidence/` (one GPU; several different ones: none); the message
+    says so. Otherwise the rule is silent, and `gpulint check` says once per run (on stderr,
+    not per finding) that the hardware rules need `targets`.
 
     The estimate is every tile that feeds a `tl.dot` in the kernel's loop, once per buffer of
     the software pipeline, plus the dot operands loaded before the loop, once:
@@ -106,7 +110,9 @@ class AutotuneConfigExceedsSharedMemory(Rule):
 
     @classmethod
     def applicable(cls, settings) -> bool:
-        return bool(settings.targets)  # a shared-memory limit belongs to a target
+        # A shared-memory limit belongs to a target: configured, or the local GPU as named
+        # by the project's probe output or bench records.
+        return bool(settings.targets) or settings.option("local_gpu", "target") is not None
 
     _KERNEL = """
 import triton
@@ -141,6 +147,10 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
 
     def finish(self, file):
         targets = self.settings.targets
+        local = ""
+        if not targets and self.settings.option("local_gpu", "target") is not None:
+            targets = (self.settings.option("local_gpu", "target"),)
+            local = f" ({self.settings.option('local_gpu', 'why')})"
         if not targets:
             return
         reported: set[int] = set()
@@ -175,7 +185,7 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
                     estimate, explain, config = per_target[target.label]
                     if estimate > target.arch.smem_per_block:
                         over.append(
-                            f"on {target.label} {config.label()} needs about {estimate:,} B "
+                            f"on {target.label}{local} {config.label()} needs about {estimate:,} B "
                             f"({explain}), more than its {target.arch.smem_per_block:,} B per block"
                         )
                         node = config.node

@@ -116,3 +116,61 @@ def test_gpu704_messages_suggest_the_neighbouring_powers():
     warps, arange = codes(lint_text(text, "k.py"), "GPU704")
     assert "`num_warps=6`" in warps.message and "use 4 or 8" in warps.message
     assert "size 100" in arange.message and "size 64 or 128 with a mask" in arange.message
+
+
+GATED = (
+    __import__("pathlib").Path(__file__).parent.parent / "fixtures/triton/gpu702_gated_mlp_sm121.py"
+).read_text()
+
+
+def _probe(root, *devices):
+    import json
+
+    (root / ".gpulint").mkdir(exist_ok=True)
+    (root / ".gpulint" / "probe.json").write_text(
+        json.dumps({"torch": {"devices": [dict(index=i, **d) for i, d in enumerate(devices)]}})
+    )
+
+
+def test_gpu702_three_operand_tiles_per_k_step():
+    (f,) = codes(lint_text(GATED, "mlp.py", ("sm_121",)), "GPU702")
+    assert "122,880 B (3 stage buffers × (64×64 + 64×128 + 64×128) × 2 B)" in f.message
+
+
+def test_gpu702_uses_the_local_gpu_a_probe_output_names(tmp_path):
+    from gpulint.config import Config
+    from gpulint.engine import Linter
+
+    def lint():
+        return codes(
+            Linter(Config(root=tmp_path)).lint_bytes("mlp.py", GATED.encode())[0], "GPU702"
+        )
+
+    assert lint() == []  # nothing names the GPU: silent
+    _probe(tmp_path, {"name": "NVIDIA GB10", "compute_capability": "12.1", "table_name": "GB10"})
+    (f,) = lint()
+    assert "on GB10 (sm_121) (the local GPU named by .gpulint/probe.json" in f.message
+    assert "no `targets` configured" in f.message
+    # A GPU with room for the config: silent, as with that target configured.
+    _probe(tmp_path, {"name": "NVIDIA H200", "compute_capability": "9.0"})
+    assert lint() == []
+    # Two different GPUs named: none is chosen.
+    _probe(tmp_path, {"name": "NVIDIA GB10"}, {"name": "NVIDIA H200"})
+    assert lint() == []
+
+
+def test_hardware_note_once_per_run_not_per_finding(tmp_path, monkeypatch, capsys):
+    from gpulint.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.py").write_text(GATED)
+    (tmp_path / "b.py").write_text(GATED)
+    main(["check", "--no-cache", "--exit-zero", "--select", "GPU702", "."])
+    err = capsys.readouterr().err
+    assert err.count("need hardware `targets`") == 1 and "GPU702" in err
+    main(["check", "--no-cache", "--exit-zero", "--select", "GPU702", "--targets", "GB10", "."])
+    assert "need hardware" not in capsys.readouterr().err
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "b.py").write_text("y = 2\n")
+    main(["check", "--no-cache", "--exit-zero", "--select", "GPU702", "."])
+    assert "need hardware" not in capsys.readouterr().err  # nothing it would have looked at

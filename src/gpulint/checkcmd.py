@@ -138,6 +138,43 @@ class Checker:
         return Run(Report(results), owners, root.root, Counter())
 
 
+def hardware_note(run: Run) -> None:
+    """Once per run, not per finding: the hardware rules skipped for want of `targets`, where a
+    checked file holds what they look for."""
+    from dataclasses import replace
+
+    from gpulint.hardware import table
+
+    for path, linter in run.owners.items():
+        settings = linter.settings
+        if settings.targets or settings.option("local_gpu", "target") is not None:
+            continue
+        some = replace(settings, targets=(table().target("sm_90"),))
+        skipped = {
+            r
+            for rules in linter.rules.values()
+            for r in rules
+            if not r.applicable(settings) and r.applicable(some)
+        }
+        triggers = [t for r in skipped for t in (r.trigger_bytes(some) or ())]
+        if not skipped:
+            continue
+        try:
+            data = linter.read(Path(path))
+        except (Unreadable, OSError):
+            continue
+        if not triggers or any(t in data for t in triggers):
+            codes = ", ".join(sorted(r.code for r in skipped))
+            print(
+                f"gpulint: note: {codes} need hardware `targets` (`--targets H100,GB10` or "
+                "`targets = [...]` under [tool.gpulint]), or a local GPU named by "
+                "`gpulint probe --json > .gpulint/probe.json` or a bench record; skipped in "
+                "this run",
+                file=sys.stderr,
+            )
+            return
+
+
 # -- one run -----------------------------------------------------------------------------------
 def cmd_check(args) -> int:
     if args.format == "text":
@@ -160,6 +197,7 @@ def cmd_check(args) -> int:
 def check_once(args) -> int:
     checker = Checker(args)
     run = checker.run(args.paths)
+    hardware_note(run)
     if args.add_noqa:
         return add_noqa(args, checker, run)
     if args.fix or args.diff:

@@ -89,6 +89,14 @@ class Linter:
         # Where the configuration lives: rules that resolve paths (lever registry, evidence
         # records cited in docs) read it as settings.option("config", "root").
         options["config"] = {"root": str(config.root), "source": str(config.source or "")}
+        if not config.targets:
+            # Hardware rules that can (GPU702) fall back to the GPU a probe output or bench
+            # record of this project names, and say so.
+            from gpulint.localgpu import local_gpu
+
+            found = local_gpu(config.root, config.evidence)
+            if found is not None:
+                options["local_gpu"] = {"target": found.target, "why": found.describe()}
         self.settings = Settings(
             targets=tuple(config.resolved_targets()),
             options=options,
@@ -121,6 +129,7 @@ class Linter:
         state = (
             f"{__version__}|{_code_stamp()}|{self.config.fingerprint()}|{codes}"
             f"|{sorted(self.settings.evidence.items())}"
+            f"|{self.settings.option('local_gpu', 'why', '')}"
         )
         return hashlib.sha256(state.encode()).hexdigest()
 
