@@ -145,7 +145,7 @@ def hardware_note(run: Run) -> None:
 
     from gpulint.hardware import table
 
-    for path, linter in run.owners.items():
+    for path, linter in run.linters.items():
         settings = linter.settings
         if settings.targets or settings.option("local_gpu", "target") is not None:
             continue
