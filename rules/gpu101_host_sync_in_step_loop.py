@@ -76,7 +76,7 @@ class HostSyncInStepLoop(Rule):
     name = "host-sync-in-step-loop"
     bench = "sync"
     # A step loop cannot exist without one of these.
-    triggers = ("backward", "step(", "loader", "Loader", "batch")
+    triggers = ("backward", "step(", "loader", "Loader", "_batch(", "next(")
     message = (
         "{what} forces a host-device sync on every iteration of the step loop at line {loop}; "
         "keep the value on the device and read it every N steps (`if step % log_every == 0:`)"
@@ -261,13 +261,18 @@ for x, y in loader:
     def _callee_sync(self, node: ast.Call, file: PythonFile) -> Iterator[Finding]:
         """`log_metrics(d)` / `self.clip_grads()` every step, where the callee (or its callee)
         reads a tensor back: reported here, where the loop makes it cost, naming the line."""
-        if isinstance(node.func, ast.Attribute) and node.func.attr in READBACK_METHODS:
+        func = node.func
+        if isinstance(func, ast.Attribute) and (
+            func.attr in READBACK_METHODS or not isinstance(func.value, ast.Name)
+        ):
+            return  # `x.item()` is the sync itself; `a.b.f()` resolves to nothing we know
+        if not isinstance(func, (ast.Name, ast.Attribute)):
+            return
+        loop = self._every_step(node, file)  # first: the summaries are asked only in loops
+        if loop is None:
             return
         summary = summaries(file).of_call(node)
         if summary is None or summary.sync is None:
-            return
-        loop = self._every_step(node, file)
-        if loop is None:
             return
         site = summary.sync
         if site.what in _BULK and not file.loops.trains(loop):

@@ -51,12 +51,22 @@ class ResultCache:
         except (KeyError, TypeError, ValueError):
             return None
 
-    def put(self, relpath: str, digest: str, findings: list[Finding]) -> None:
+    def put(
+        self, relpath: str, digest: str, findings: list[Finding], deps: dict[str, str] | None = None
+    ) -> None:
         self.entries[relpath] = {
             "digest": digest,
             "findings": [{k: v for k, v in f.to_dict().items() if k != "path"} for f in findings],
         }
+        if deps:
+            # Other files whose function summaries these findings used (gpulint.project).
+            self.entries[relpath]["deps"] = deps
         self.dirty = True
+
+    def deps(self, relpath: str) -> dict[str, str]:
+        """relpath -> sha256 of each other file the cached findings depend on."""
+        found = (self.entries.get(relpath) or {}).get("deps")
+        return found if isinstance(found, dict) else {}
 
     def save(self) -> None:
         if not self.dirty:

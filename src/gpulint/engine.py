@@ -19,6 +19,7 @@ from gpulint.config import Config
 from gpulint.diagnostics import UNANALYSABLE, Finding, unanalysable
 from gpulint.files import FileFinder
 from gpulint.frontends import ParseError, by_extension, decode, frontend_for
+from gpulint.project import ProjectIndex
 from gpulint.rule import Rule, all_rules
 from gpulint.safeio import MAX_SOURCE_BYTES, Unreadable, read_bytes
 from gpulint.settings import Settings
@@ -34,6 +35,9 @@ class FileResult:
     digest: str = ""  # sha256 of the bytes that were linted
     parsed: bool = False
     cached: bool = False
+    # Other files of the tree whose function summaries the findings used (relpath -> sha256):
+    # the cache serves these findings only while all of them are unchanged.
+    deps: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -85,6 +89,9 @@ class Linter:
         # Where a symbolic link in the checked tree may lead: the project root, the working
         # folder and the folders the user named (`run` adds them). A link out of them is refused.
         self.roots: list[Path] = [config.root, Path.cwd()]
+        # The tree's modules for function summaries across files; set by `run` (one file linted
+        # alone, by the flake8 plugin or the language server, has none).
+        self.project: ProjectIndex | None = None
         options = dict(config.options)
         # Where the configuration lives: rules that resolve paths (lever registry, evidence
         # records cited in docs) read it as settings.option("config", "root").
@@ -140,10 +147,11 @@ class Linter:
             data = self.read(path)
         except Unreadable as e:
             return FileResult(shown, [unanalysable(shown, str(e))])
+        deps: dict[str, str] = {}
         findings, parsed = self.lint_bytes(
-            shown, data, self.relpath(path), prefilter=self.prefilter
+            shown, data, self.relpath(path), prefilter=self.prefilter, deps=deps
         )
-        return FileResult(shown, findings, self.digest(shown, data), parsed)
+        return FileResult(shown, findings, self.digest(shown, data), parsed, deps=deps)
 
     def digest(self, shown: str, data: bytes) -> str:
         """The cache key of a file: its bytes, and what its findings depend on in other files
@@ -166,9 +174,16 @@ class Linter:
             return path.as_posix()
 
     def lint_bytes(
-        self, shown: str, data: bytes, relpath: str | None = None, prefilter: bool = True
+        self,
+        shown: str,
+        data: bytes,
+        relpath: str | None = None,
+        prefilter: bool = True,
+        deps: dict[str, str] | None = None,
     ) -> tuple[list[Finding], bool]:
-        """Findings for one file's bytes, and whether it had to be parsed."""
+        """Findings for one file's bytes, and whether it had to be parsed. With a project index
+        (a run over a tree), calls into the tree's other modules are answered from it, and
+        `deps` receives the files that answered."""
         frontend = frontend_for(shown)
         if frontend is None:
             return [], False
@@ -188,8 +203,14 @@ class Linter:
             return [unanalysable(shown, str(e), e.line, e.col)], True
         except (RecursionError, MemoryError):
             return [unanalysable(shown, "file too deeply nested to parse")], True
+        session = None
+        if self.project is not None and deps is not None and frontend.language == "python":
+            session = self.project.session(relpath or shown)
+            parsed.project_lookup = session.lookup
         rules = [cls(self.settings) for cls in rule_classes]
         findings = list(frontend.run(parsed, rules))
+        if session is not None:
+            deps.update(session.deps)
         return self._suppress(frontend, parsed, findings, relpath or shown), True
 
     def _rules_for(self, language: str, data: bytes, prefilter: bool) -> list[type[Rule]]:
@@ -280,12 +301,30 @@ class Linter:
         problems = [FileResult(p, [unanalysable(p, why)]) for p, why in finder.problems]
         return files, problems
 
+    def _project_files(self, paths: Sequence[Path], files: list[Path]) -> list[Path]:
+        """The Python files whose functions calls may reach: the whole project under the
+        configuration's root (so `gpulint check train.py` and a pre-commit run over changed files
+        see the same callees as `gpulint check .`), found the same way; only their names now."""
+        root = Path(os.path.abspath(self.config.root))
+        if all(Path(os.path.abspath(p)) == root for p in paths):
+            return [p for p in files if p.suffix == ".py"]
+        found = [p for p in files if p.suffix == ".py"]
+        if all(root in Path(os.path.abspath(p)).parents for p in paths):
+            finder = FileFinder(self.config, {".py"}, self.respect_gitignore, False)
+            found += list(finder.find([root]))
+        return list(dict.fromkeys(found))
+
     def run(self, paths: Sequence[Path], jobs: int = 1, cache=None) -> Report:
         self.roots.extend(p for p in paths if p.is_dir())
         files, problems = self.find_files(paths)
         self.index_projects(files)
+        from gpulint import project
         from gpulint.parallel import lint_many
 
+        project.reset()
+        self.project = project.ProjectIndex.build(
+            [(p, self.relpath(p)) for p in self._project_files(paths, files)], tuple(self.roots)
+        )
         results = lint_many(self, files, jobs=jobs, cache=cache)
         return Report(problems + results)
 

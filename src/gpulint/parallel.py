@@ -40,9 +40,10 @@ def lint_many(
 
     results: dict[int, FileResult] = {}
     todo: list[tuple[int, Path]] = []
+    digests: dict[str, str | None] = {}  # dependency files hashed once per run
     for index, path in enumerate(files):
         if cache is not None:
-            hit = _from_cache(linter, cache, path)
+            hit = _from_cache(linter, cache, path, digests)
             if hit is not None:
                 results[index] = hit
                 continue
@@ -63,14 +64,30 @@ def lint_many(
         for index, path in todo:
             result = results[index]
             if result.digest and not any(f.code == "GPU000" for f in result.findings):
-                cache.put(linter.relpath(path), result.digest, result.findings)
+                cache.put(linter.relpath(path), result.digest, result.findings, result.deps)
         cache.save()
     return [
         results[i] if i in results else FileResult(display_path(p), []) for i, p in enumerate(files)
     ]
 
 
-def _from_cache(linter, cache, path: Path):
+def _deps_unchanged(linter, deps: dict[str, str], digests: dict[str, str | None]) -> bool:
+    from gpulint.safeio import Unreadable
+
+    for relpath, digest in deps.items():
+        if relpath not in digests:
+            try:
+                digests[relpath] = hashlib.sha256(
+                    linter.read(linter.config.root / relpath)
+                ).hexdigest()
+            except (Unreadable, OSError):
+                digests[relpath] = None
+        if digests[relpath] != digest:
+            return False
+    return True
+
+
+def _from_cache(linter, cache, path: Path, digests: dict[str, str | None]):
     from gpulint.engine import FileResult, display_path
     from gpulint.safeio import Unreadable
 
@@ -80,7 +97,11 @@ def _from_cache(linter, cache, path: Path):
         return None  # linted (and reported) the ordinary way
     shown = display_path(path)
     digest = linter.digest(shown, data)
-    findings = cache.get(linter.relpath(path), digest, shown)
+    relpath = linter.relpath(path)
+    findings = cache.get(relpath, digest, shown)
     if findings is None:
         return None
+    deps = cache.deps(relpath)
+    if deps and not _deps_unchanged(linter, deps, digests):
+        return None  # a callee in another file changed: its callers are linted again
     return FileResult(shown, findings, digest, parsed=False, cached=True)

@@ -98,6 +98,7 @@ class LoopModel:
     def __init__(self, file: PythonFile):
         self.file = file
         self._step: dict[int, bool] = {}
+        self._basic: dict[int, bool] = {}
 
     @property
     def loader_names(self) -> set[str]:
@@ -129,8 +130,15 @@ class LoopModel:
 
     def basic_step_loop(self, loop: ast.AST, nodes: list[ast.AST] | None = None) -> bool:
         """`is_step_loop` from the loop's own text only (function summaries use this one)."""
-        if nodes is None:
-            nodes = list(own_nodes(loop))
+        key = id(loop)
+        found = self._basic.get(key)
+        if found is None:
+            found = self._basic[key] = self._basic_step_loop(
+                loop, list(own_nodes(loop)) if nodes is None else nodes
+            )
+        return found
+
+    def _basic_step_loop(self, loop: ast.AST, nodes: list[ast.AST]) -> bool:
         if any(is_step_marker(n) for n in nodes):
             return True
         if self.iterates_loader(loop) or any(_fetches_batch(n) for n in nodes):

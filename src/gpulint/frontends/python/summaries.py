@@ -95,9 +95,13 @@ External = Callable[["PythonFile", ast.Call], "Summary | None"]
 
 
 class Summaries:
-    file: PythonFile = BackLink()  # type: ignore[assignment]  # weak: the file's memo holds this
+    """The summaries of one file's functions, to a fixed point over the calls it resolves.
 
-    """The summaries of one file's functions, to a fixed point over the calls it resolves."""
+    Lazy: asking about a function summarises it and the functions it can reach (its callees,
+    theirs...), then solves that set to a fixed point; the rest of the file is never looked at.
+    """
+
+    file: PythonFile = BackLink()  # type: ignore[assignment]  # weak: the file's memo holds this
 
     def __init__(self, file: PythonFile, external: External | None = None):
         self.file = file
@@ -105,26 +109,56 @@ class Summaries:
         self._own: dict[int, Summary] = {}
         self._calls: dict[int, list[_Call]] = {}
         self._final: dict[int, Summary] = {}
-        functions: list[Function] = [
-            f  # type: ignore[misc]
-            for kind in FUNCTIONS
-            for f in file.nodes_by_type.get(kind, ())
-        ]
-        for f in functions:
-            self._own[id(f)], self._calls[id(f)] = self._direct(f)
-        self._solve(functions)
+        self._external: dict[int, Summary | None] = {}
 
     def of(self, function: ast.AST) -> Summary:
-        return self._final.get(id(function), EMPTY)
+        key = id(function)
+        found = self._final.get(key)
+        if found is None:
+            self._solve(self._reachable(function))  # type: ignore[arg-type]
+            found = self._final.get(key, EMPTY)
+        return found
+
+    def _reachable(self, start: Function) -> list[Function]:
+        """`start` and every function of this file it may call, not yet solved."""
+        out: list[Function] = []
+        stack = [start]
+        seen = {id(start)}
+        while stack:
+            f = stack.pop()
+            if id(f) in self._final:
+                continue
+            out.append(f)
+            if id(f) not in self._own:
+                self._own[id(f)], self._calls[id(f)] = self._direct(f)
+            for site in self._calls[id(f)]:
+                callee = site.callee
+                if callee is not None and id(callee) not in seen:
+                    seen.add(id(callee))
+                    stack.append(callee)
+        return out
+
+    def exported(self) -> dict[str, Summary]:
+        """Summaries other modules can call: top-level functions ("f") and the methods of
+        top-level classes ("Class.m")."""
+        out: dict[str, Summary] = {}
+        for stmt in self.file.tree.body:
+            if isinstance(stmt, FUNCTIONS):
+                out[stmt.name] = self.of(stmt)
+            elif isinstance(stmt, ast.ClassDef):
+                for member in stmt.body:
+                    if isinstance(member, FUNCTIONS):
+                        out[f"{stmt.name}.{member.name}"] = self.of(member)
+        return out
 
     def of_call(self, call: ast.Call) -> Summary | None:
         """What calling `call` does, where the callee is known (this file or the project)."""
+        if not _resolvable(call):
+            return None
         callee = self.file.model.resolve_callee(call)
         if callee is not None:
             return self.of(callee)
-        if self.external is not None:
-            return self.external(self.file, call)
-        return None
+        return self._external_summary(call)
 
     def _direct(self, f: Function) -> tuple[Summary, list[_Call]]:
         file = self.file
@@ -158,16 +192,19 @@ class Summaries:
                 ):
                     line, col, _, _ = file.span(node)
                     sync = SyncSite(what, file.display_path, line, col)  # type: ignore[arg-type]
+            if not _resolvable(node):
+                continue
             callee = file.model.resolve_callee(node)
-            if callee is not None or (self.external is not None and name is not None):
+            if callee is not None or self.external is not None:
                 # A call in a step loop of `f` is reported there (GPU101): not `f`'s own sync.
                 quiet = _guarded(file, node, f) or _in_step_loop(file, node, f)
                 calls.append(_Call(node, callee, quiet, _in_loop(file, node, f)))
         return Summary(sync, steps, launches, moves, times), calls
 
     def _solve(self, functions: list[Function]) -> None:
-        final = dict(self._own)
-        external: dict[int, Summary | None] = {}
+        final = self._final
+        for f in functions:
+            final[id(f)] = self._own[id(f)]
         changed = True
         rounds = 0
         while changed and rounds <= len(functions) + 1:  # monotone: ends by then at the latest
@@ -183,9 +220,7 @@ class Summaries:
                         other: Summary | None = final.get(id(site.callee), EMPTY)
                         callee_name = site.callee.name
                     else:
-                        if id(site.call) not in external:
-                            external[id(site.call)] = self.external(self.file, site.call)  # type: ignore[misc]
-                        other = external[id(site.call)]
+                        other = self._external_summary(site.call)
                         callee_name = terminal_name(site.call.func) or "?"
                     if other is None:
                         continue
@@ -196,7 +231,14 @@ class Summaries:
                         current = merged
                         changed = True
                 final[key] = current
-        self._final = final
+
+    def _external_summary(self, call: ast.Call) -> Summary | None:
+        if self.external is None:
+            return None
+        key = id(call)
+        if key not in self._external:
+            self._external[key] = self.external(self.file, call)
+        return self._external[key]
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +247,14 @@ class _Call:
     callee: Function | None  # in this file; None: ask the project index
     guarded: bool  # runs only some calls of `f`, or in a step loop of its own
     in_loop: bool
+
+
+def _resolvable(call: ast.Call) -> bool:
+    """A call the model or the project index may resolve: `f()`, `self.m()`, `mod.f()`."""
+    func = call.func
+    return isinstance(func, ast.Name) or (
+        isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+    )
 
 
 def _in_step_loop(file: PythonFile, node: ast.AST, function: ast.AST) -> bool:

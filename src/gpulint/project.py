@@ -1,0 +1,223 @@
+"""The project index: function summaries across the modules of the checked tree.
+
+A call whose callee is imported from another module of the tree (`from .utils import clip_grads`,
+`from pkg.utils import clip_grads`, `import pkg.utils as u; u.clip_grads()`) is answered with that
+function's summary (`gpulint.frontends.python.summaries`). Imports are resolved inside the tree
+only: a name from outside it (torch, a pip package) is unknown, and nothing is assumed about it.
+
+The index is lazy: a module is read, parsed and summarised the first time a rule asks about one
+of its functions, which only happens for calls inside step loops, so a cold run pays for the
+few modules a training loop calls into, not for the tree. Each summarised module is kept for the
+rest of the run (per process). A module asked about while it is being summarised (an import
+cycle) answers "unknown", so cycles terminate.
+
+Every module consulted while linting a file is recorded with its content digest: the result
+cache stores them beside the file's findings, and a cached result is used only while every one
+of them is unchanged, so an edited callee invalidates its callers' results.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpulint.frontends.python.file import PythonFile
+    from gpulint.frontends.python.summaries import Summary
+
+MAX_MODULES_PER_FILE = 64  # a bound on how far one file's questions may reach
+MAX_DEPTH = 3  # modules away from the linted file: a callee's callee's callee, no further
+
+
+def module_name(relpath: str) -> str | None:
+    """`pkg/sub/utils.py` -> `pkg.sub.utils`; `pkg/__init__.py` -> `pkg`."""
+    if not relpath.endswith(".py"):
+        return None
+    parts = relpath[:-3].split("/")
+    if parts[-1] == "__init__":
+        parts.pop()
+    if not parts or not all(p.isidentifier() for p in parts):
+        return None
+    return ".".join(parts)
+
+
+@dataclass
+class _Module:
+    relpath: str
+    path: Path
+    name: str
+    is_package: bool
+
+
+@dataclass
+class ProjectIndex:
+    """What the engine knows about the tree: its Python modules by dotted name. Picklable (it
+    travels to worker processes); the parsed modules stay in the process that parsed them."""
+
+    modules: dict[str, _Module] = field(default_factory=dict)
+    by_suffix: dict[str, str | None] = field(default_factory=dict)
+    roots: tuple[Path, ...] = ()  # where links may lead (the engine's safe-read roots)
+
+    @classmethod
+    def build(cls, files: list[tuple[Path, str]], roots: tuple[Path, ...] = ()) -> ProjectIndex:
+        """`files`: (path, path relative to the project root) of every file in the run."""
+        index = cls(roots=roots)
+        for path, relpath in files:
+            name = module_name(relpath)
+            if name is None:
+                continue
+            index.modules[name] = _Module(relpath, path, name, relpath.endswith("__init__.py"))
+        # Imports name modules from a source root (`src/`, the repository, a sub-project), not
+        # from the project root: any unique dotted suffix of a module's path names it.
+        for name in index.modules:
+            parts = name.split(".")
+            for i in range(len(parts)):
+                suffix = ".".join(parts[i:])
+                if suffix in index.by_suffix and index.by_suffix[suffix] != name:
+                    index.by_suffix[suffix] = None  # two modules answer: ambiguous, unknown
+                else:
+                    index.by_suffix[suffix] = name
+        return index
+
+    def resolve_module(self, dotted: str) -> str | None:
+        if dotted in self.modules:
+            return dotted
+        return self.by_suffix.get(dotted)
+
+    def session(self, relpath: str) -> ProjectSession:
+        return ProjectSession(self, relpath)
+
+
+# Per process: module name -> (function summaries by "f" / "Class.m", the modules they were
+# computed from with their digests, itself included), or None when it cannot be read or parsed.
+_SUMMARISED: dict[str, tuple[dict[str, Summary], dict[str, str]] | None] = {}
+_IN_PROGRESS: set[str] = set()
+
+
+class ProjectSession:
+    """The index as seen from one file being linted: resolves its calls, records what it used."""
+
+    def __init__(self, index: ProjectIndex, relpath: str, depth: int = 0):
+        self.index = index
+        self.relpath = relpath
+        self.depth = depth
+        self.name = module_name(relpath)
+        self.deps: dict[str, str] = {}  # relpath -> sha256 of the module's bytes
+
+    def lookup(self, file: PythonFile, call: ast.Call) -> Summary | None:
+        if self.depth >= MAX_DEPTH:
+            return None
+        target = self._target(file, call)
+        if target is None:
+            return None
+        module, function = target
+        return self._summary(module, function)
+
+    # -- resolving a call to (module, function) ------------------------------------------------
+    def _target(self, file: PythonFile, call: ast.Call) -> tuple[str, str] | None:
+        func = call.func
+        if isinstance(func, ast.Name):
+            imported = self._imported(file, func.id, call)
+            if imported is None:
+                return None
+            module, attr = imported
+            if attr is None:
+                return None
+            # `from pkg.utils import clip_grads`: module pkg.utils, function clip_grads; or
+            # `from pkg import utils` then `utils(...)`: not a function call we know.
+            resolved = self.index.resolve_module(module)
+            return (resolved, attr) if resolved else None
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            imported = self._imported(file, func.value.id, call)
+            if imported is None:
+                return None
+            module, attr = imported
+            dotted = f"{module}.{attr}" if attr else module
+            resolved = self.index.resolve_module(dotted)  # `import pkg.utils as u; u.f()`
+            return (resolved, func.attr) if resolved else None
+        return None
+
+    def _imported(self, file: PythonFile, name: str, at: ast.AST) -> tuple[str, str | None] | None:
+        """(module, attribute or None) that `name` was imported as, where one import binds it."""
+        bound = file.model.bindings_of(name, before=at)
+        if len(bound) != 1 or bound[0].kind != "import":
+            return None
+        node = bound[0].node
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname == name:
+                    return alias.name, None
+                if alias.asname is None and alias.name.split(".")[0] == name:
+                    return name, None
+            return None
+        if isinstance(node, ast.ImportFrom):
+            base = self._from_module(node)
+            if base is None:
+                return None
+            for alias in node.names:
+                if (alias.asname or alias.name) == name:
+                    return base, alias.name
+        return None
+
+    def _from_module(self, node: ast.ImportFrom) -> str | None:
+        if not node.level:
+            return node.module
+        if self.name is None:
+            return None
+        package = self.name.split(".")
+        own = self.index.modules.get(self.name)
+        if own is None or not own.is_package:
+            package = package[:-1]  # a module's package is its parent
+        if node.level - 1 > len(package):
+            return None
+        package = package[: len(package) - (node.level - 1)]
+        parts = [*package, *([node.module] if node.module else [])]
+        return ".".join(parts) if parts else None
+
+    # -- summarising a module ------------------------------------------------------------------
+    def _summary(self, module: str, function: str) -> Summary | None:
+        info = self.index.modules.get(module)
+        if info is None:
+            return None
+        if len(self.deps) >= MAX_MODULES_PER_FILE and info.relpath not in self.deps:
+            return None
+        if module in _IN_PROGRESS:
+            return None  # an import cycle: unknown, and the recursion ends here
+        if module not in _SUMMARISED:
+            _SUMMARISED[module] = self._summarise(info)
+        done = _SUMMARISED[module]
+        if done is None:
+            return None
+        table, deps = done
+        self.deps.update(deps)
+        return table.get(function)
+
+    def _summarise(self, info: _Module) -> tuple[dict[str, Summary], dict[str, str]] | None:
+        from gpulint.engine import MAX_FILE_BYTES
+        from gpulint.frontends.python import FRONTEND
+        from gpulint.frontends.python.summaries import Summaries
+        from gpulint.safeio import read_bytes
+        from gpulint.settings import Settings
+
+        _IN_PROGRESS.add(info.name)
+        try:
+            data = read_bytes(info.path, MAX_FILE_BYTES, self.index.roots)
+            parsed = FRONTEND.parse(info.relpath, data, Settings())
+            inner = ProjectSession(self.index, info.relpath, self.depth + 1)
+            parsed.project_lookup = inner.lookup
+            table = Summaries(parsed, inner.lookup).exported()
+        except Exception:  # unreadable, unparsable, too deep: that file's own lint reports it
+            return None
+        finally:
+            _IN_PROGRESS.discard(info.name)
+        inner.deps[info.relpath] = hashlib.sha256(data).hexdigest()
+        return table, inner.deps
+
+
+def reset() -> None:
+    """Forget what this process summarised (tests; a long-lived server between runs)."""
+    _SUMMARISED.clear()
+    _IN_PROGRESS.clear()

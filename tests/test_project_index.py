@@ -1,0 +1,129 @@
+"""Function summaries across the modules of a checked tree (gpulint.project)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from gpulint.cli import main
+from gpulint.project import ProjectIndex, module_name
+
+TRAIN = """
+import torch
+from pkg.utils import clip_grads, recurse_a
+from pkg import metrics as M
+
+
+def train(model, loader, optimizer):
+    for x, y in loader:
+        loss = model(x.cuda(), y.cuda())
+        loss.backward()
+        clip_grads(model)
+        optimizer.step()
+        M.log_metrics({"loss": loss})
+        recurse_a(loss)
+"""
+UTILS = """
+import torch
+from .metrics import cyclic
+
+
+def clip_grads(model):
+    return torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+
+
+def recurse_a(x):
+    return cyclic(x)
+"""
+METRICS = """
+from . import utils
+
+
+def log_metrics(metrics):
+    return summarize(metrics)
+
+
+def summarize(metrics):
+    return {k: v.item() for k, v in metrics.items()}
+
+
+def cyclic(x):
+    return utils.recurse_a(x)
+"""
+
+
+@pytest.fixture
+def tree(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "utils.py").write_text(textwrap.dedent(UTILS))
+    (tmp_path / "pkg" / "metrics.py").write_text(textwrap.dedent(METRICS))
+    (tmp_path / "train.py").write_text(textwrap.dedent(TRAIN))
+    return tmp_path
+
+
+def check(*args: str, paths: tuple[str, ...] = (".",)) -> list[dict]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        main(["check", "--format", "json", "--select", "GPU101", "--jobs", "1", *args, *paths])
+    return json.loads(out.getvalue())["findings"]
+
+
+def test_a_callee_in_another_module_is_reported_at_the_call_in_the_step_loop(tree):
+    (finding,) = check("--no-cache")
+    assert finding["path"] == "train.py" and finding["line"] == 13
+    assert (
+        "`log_metrics()` syncs on every step: `.item()` at pkg/metrics.py:10" in finding["message"]
+    )
+    assert "through summarize()" in finding["message"]
+    assert finding["related"] == [
+        {"path": "pkg/metrics.py", "line": 10, "col": 16, "message": "`.item()` syncs here"}
+    ]
+
+
+def test_sarif_carries_the_callee_line_as_a_related_location(tree):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        main(["check", "--format", "sarif", "--select", "GPU101", "--no-cache", "."])
+    (result,) = json.loads(out.getvalue())["runs"][0]["results"]
+    (related,) = result["relatedLocations"]
+    assert related["physicalLocation"]["artifactLocation"]["uri"] == "pkg/metrics.py"
+    assert related["physicalLocation"]["region"]["startLine"] == 10
+
+
+def test_a_changed_callee_invalidates_its_callers_cached_results(tree):
+    assert len(check()) == 1
+    assert len(check()) == 1  # served from the cache
+    metrics = tree / "pkg" / "metrics.py"
+    metrics.write_text(metrics.read_text().replace("v.item()", "v.detach()"))
+    assert check() == []  # train.py itself did not change
+    metrics.write_text(metrics.read_text().replace("v.detach()", "v.item()"))
+    assert len(check()) == 1
+
+
+def test_one_file_checked_alone_still_sees_the_projects_modules(tree):
+    # `gpulint check train.py`, pre-commit on changed files: the callees are the project's.
+    assert check("--no-cache", paths=("train.py",))[0]["line"] == 13
+    # Linted from memory (flake8 plugin, language server): no tree, no cross-module facts.
+    from gpulint.engine import lint_source
+
+    text = (tree / "train.py").read_text()
+    assert [f for f in lint_source(text, "train.py") if f.code == "GPU101"] == []
+
+
+def test_modules_resolve_by_unique_suffix_and_relative_imports():
+    assert module_name("src/pkg/__init__.py") == "src.pkg"
+    assert module_name("src/pkg/utils.py") == "src.pkg.utils"
+    assert module_name("scripts/my-tool.py") is None
+    index = ProjectIndex.build(
+        [(Path(p), p) for p in ["src/pkg/utils.py", "a/utils.py", "src/pkg/__init__.py"]]
+    )
+    assert index.resolve_module("pkg.utils") == "src.pkg.utils"
+    assert index.resolve_module("utils") is None  # two modules answer: unknown
+    assert index.resolve_module("torch.nn") is None  # outside the tree: nothing assumed
