@@ -302,13 +302,14 @@ class Linter:
         return files, problems
 
     def _project_files(self, paths: Sequence[Path], files: list[Path]) -> list[Path]:
-        """The Python files whose functions calls may reach: the whole project under the
-        configuration's root (so `gpulint check train.py` and a pre-commit run over changed files
-        see the same callees as `gpulint check .`), found the same way; only their names now."""
-        root = Path(os.path.abspath(self.config.root))
-        if all(Path(os.path.abspath(p)) == root for p in paths):
-            return [p for p in files if p.suffix == ".py"]
+        """The Python files whose functions calls may reach: the folders named, or where files
+        are named (`gpulint check train.py`, pre-commit on the changed files) the whole project
+        under the configuration's root, found the same way, so they see the same callees as
+        `gpulint check .`. Only names here: a module is read when a call reaches it."""
         found = [p for p in files if p.suffix == ".py"]
+        if all(p.is_dir() for p in paths):
+            return found  # the folders named are the project
+        root = Path(os.path.abspath(self.config.root))
         if all(root in Path(os.path.abspath(p)).parents for p in paths):
             finder = FileFinder(self.config, {".py"}, self.respect_gitignore, False)
             found += list(finder.find([root]))
