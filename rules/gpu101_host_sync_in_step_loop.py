@@ -4,6 +4,7 @@ from collections.abc import Iterator
 
 from gpulint.diagnostics import Finding, Related
 from gpulint.frontends.python.file import PythonFile
+from gpulint.frontends.python.loops import Loop
 from gpulint.frontends.python.names import terminal_name
 from gpulint.frontends.python.summaries import summaries
 from gpulint.frontends.python.syncs import READBACK_METHODS, host_sync, python_side
@@ -252,7 +253,7 @@ for x, y in loader:
                 file, node, what=what.capitalize() if what[0] != "`" else what, loop=loop.lineno
             )
 
-    def _every_step(self, node: ast.AST, file: PythonFile) -> ast.AST | None:
+    def _every_step(self, node: ast.AST, file: PythonFile) -> Loop | None:
         loop = file.loops.runs_every_step(node)
         if loop is None or _only_when_failing(node, file, loop):
             return None
@@ -292,7 +293,7 @@ for x, y in loader:
             related=(Related(site.path, site.line, site.col, f"{site.what} syncs here"),),
         )
 
-    def _sync(self, node: ast.Call, file) -> str | None:
+    def _sync(self, node: ast.Call, file: PythonFile) -> str | None:
         func = node.func
         if file.qualname(func) == "torch.cuda.synchronize":
             return _DEVICE_SYNC
@@ -312,11 +313,11 @@ for x, y in loader:
         return None if what == "`synchronize()`" else what
 
 
-def _times_something(node: ast.Call, file) -> bool:
+def _times_something(node: ast.Call, file: PythonFile) -> bool:
     """The sync sits within two statements of a clock read or a CUDA event record/elapsed_time
     in its own block (or, under `if device == "cuda":`, the block around that `if`): it is there
     so the timing measures the device, not the launch queue."""
-    statement = node
+    statement: ast.AST = node
     for parent in file.ancestors(node):
         if isinstance(statement, ast.stmt):
             block = file.statement_block(statement)
@@ -329,7 +330,7 @@ def _times_something(node: ast.Call, file) -> bool:
     return False
 
 
-def _timing_near(block: list, at: int, file) -> bool:
+def _timing_near(block: list, at: int, file: PythonFile) -> bool:
     for neighbour in block[max(0, at - 2) : at + 3]:
         if neighbour is block[at] or isinstance(neighbour, (ast.For, ast.While)):
             continue
@@ -490,7 +491,7 @@ def _torch_predicate(file: PythonFile, call: ast.Call) -> bool:
     }  # fmt: skip
 
 
-def _only_when_failing(node, file, loop) -> bool:
+def _only_when_failing(node, file: PythonFile, loop) -> bool:
     """Inside a `raise`: runs once, on the way out, not every step."""
     for ancestor in file.ancestors(node):
         if ancestor is loop:
@@ -506,7 +507,7 @@ def _root_name(node: ast.AST) -> ast.Name | None:
     return node if isinstance(node, ast.Name) else None
 
 
-def _host_value(file, receiver: ast.AST, loop, depth: int = 0) -> bool:
+def _host_value(file: PythonFile, receiver: ast.AST, loop, depth: int = 0) -> bool:
     """The receiver is already on the host: built by `.numpy()`/`.cpu()`/`.tolist()`, or an
     element of the loader's batch that the loop never moves to the device."""
     name = _root_name(receiver)

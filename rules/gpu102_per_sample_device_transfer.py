@@ -1,9 +1,10 @@
 import ast
 import re
 
+from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.loops import body_nodes
 from gpulint.frontends.python.names import terminal_name
-from gpulint.frontends.python.transfers import device_transfer, root_name
+from gpulint.frontends.python.transfers import device_transfer, root_name, transfer_receiver
 from gpulint.rule import Rule
 
 _FIELD_ITER = {"items", "values", "keys"}
@@ -94,13 +95,13 @@ for step, (xs, ys) in enumerate(loader):
 """,
     ]
 
-    def visit_For(self, node, file):
+    def visit_For(self, node, file: PythonFile):
         yield from self._check_loop(node, file)
 
-    def visit_AsyncFor(self, node, file):
+    def visit_AsyncFor(self, node, file: PythonFile):
         yield from self._check_loop(node, file)
 
-    def _check_loop(self, loop, file):
+    def _check_loop(self, loop, file: PythonFile):
         if file.is_test or not file.loops.iterates_loader(loop):
             return
         target = loop.target
@@ -128,7 +129,7 @@ for step, (xs, ys) in enumerate(loader):
                         }
                 for node in body:
                     if isinstance(node, ast.Call) and device_transfer(file, node):
-                        receiver = node.func.value
+                        receiver = transfer_receiver(node)
                         if root_name(receiver) in sample_vars | {batch}:
                             yield self.report(
                                 file, node, call=_short(file, node), batch=batch, loop=loop.lineno
@@ -214,9 +215,11 @@ def _counted(it: ast.AST) -> str | None:
     return arg.id if isinstance(arg, ast.Name) else None
 
 
-def _inner_body(inner, file):
+def _inner_body(inner, file: PythonFile):
     if isinstance(inner, ast.comprehension):
         comp = file.parent(inner)
+        if not isinstance(comp, (ast.DictComp, ast.ListComp, ast.SetComp, ast.GeneratorExp)):
+            return
         parts = [comp.key, comp.value] if isinstance(comp, ast.DictComp) else [comp.elt]
         parts += [c for g in comp.generators if g is not inner for c in [g.iter, *g.ifs]]
         for part in parts:
@@ -226,6 +229,6 @@ def _inner_body(inner, file):
         yield from ast.walk(stmt)
 
 
-def _short(file, node) -> str:
+def _short(file: PythonFile, node) -> str:
     text = " ".join(file.segment(node).split())
     return text if len(text) <= 40 else text[:37] + "..."

@@ -1,8 +1,14 @@
 import ast
 
+from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.loops import body_nodes
 from gpulint.frontends.python.names import keyword, terminal_name
-from gpulint.frontends.python.transfers import device_transfer, non_blocking, root_name
+from gpulint.frontends.python.transfers import (
+    device_transfer,
+    non_blocking,
+    root_name,
+    transfer_receiver,
+)
 from gpulint.rule import Rule
 
 _WRAPPERS = {"enumerate", "tqdm", "iter", "zip", "islice", "track", "progress", "cycle"}
@@ -94,7 +100,7 @@ for batch in loader:
 """,
     ]
 
-    def finish(self, file):
+    def finish(self, file: PythonFile):
         if file.is_test:
             return
         pinned = _pinned_loaders(file)
@@ -110,7 +116,7 @@ for batch in loader:
             for node in body:
                 if not (isinstance(node, ast.Call) and device_transfer(file, node)):
                     continue
-                if root_name(node.func.value) not in batch_vars:
+                if root_name(transfer_receiver(node)) not in batch_vars:
                     continue
                 if non_blocking(node) != "false":
                     continue
@@ -134,7 +140,7 @@ def _derive(body, batch_vars: set[str]) -> None:
             batch_vars |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
 
 
-def _pinned_loaders(file) -> dict[str, ast.Call]:
+def _pinned_loaders(file: PythonFile) -> dict[str, ast.Call]:
     """Names bound (only) to DataLoader(..., pin_memory=True) calls in this file."""
     found: dict[str, ast.Call | None] = {}
     for node in file.nodes(ast.Assign):
@@ -160,6 +166,6 @@ def _iterated_name(it: ast.AST) -> str | None:
     return terminal_name(it)
 
 
-def _short(file, node) -> str:
+def _short(file: PythonFile, node) -> str:
     text = " ".join(file.segment(node).split())
     return text if len(text) <= 40 else text[:37] + "..."

@@ -1,5 +1,8 @@
 import ast
+from collections.abc import Iterator
 
+from gpulint.diagnostics import Finding
+from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.names import keyword
 from gpulint.frontends.python.transfers import CPU_FACTORIES, device_transfer
 from gpulint.rule import Rule
@@ -106,10 +109,15 @@ class Net(nn.Module):
 """,
     ]
 
-    def visit_Call(self, node: ast.Call, file):
-        if file.is_test or not device_transfer(file, node):
+    def visit_Call(self, node: ast.Call, file: PythonFile) -> Iterator[Finding]:
+        if (
+            file.is_test
+            or not device_transfer(file, node)
+            or not isinstance(node.func, ast.Attribute)
+        ):
             return
-        inner = node.func.value
+        func = node.func
+        inner = func.value
         if not isinstance(inner, ast.Call):
             return
         factory = file.qualname(inner)
@@ -126,7 +134,7 @@ class Net(nn.Module):
         where = self._hot(node, file)
         if where is None:
             return
-        if node.func.attr == "cuda":
+        if func.attr == "cuda":
             device = '"cuda"'
         else:
             dev = keyword(node, "device")
@@ -136,18 +144,21 @@ class Net(nn.Module):
             node,
             factory=factory,
             suggest=_suggestion(factory, device),
-            move=f".{node.func.attr}()",
+            move=f".{func.attr}()",
             where=where,
             device=device,
         )
 
     @staticmethod
-    def _hot(node, file) -> str | None:
+    def _hot(node, file: PythonFile) -> str | None:
         loop = file.loops.runs_every_step(node)
         if loop is not None:
             return f"on every iteration of the step loop at line {loop.lineno}"
         function = file.enclosing_function(node)
-        if function is not None and function.name == "forward":
+        if (
+            isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and function.name == "forward"
+        ):
             return "on every call of `forward`"
         return None
 

@@ -2,6 +2,7 @@ import ast
 import re
 from types import SimpleNamespace
 
+from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.loops import is_step_marker, own_nodes
 from gpulint.rule import Rule
 
@@ -135,7 +136,7 @@ for epoch in range(10):
 """,
     ]
 
-    def finish(self, file):
+    def finish(self, file: PythonFile):
         if file.is_test or not file.uses_cuda:
             return
         loop = self._training_loop(file)
@@ -148,7 +149,7 @@ for epoch in range(10):
         yield self.report(file, _loop_head(loop))
 
     @staticmethod
-    def _training_loop(file):
+    def _training_loop(file: PythonFile):
         loops = sorted(
             file.nodes(ast.For, ast.AsyncFor, ast.While), key=lambda n: (n.lineno, n.col_offset)
         )
@@ -158,7 +159,7 @@ for epoch in range(10):
         return None
 
 
-def _updates_weights(file) -> bool:
+def _updates_weights(file: PythonFile) -> bool:
     """An optimizer steps or zeroes gradients somewhere: `.backward()` alone may be tracing or a
     gradient check, not training."""
     for call in file.nodes(ast.Call):

@@ -2,6 +2,7 @@ import ast
 
 from gpulint.rules._datasets import dataset_on_device
 
+from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.names import has_star_kwargs, keyword
 from gpulint.rule import Rule
 
@@ -59,7 +60,7 @@ class DataLoaderWithoutPinMemory(Rule):
         "import torch\nfrom torch.utils import data\nl = data.DataLoader(ds, pin_memory=False)\ndevice = torch.device('cuda')\n",
     ]
 
-    def visit_Call(self, node: ast.Call, file):
+    def visit_Call(self, node: ast.Call, file: PythonFile):
         if file.is_test or not file.uses_cuda:
             return
         qualified = file.qualname(node)

@@ -4,6 +4,7 @@ import re
 from gpulint.rules._datasets import dataset_on_device
 
 from gpulint.diagnostics import Severity
+from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.names import has_star_kwargs, keyword, terminal_name
 from gpulint.frontends.python.tensors import assigned_values
 from gpulint.frontends.python.transfers import device_transfer
@@ -27,12 +28,12 @@ _NUM_WORKERS_POSITION = (
 )
 
 
-def is_dataloader(file, call: ast.Call) -> bool:
+def is_dataloader(file: PythonFile, call: ast.Call) -> bool:
     q = file.qualname(call)
     return bool(q and q.startswith("torch.utils.data") and q.endswith(".DataLoader"))
 
 
-def _in_memory_dataset(file, call: ast.Call) -> bool:
+def _in_memory_dataset(file: PythonFile, call: ast.Call) -> bool:
     """A dataset of tensors already in memory (`TensorDataset`, tensors moved to the GPU).
 
     Indexing in-memory tensors costs microseconds: workers buy nothing, and CUDA tensors cannot
@@ -50,7 +51,7 @@ def _in_memory_dataset(file, call: ast.Call) -> bool:
     return False
 
 
-def _dataset_exprs(file, call: ast.Call) -> list[ast.AST]:
+def _dataset_exprs(file: PythonFile, call: ast.Call) -> list[ast.AST]:
     dataset = call.args[0] if call.args else getattr(keyword(call, "dataset"), "value", None)
     if dataset is None:
         return []
@@ -61,7 +62,7 @@ def _dataset_exprs(file, call: ast.Call) -> list[ast.AST]:
     return exprs
 
 
-def _decodes_per_sample(file, call: ast.Call) -> bool:
+def _decodes_per_sample(file: PythonFile, call: ast.Call) -> bool:
     """Plain evidence of per-sample host work: a `transform=`, a torchvision dataset, a dataset
     class of this module that decodes images or audio, or (for a dataset from elsewhere) a module
     that decodes them. Then the cost is sure; otherwise it is only likely."""
@@ -87,7 +88,7 @@ def _is_decoder(qualified: str) -> bool:
     return qualified.split(".")[0] in _DECODERS or qualified.startswith("torchvision.transforms")
 
 
-def _uses_decoder(file, cls: ast.ClassDef) -> bool:
+def _uses_decoder(file: PythonFile, cls: ast.ClassDef) -> bool:
     for node in ast.walk(cls):
         if isinstance(node, ast.Name) and _is_decoder(file.bindings.get(node.id, "")):
             return True
@@ -96,7 +97,7 @@ def _uses_decoder(file, cls: ast.ClassDef) -> bool:
     return False
 
 
-def _has_step_loop(file) -> bool:
+def _has_step_loop(file: PythonFile) -> bool:
     """Training (or evaluation) code: a loop in the module trains or feeds a model, or a
     framework trainer runs the loop (`trainer.fit(...)`)."""
     if any(file.loops.is_step_loop(loop) for loop in file.nodes(ast.For, ast.AsyncFor, ast.While)):
@@ -183,7 +184,7 @@ trainer.fit(model, loader)
 """,
     ]
 
-    def visit_Call(self, node: ast.Call, file):
+    def visit_Call(self, node: ast.Call, file: PythonFile):
         if file.is_test or not file.uses_cuda or not is_dataloader(file, node):
             return
         if _in_memory_dataset(file, node) or not _has_step_loop(file):

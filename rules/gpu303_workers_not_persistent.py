@@ -1,12 +1,13 @@
 import ast
 import re
 
+from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.loops import LOOPS, SCOPES
 from gpulint.frontends.python.names import has_star_kwargs, keyword, terminal_name
 from gpulint.rule import Rule
 
 
-def _is_dataloader(file, call: ast.Call) -> bool:
+def _is_dataloader(file: PythonFile, call: ast.Call) -> bool:
     q = file.qualname(call)
     return bool(q and q.startswith("torch.utils.data") and q.endswith(".DataLoader"))
 
@@ -113,7 +114,7 @@ def main(args):
 """,
     ]
 
-    def finish(self, file):
+    def finish(self, file: PythonFile):
         if file.is_test:
             return
         for assign in file.nodes(ast.Assign):
@@ -135,7 +136,7 @@ def main(args):
                 fix = f"{ast.unparse(value)} > 0"
             if _endless_sampler(file, call):
                 continue  # one pass never ends: the workers start once
-            names = {terminal_name(t) for t in assign.targets} - {None}
+            names = {name for t in assign.targets if (name := terminal_name(t)) is not None}
             loop = self._repeated_iteration(file, names, assign)
             if loop is None:
                 continue
@@ -149,7 +150,7 @@ def main(args):
             )
 
     @staticmethod
-    def _repeated_iteration(file, names: set[str], assign: ast.Assign):
+    def _repeated_iteration(file: PythonFile, names: set[str], assign: ast.Assign):
         """The outer loop in which a loader named `names` is iterated (or handed on) every pass."""
         # `self.train_loader = DataLoader(...)` in `__init__` is iterated by other methods: look at
         # every `self.train_loader` in the file. A local name is looked for in its own function.
@@ -180,7 +181,7 @@ def main(args):
                 continue  # `loader.sampler.set_epoch(epoch)`, `len(loader.dataset)`: not iterated
             if isinstance(parent, ast.Call) and terminal_name(parent.func) == "len":
                 continue
-            child = node
+            child: ast.AST = node
             for ancestor in file.ancestors(node):
                 if isinstance(ancestor, SCOPES):
                     break

@@ -59,7 +59,7 @@ _DEPTH = 16
 _MAX_BINDINGS = 3  # candidate bindings followed per name, latest first
 
 
-def _einsum_spec(file, node: ast.AST) -> tuple[list[str], str, list[ast.AST]] | None:
+def _einsum_spec(file: PythonFile, node: ast.AST) -> tuple[list[str], str, list[ast.AST]] | None:
     """`torch.einsum("bhqd,bhkd->bhqk", q, k)` -> (["bhqd", "bhkd"], "bhqk", [q, k])."""
     if not isinstance(node, ast.Call) or file.qualname(node) not in {
         "torch.einsum",
@@ -250,7 +250,7 @@ def forward(self, q, k, v):
 """,
     ]
 
-    def visit_Module(self, node: ast.Module, file):
+    def visit_Module(self, node: ast.Module, file: PythonFile):
         if file.is_test or self._reference_file(file):
             return
         # A module that also has a fused attention path (an `eager` class next to a flash one,
@@ -289,7 +289,7 @@ def forward(self, q, k, v):
                     yield self.report(file, softmax)
 
     @staticmethod
-    def _weights_leave(file, scope, softmax: ast.AST) -> bool:
+    def _weights_leave(file: PythonFile, scope, softmax: ast.AST) -> bool:
         """The probabilities are returned, stored on an object or appended to a list: the caller
         needs the attention map itself (visualisation, distillation, `output_attentions`), which
         SDPA never materialises."""
@@ -325,14 +325,16 @@ def forward(self, q, k, v):
 
     # -- the fused path elsewhere ----------------------------------------------------------------
     @staticmethod
-    def _reference_file(file) -> bool:
+    def _reference_file(file: PythonFile) -> bool:
         parts = file.display_path.replace("\\", "/").split("/")
         return bool(_REFERENCE_FILE.search(parts[-1])) or any(
             p.lower() in _BENCH_DIRS for p in parts[:-1]
         )
 
     @staticmethod
-    def _reference_function(file, function: ast.AST) -> bool:
+    def _reference_function(
+        file: PythonFile, function: ast.FunctionDef | ast.AsyncFunctionDef
+    ) -> bool:
         names = [function.name] + [
             a.name
             for a in file.ancestors(function)
@@ -341,7 +343,7 @@ def forward(self, q, k, v):
         return any(_REFERENCE_NAME.search(n) for n in names)
 
     @staticmethod
-    def _in_fused_branch(file, node: ast.AST, scope: ast.AST) -> bool:
+    def _in_fused_branch(file: PythonFile, node: ast.AST, scope: ast.AST) -> bool:
         for parent in file.ancestors(node):
             if parent is scope:
                 return False
@@ -352,11 +354,11 @@ def forward(self, q, k, v):
         return False
 
     # -- softmax ---------------------------------------------------------------------------------
-    def _is_softmax(self, file, node: ast.AST) -> bool:
+    def _is_softmax(self, file: PythonFile, node: ast.AST) -> bool:
         return self._softmax_input(file, node) is not None
 
     @staticmethod
-    def _softmax_input(file, node: ast.AST) -> ast.AST | None:
+    def _softmax_input(file: PythonFile, node: ast.AST) -> ast.AST | None:
         if not isinstance(node, ast.Call):
             return None
         func = node.func
@@ -377,7 +379,7 @@ def forward(self, q, k, v):
 
     # -- values through assignments --------------------------------------------------------------
     @staticmethod
-    def _bindings(file, scope, name: str, at: ast.AST) -> list[ast.AST]:
+    def _bindings(file: PythonFile, scope, name: str, at: ast.AST) -> list[ast.AST]:
         """The statements before `at` in `scope` that may have bound `name` last, latest first:
         bindings inside an `if` or loop that does not hold `at` may not have run, so the search
         goes on to the first one that always runs. A tuple target is unknown (`ast.Pass`)."""
@@ -385,7 +387,7 @@ def forward(self, q, k, v):
         for node in _assignments(file, scope, name):
             if end_position(node) > position(at):
                 continue
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]  # type: ignore[attr-defined]
             if not any(
                 isinstance(n, ast.Name) and n.id == name for t in targets for n in ast.walk(t)
             ):
@@ -394,7 +396,7 @@ def forward(self, q, k, v):
                 continue  # `if mask: attn = f(attn) else: attn = g(attn)`: the if side never reaches else
             if not any(isinstance(t, ast.Name) and t.id == name for t in targets):
                 unknown = ast.Pass()
-                unknown.lineno, unknown.col_offset = node.lineno, node.col_offset
+                unknown.lineno, unknown.col_offset = position(node)
                 node = unknown
             found.append(node)
         found.sort(key=position, reverse=True)
@@ -406,7 +408,9 @@ def forward(self, q, k, v):
         return out
 
     # -- q @ k^T ---------------------------------------------------------------------------------
-    def _trace_scores(self, file, scope, expr: ast.AST, at: ast.AST, depth: int) -> bool:
+    def _trace_scores(
+        self, file: PythonFile, scope, expr: ast.AST, at: ast.AST, depth: int
+    ) -> bool:
         """Does `expr` reach q·kᵀ through scaling, masking, bias and dtype or shape changes only?"""
         if depth <= 0:
             return False
@@ -454,7 +458,7 @@ def forward(self, q, k, v):
                         return True
         return False
 
-    def _is_qk(self, file, scope, expr: ast.AST, at: ast.AST) -> bool:
+    def _is_qk(self, file: PythonFile, scope, expr: ast.AST, at: ast.AST) -> bool:
         if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.MatMult):
             return self._transposed(file, scope, expr.right, at, 4)
         if isinstance(expr, ast.Call):
@@ -480,7 +484,7 @@ def forward(self, q, k, v):
                 return bool(contracted) and output[-1] in right and output[-1] not in left
         return False
 
-    def _transposed(self, file, scope, expr: ast.AST, at: ast.AST, depth: int) -> bool:
+    def _transposed(self, file: PythonFile, scope, expr: ast.AST, at: ast.AST, depth: int) -> bool:
         if isinstance(expr, ast.Attribute) and expr.attr in {"mT", "T", "mH"}:
             return True
         if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
@@ -511,7 +515,7 @@ def forward(self, q, k, v):
 
     # -- probabilities @ v -----------------------------------------------------------------------
     @staticmethod
-    def _av_operands(file, node: ast.AST) -> list[ast.AST]:
+    def _av_operands(file: PythonFile, node: ast.AST) -> list[ast.AST]:
         """The probabilities operand of a candidate `p @ v`."""
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
             return [node.left]
@@ -540,11 +544,13 @@ def forward(self, q, k, v):
             return out
         return []
 
-    def _trace_probs(self, file, scope, expr: ast.AST, at: ast.AST, depth: int) -> ast.Call | None:
+    def _trace_probs(
+        self, file: PythonFile, scope, expr: ast.AST, at: ast.AST, depth: int
+    ) -> ast.Call | None:
         """The softmax that `expr` is, through dropout and dtype or shape changes only."""
         if depth <= 0:
             return None
-        if self._softmax_input(file, expr) is not None:
+        if self._softmax_input(file, expr) is not None and isinstance(expr, ast.Call):
             return expr
         if isinstance(expr, ast.Call):
             func = expr.func
@@ -594,11 +600,11 @@ def _find_softmax_modules(file: PythonFile) -> set[str]:
     found: set[str] = set()
     for assign in file.nodes(ast.Assign):
         if isinstance(assign.value, ast.Call) and file.qualname(assign.value) in _SOFTMAX_MODULE:
-            found |= {terminal_name(t) for t in assign.targets} - {None}
+            found |= {name for t in assign.targets if (name := terminal_name(t)) is not None}
     return found
 
 
-def _exclusive_branches(file, a: ast.AST, b: ast.AST) -> bool:
+def _exclusive_branches(file: PythonFile, a: ast.AST, b: ast.AST) -> bool:
     """`a` and `b` sit on different sides (body / orelse) of one `if`."""
     path_a = {id(p): child for child, p in _edges(file, a)}
     for child_b, parent in _edges(file, b):
@@ -625,7 +631,7 @@ def _exclusive_branches(file, a: ast.AST, b: ast.AST) -> bool:
     return False
 
 
-def _edges(file, node: ast.AST):
+def _edges(file: PythonFile, node: ast.AST):
     """(child, parent) pairs from `node` up to the module."""
     child = node
     for parent in file.ancestors(node):
@@ -633,7 +639,7 @@ def _edges(file, node: ast.AST):
         child = parent
 
 
-def _conditional(file, node: ast.AST, at: ast.AST, scope: ast.AST) -> bool:
+def _conditional(file: PythonFile, node: ast.AST, at: ast.AST, scope: ast.AST) -> bool:
     """`node` sits in an `if`, loop or `try` (inside `scope`) that does not also hold `at`."""
     holders = {id(a) for a in file.ancestors(at)}
     for parent in file.ancestors(node):

@@ -1,5 +1,6 @@
 import ast
 
+from gpulint.frontends.python.file import PythonFile
 from gpulint.rule import Rule
 
 _EMPTY_CACHE = {"torch.cuda.empty_cache", "torch.cuda.memory.empty_cache"}
@@ -68,7 +69,7 @@ class EmptyCacheInStepLoop(Rule):
         "    empty_cache()\n",
     ]
 
-    def visit_Call(self, node: ast.Call, file):
+    def visit_Call(self, node: ast.Call, file: PythonFile):
         if file.is_test or file.qualname(node) not in _EMPTY_CACHE:
             return
         loop = file.loops.runs_every_step(node)

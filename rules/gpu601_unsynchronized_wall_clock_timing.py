@@ -119,7 +119,7 @@ class UnsynchronizedWallClockTiming(Rule):
             return
         yield self.report(file, node, self.timeit_message, call=q)
 
-    def visit_Module(self, node: ast.Module, file):
+    def visit_Module(self, node: ast.Module, file: PythonFile):
         if file.is_test or not file.uses_cuda:
             return
         for interval in intervals(file):
@@ -157,7 +157,7 @@ def _callable_body(file: PythonFile, stmt: ast.AST | None, at: ast.AST) -> list[
     return None
 
 
-def _opaque_driver(file, node: ast.AST, scope: ast.AST) -> bool:
+def _opaque_driver(file: PythonFile, node: ast.AST, scope: ast.AST) -> bool:
     """`train_one_epoch(...)`, `evaluate(...)`: a callee that runs (and syncs) a loop of its own."""
     if not isinstance(node, ast.Call):
         return False
@@ -186,7 +186,7 @@ def _joined(spawn: ast.Call) -> bool:
     return join is None or not (isinstance(join.value, ast.Constant) and join.value.value is False)
 
 
-def _cpu_branch(file, node: ast.AST) -> bool:
+def _cpu_branch(file: PythonFile, node: ast.AST) -> bool:
     """Inside `if device == "cpu":` (or the else of a CUDA test): CPU work."""
     child = node
     for parent in file.ancestors(node):
@@ -200,7 +200,7 @@ def _cpu_branch(file, node: ast.AST) -> bool:
     return False
 
 
-def _whole_steps(file, region: list, scope: ast.AST) -> bool:
+def _whole_steps(file: PythonFile, region: list, scope: ast.AST) -> bool:
     """The interval holds a forward pass and a backward pass or optimizer step."""
     if not any(is_step_marker(n) for n in region):
         return False

@@ -1,6 +1,7 @@
 import ast
 import re
 
+from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.names import terminal_name
 from gpulint.frontends.python.timing import (
     CLOCK_TRIGGERS,
@@ -20,7 +21,7 @@ _NOT_WORK = {"range", "print", "append", "synchronize", "record", "len", "zero_g
 _EPOCH = re.compile(r"epoch", re.IGNORECASE)
 
 
-def _epoch_loop(loop: ast.For, file) -> bool:
+def _epoch_loop(loop: ast.For, file: PythonFile) -> bool:
     """`for epoch in range(epochs):`: the clock times a whole training run, where one-time costs
     are a rounding error and the total is what the user wants; not a benchmark."""
     target = loop.target.id if isinstance(loop.target, ast.Name) else ""
@@ -101,7 +102,7 @@ class TimedLoopWithoutWarmup(Rule):
         "    torch.cuda.synchronize()\n    return (time.perf_counter() - t0) / 100\n",
     ]
 
-    def visit_Module(self, node: ast.Module, file):
+    def visit_Module(self, node: ast.Module, file: PythonFile):
         if file.is_test or not file.uses_cuda:
             return
         for interval in intervals(file):
@@ -116,7 +117,7 @@ class TimedLoopWithoutWarmup(Rule):
             yield self.report(file, loop, line=loop.lineno)
 
     @staticmethod
-    def _timed_loop(interval, file) -> ast.For | None:
+    def _timed_loop(interval, file: PythonFile) -> ast.For | None:
         """`t0 = clock()` followed directly by `for _ in range(...)`, the second read after it."""
         statement = file.parent(interval.start)
         if not isinstance(statement, ast.Assign):
@@ -136,7 +137,7 @@ class TimedLoopWithoutWarmup(Rule):
         return None
 
     @staticmethod
-    def _warmed_up(interval, loop, work, file) -> bool:
+    def _warmed_up(interval, loop, work, file: PythonFile) -> bool:
         names = {
             file.segment(n.func)
             for n in ast.walk(loop)

@@ -67,7 +67,7 @@ class ElapsedTimeWithoutSynchronize(Rule):
         "    return start.elapsed_time(end)\n",
     ]
 
-    def visit_Call(self, node: ast.Call, file):
+    def visit_Call(self, node: ast.Call, file: PythonFile):
         func = node.func
         if not isinstance(func, ast.Attribute) or func.attr != "elapsed_time" or file.is_test:
             return
@@ -96,7 +96,7 @@ class ElapsedTimeWithoutSynchronize(Rule):
         yield self.report(file, node, end=file.segment(end) if end is not None else "end")
 
     @staticmethod
-    def _is_event(receiver: ast.AST, file) -> bool:
+    def _is_event(receiver: ast.AST, file: PythonFile) -> bool:
         """The receiver is bound to `torch.cuda.Event(...)` in its own scope (or an enclosing one),
         directly, through a list of events, or as the loop variable over such a list. Parameters
         are unknown."""
@@ -162,7 +162,7 @@ def _event_bindings(file: PythonFile, scope: ast.AST | None) -> _EventBindings:
             if any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node.iter)):
                 names |= {t.id for t in ast.walk(node.target) if isinstance(t, ast.Name)}
     params: set[str] = set()
-    if scope is not None:
+    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
         args = scope.args
         params = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}
     cache[key] = (names, attrs, params)

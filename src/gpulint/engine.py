@@ -209,7 +209,7 @@ class Linter:
             parsed.project_lookup = session.lookup
         rules = [cls(self.settings) for cls in rule_classes]
         findings = list(frontend.run(parsed, rules))
-        if session is not None:
+        if session is not None and deps is not None:
             deps.update(session.deps)
         return self._suppress(frontend, parsed, findings, relpath or shown), True
 

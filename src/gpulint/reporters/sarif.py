@@ -227,8 +227,10 @@ def render(findings: list[Finding], *, root: Path, read_text=None, warn=None, **
 
 
 def _sarif_fix(finding: Finding, artifact: dict, source: SourceText) -> dict:
+    fix = finding.fix
+    assert fix is not None  # only called for findings with a fix
     replacements = []
-    for edit in finding.fix.edits:
+    for edit in fix.edits:
         sl, sc = source.position(edit.start)
         el, ec = source.position(edit.end)
         replacements.append(
@@ -243,6 +245,6 @@ def _sarif_fix(finding: Finding, artifact: dict, source: SourceText) -> dict:
             }
         )
     return {
-        "description": {"text": finding.fix.description},
+        "description": {"text": fix.description},
         "artifactChanges": [{"artifactLocation": artifact, "replacements": replacements}],
     }

@@ -31,7 +31,7 @@ class PythonFrontend:
 
     def run(self, parsed: PythonFile, rules: Sequence) -> Iterable[Finding]:
         by_type = parsed.nodes_by_type
-        return run_rules(parsed, rules, lambda kind: by_type.get(getattr(ast, kind, None), ()))
+        return run_rules(parsed, rules, lambda kind: by_type.get(getattr(ast, kind, ast.AST), ()))
 
     def noqa_lines(self, parsed: PythonFile) -> dict[int, frozenset[str]]:
         out = noqa_by_line(parsed.source)

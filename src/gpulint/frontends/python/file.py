@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import functools
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar, overload
 
 from gpulint.frontends.python.devices import uses_gpu
 from gpulint.frontends.python.loops import LoopModel
@@ -15,6 +15,10 @@ from gpulint.source import SourceText, is_test_path
 
 if TYPE_CHECKING:
     from gpulint.frontends.python.summaries import External
+
+N = TypeVar("N", bound=ast.AST)
+M = TypeVar("M", bound=ast.AST)
+P = TypeVar("P", bound=ast.AST)
 
 
 class PythonFile:
@@ -66,7 +70,13 @@ class PythonFile:
                     push(value)
 
     # -- structure ---------------------------------------------------------------------------
-    def nodes(self, *types: type) -> Iterator[ast.AST]:
+    @overload
+    def nodes(self, t1: type[N], /) -> Iterator[N]: ...
+    @overload
+    def nodes(self, t1: type[N], t2: type[M], /) -> Iterator[N | M]: ...
+    @overload
+    def nodes(self, t1: type[N], t2: type[M], t3: type[P], /) -> Iterator[N | M | P]: ...
+    def nodes(self, *types: type[ast.AST]) -> Iterator[ast.AST]:
         for t in types:
             yield from self.nodes_by_type.get(t, ())
 
@@ -120,7 +130,7 @@ class PythonFile:
     @functools.cached_property
     def dataloader_names(self) -> set[str]:
         """Local names bound to a DataLoader(...) call anywhere in the file."""
-        names = set()
+        names: set[str] = set()
         for node in self.nodes(ast.Assign):
             if isinstance(node.value, ast.Call) and (q := self.qualname(node.value)):
                 if q.endswith("DataLoader"):
@@ -156,17 +166,20 @@ class PythonFile:
 
     # -- positions ---------------------------------------------------------------------------
     def span(self, node: ast.AST) -> tuple[int, int, int | None, int | None]:
-        line = node.lineno
-        col = self.source.col_from_utf8(line, node.col_offset)
-        end_line = getattr(node, "end_lineno", None)
+        line: int = node.lineno  # type: ignore[attr-defined]
+        col = self.source.col_from_utf8(line, node.col_offset)  # type: ignore[attr-defined]
+        end_line: int | None = getattr(node, "end_lineno", None)
         end_col = None
-        if end_line is not None and node.end_col_offset is not None:
-            end_col = self.source.col_from_utf8(end_line, node.end_col_offset)
+        end_offset: int | None = getattr(node, "end_col_offset", None)
+        if end_line is not None and end_offset is not None:
+            end_col = self.source.col_from_utf8(end_line, end_offset)
         return line, col, end_line, end_col
 
     def offsets(self, node: ast.AST) -> tuple[int, int]:
         """Character offsets [start, end) of a node in the text."""
         line, col, end_line, end_col = self.span(node)
+        if end_line is None or end_col is None:
+            end_line, end_col = line, col
         return self.source.offset(line, col), self.source.offset(end_line, end_col)
 
     def segment(self, node: ast.AST) -> str:

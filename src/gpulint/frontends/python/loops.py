@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from gpulint.frontends.python.file import PythonFile
 
 LOOPS = (ast.For, ast.AsyncFor, ast.While)
+Loop = ast.For | ast.AsyncFor | ast.While
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 _STEPPER = re.compile(r"optim|^opt(_|\d|$)|scaler", re.IGNORECASE)
@@ -38,9 +39,9 @@ _PERIODIC_NAME = re.compile(
 )
 
 
-def own_nodes(loop: ast.AST) -> Iterator[ast.AST]:
+def own_nodes(loop: Loop) -> Iterator[ast.AST]:
     """Nodes of a loop's body and else, not descending into nested loops or scopes."""
-    stack = list(reversed([*loop.body, *loop.orelse]))
+    stack: list[ast.AST] = list(reversed([*loop.body, *loop.orelse]))
     while stack:
         node = stack.pop()
         yield node
@@ -52,9 +53,9 @@ def own_nodes(loop: ast.AST) -> Iterator[ast.AST]:
         stack.extend(reversed(list(ast.iter_child_nodes(node))))
 
 
-def body_nodes(loop: ast.AST) -> Iterator[ast.AST]:
+def body_nodes(loop: Loop) -> Iterator[ast.AST]:
     """Nodes of a loop's body, nested loops and comprehensions included, not nested scopes."""
-    stack = list(reversed(loop.body))
+    stack: list[ast.AST] = list(reversed(loop.body))
     while stack:
         node = stack.pop()
         yield node
@@ -114,7 +115,7 @@ class LoopModel:
         name = terminal_name(it)
         return bool(name and (_LOADER.search(name) or name in self.loader_names))
 
-    def is_step_loop(self, loop: ast.AST) -> bool:
+    def is_step_loop(self, loop: Loop) -> bool:
         """Its own body steps (backward, optimizer step), directly or through a function it
         calls that steps once per call (a closure, `self.train_step(batch)`), or it takes a
         batch per iteration (iterates a loader, `x, y = get_batch()`) and calls a model."""
@@ -128,7 +129,7 @@ class LoopModel:
             self._step[key] = marker
         return self._step[key]
 
-    def basic_step_loop(self, loop: ast.AST, nodes: list[ast.AST] | None = None) -> bool:
+    def basic_step_loop(self, loop: Loop, nodes: list[ast.AST] | None = None) -> bool:
         """`is_step_loop` from the loop's own text only (function summaries use this one)."""
         key = id(loop)
         found = self._basic.get(key)
@@ -138,7 +139,7 @@ class LoopModel:
             )
         return found
 
-    def _basic_step_loop(self, loop: ast.AST, nodes: list[ast.AST]) -> bool:
+    def _basic_step_loop(self, loop: Loop, nodes: list[ast.AST]) -> bool:
         if any(is_step_marker(n) for n in nodes):
             return True
         if self.iterates_loader(loop) or any(_fetches_batch(n) for n in nodes):
@@ -176,7 +177,7 @@ class LoopModel:
                 return True
         return False
 
-    def trains(self, loop: ast.AST) -> bool:
+    def trains(self, loop: Loop) -> bool:
         """A training step loop (backward/optimizer step), not only a loader-and-model loop."""
         if any(is_step_marker(n) for n in ast.walk(loop)):
             return True
@@ -206,7 +207,7 @@ class LoopModel:
                         return True
         return False
 
-    def enclosing_step_loop(self, node: ast.AST) -> ast.AST | None:
+    def enclosing_step_loop(self, node: ast.AST) -> Loop | None:
         """The nearest enclosing step loop in the same function, or None."""
         child = node
         for parent in self.file.ancestors(node):
@@ -247,9 +248,9 @@ class LoopModel:
         ... `if is_log_step:` (every binding that reaches the test must be periodic)."""
         if is_periodic_test(test):
             return True
-        names = [test]
+        names: list[ast.AST] = [test]
         if isinstance(test, ast.BoolOp):
-            names = test.values
+            names = list(test.values)
         for name in names:
             if isinstance(name, ast.Name):
                 bound = self.file.model.bindings_of(name.id, before=name)
@@ -264,7 +265,7 @@ class LoopModel:
             return False
         return any(is_step_marker(n) for stmt in guard.body for n in ast.walk(stmt))
 
-    def runs_every_step(self, node: ast.AST) -> ast.AST | None:
+    def runs_every_step(self, node: ast.AST) -> Loop | None:
         """The step loop in which `node` runs on every iteration, or None."""
         loop = self.enclosing_step_loop(node)
         if loop is None or self.periodic_guard(node, loop) is not None:
@@ -282,7 +283,7 @@ def is_periodic_test(test: ast.AST) -> bool:
             return True
         if isinstance(node, ast.Compare) and any(isinstance(op, ast.Eq) for op in node.ops):
             # `if step == 0:` / `if i == len(loader) - 1:` runs once; `if rank == 0:` every step.
-            names = {terminal_name(n) for n in ast.walk(node)} - {None}
+            names = {name for n in ast.walk(node) if (name := terminal_name(n)) is not None}
             if not any(_PER_PROCESS.search(n) for n in names):
                 return True
         name = terminal_name(node) if isinstance(node, (ast.Name, ast.Attribute)) else None

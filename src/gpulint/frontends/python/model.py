@@ -236,9 +236,8 @@ class SemanticModel:
         """Every def named `name` anywhere in the file (methods included)."""
         if self._functions is None:
             table: dict[str, list[Function]] = {}
-            for kind in FUNCTIONS:
-                for f in self.file.nodes_by_type.get(kind, ()):
-                    table.setdefault(f.name, []).append(f)  # type: ignore[attr-defined]
+            for f in self.file.nodes(ast.FunctionDef, ast.AsyncFunctionDef):
+                table.setdefault(f.name, []).append(f)
             self._functions = table
         return self._functions.get(name, [])
 
@@ -295,9 +294,9 @@ def _bindings_table(scope: ast.AST) -> dict[str, list[Binding]]:
             add(arg.arg, "param", arg, default, arg)
         for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=False):
             add(arg.arg, "param", arg, default, arg)
-        for arg in (args.vararg, args.kwarg):
-            if arg is not None:
-                add(arg.arg, "param", arg, None, arg)
+        for star in (args.vararg, args.kwarg):
+            if star is not None:
+                add(star.arg, "param", star, None, star)
     for node in scope_nodes(scope):
         kind = type(node)
         if kind is ast.Assign:

@@ -32,11 +32,11 @@ FP16 = {"torch.float16", "torch.half"}
 BF16 = {"torch.bfloat16"}
 
 
-def is_autocast(file, call: ast.AST) -> bool:
+def is_autocast(file: PythonFile, call: ast.AST) -> bool:
     return isinstance(call, ast.Call) and file.qualname(call) in AUTOCAST
 
 
-def dtype_name(file, node: ast.AST) -> str:
+def dtype_name(file: PythonFile, node: ast.AST) -> str:
     q = file.qualname(node)
     if q in FP16:
         return "fp16"
@@ -45,7 +45,7 @@ def dtype_name(file, node: ast.AST) -> str:
     return "unknown"
 
 
-def autocast_dtype(file, call: ast.Call) -> str | None:
+def autocast_dtype(file: PythonFile, call: ast.Call) -> str | None:
     """'fp16', 'bf16', 'unknown', or None when the autocast is plainly off (`enabled=False`)."""
     enabled = keyword(call, "enabled")
     if enabled is not None and isinstance(enabled.value, ast.Constant) and not enabled.value.value:
@@ -92,28 +92,28 @@ def _read_comments(text: str) -> dict[int, str]:
     return comments
 
 
-def comment_near(file, node: ast.AST) -> str:
+def comment_near(file: PythonFile, node: ast.AST) -> str:
     """Comments on the node's lines and on the line just before it (joined)."""
     comments = _comments(file)
-    first = node.lineno
+    first: int = getattr(node, "lineno", 1)
     last = getattr(node, "end_lineno", None) or first
     return " ".join(comments[n] for n in range(first - 1, last + 1) if n in comments)
 
 
-def states_reason(file, node: ast.AST, reason: re.Pattern) -> bool:
+def states_reason(file: PythonFile, node: ast.AST, reason: re.Pattern) -> bool:
     return bool(reason.search(comment_near(file, node)))
 
 
 _NO_GRAD = {"torch.no_grad", "torch.inference_mode", "torch.autograd.grad_mode.no_grad"}
 
 
-def _no_grad_call(file, expr: ast.AST) -> bool:
+def _no_grad_call(file: PythonFile, expr: ast.AST) -> bool:
     return any(
         isinstance(n, ast.Call) and file.qualname(n.func) in _NO_GRAD for n in ast.walk(expr)
     )
 
 
-def under_no_grad(file, node: ast.AST) -> bool:
+def under_no_grad(file: PythonFile, node: ast.AST) -> bool:
     """`node` runs with autograd off: inside `with torch.no_grad():` / `torch.inference_mode()`
     (also `with torch.no_grad(), torch.autocast(...)`), or in a function decorated with them."""
     for ancestor in file.ancestors(node):
@@ -128,7 +128,7 @@ def under_no_grad(file, node: ast.AST) -> bool:
     return False
 
 
-def function_calls_backward(file, node: ast.AST) -> bool:
+def function_calls_backward(file: PythonFile, node: ast.AST) -> bool:
     """The function around `node` (or the module, at top level) calls `.backward()`, and `node`
     itself does not run with autograd off (an eval pass inside a training function)."""
     if under_no_grad(file, node):

@@ -7,8 +7,12 @@ of a tensor, `torch.cuda.synchronize()`, and `.synchronize()` on a CUDA event or
 from __future__ import annotations
 
 import ast
+from typing import TYPE_CHECKING
 
 from gpulint.frontends.python.tensors import looks_like_tensor
+
+if TYPE_CHECKING:
+    from gpulint.frontends.python.file import PythonFile
 
 READBACK_METHODS = {"item", "cpu", "numpy", "tolist"}
 _CONVERTERS = {"float", "int", "bool"}
@@ -16,7 +20,7 @@ _PYTHON_SIDE_ROOTS = {"numpy", "math", "statistics"}
 DEVICE_SYNCS = {"torch.cuda.synchronize", "torch.synchronize", "torch.cuda.current_stream"}
 
 
-def python_side(file, receiver: ast.AST) -> bool:
+def python_side(file: PythonFile, receiver: ast.AST) -> bool:
     """numpy arrays and scalars have `.item()`/`.tolist()` too; they cost no sync."""
     node = receiver
     while isinstance(node, (ast.Attribute, ast.Call, ast.Subscript)):
@@ -26,7 +30,7 @@ def python_side(file, receiver: ast.AST) -> bool:
     return False
 
 
-def host_sync(file, node: ast.AST, *, with_events: bool = True) -> str | None:
+def host_sync(file: PythonFile, node: ast.AST, *, with_events: bool = True) -> str | None:
     """What kind of host sync the call `node` is (for messages), or None."""
     if not isinstance(node, ast.Call):
         return None

@@ -44,7 +44,7 @@ _PRODUCER = re.compile(r"model|criterion|loss|^net$|encoder|decoder|head|forward
 _NUMPY = ("numpy", "np", "math", "statistics")
 
 
-def _torch_call(file, call: ast.Call) -> bool:
+def _torch_call(file: PythonFile, call: ast.Call) -> bool:
     q = file.qualname(call)
     if not q or not q.startswith("torch."):
         return False
@@ -54,7 +54,7 @@ def _torch_call(file, call: ast.Call) -> bool:
     return not parts[-1].startswith(("is_", "get_", "set_"))
 
 
-def _numpy_rooted(file, node: ast.AST) -> bool:
+def _numpy_rooted(file: PythonFile, node: ast.AST) -> bool:
     while isinstance(node, (ast.Attribute, ast.Call, ast.Subscript)):
         node = node.func if isinstance(node, ast.Call) else node.value
     if isinstance(node, ast.Name):
@@ -63,7 +63,7 @@ def _numpy_rooted(file, node: ast.AST) -> bool:
     return False
 
 
-def produces_tensor(file, value: ast.AST) -> bool:
+def produces_tensor(file: PythonFile, value: ast.AST) -> bool:
     """An assigned value that is a tensor: a model/criterion call, a torch call, a tensor method."""
     if isinstance(value, ast.Call):
         if _numpy_rooted(file, value):
@@ -81,7 +81,7 @@ def produces_tensor(file, value: ast.AST) -> bool:
     return False
 
 
-def looks_like_tensor(file, expr: ast.AST, scope: ast.AST | None) -> bool:
+def looks_like_tensor(file: PythonFile, expr: ast.AST, scope: ast.AST | None) -> bool:
     if isinstance(expr, ast.Call):
         if isinstance(expr.func, ast.Attribute) and expr.func.attr in {"item", "tolist", "numpy"}:
             return False  # already a Python value (the call itself is reported on its own)

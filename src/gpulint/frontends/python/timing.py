@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gpulint.frontends.python.loops import is_step_marker
-from gpulint.frontends.python.model import MemoKey, scope_nodes
+from gpulint.frontends.python.model import MemoKey, end_position, position, scope_nodes
 from gpulint.frontends.python.names import keyword, terminal_name
 from gpulint.frontends.python.syncs import host_sync
 from gpulint.frontends.python.tensors import _torch_call
@@ -69,15 +69,7 @@ _SYNC_NAME = re.compile(r"sync|barrier|block_until_ready|^generate$", re.IGNOREC
 _DATA_DEPENDENT = {"nonzero", "unique", "unique_consecutive", "masked_select", "argwhere"}
 
 
-def position(node: ast.AST) -> tuple[int, int]:
-    return node.lineno, node.col_offset
-
-
-def end_position(node: ast.AST) -> tuple[int, int]:
-    return node.end_lineno, node.end_col_offset
-
-
-def is_clock(file, node: ast.AST) -> bool:
+def is_clock(file: PythonFile, node: ast.AST) -> bool:
     return isinstance(node, ast.Call) and not node.args and file.qualname(node) in CLOCKS
 
 
@@ -96,11 +88,13 @@ class Interval:
         ]
 
 
-def _clock_assignments(file, scope: ast.AST) -> dict[str, list[ast.Call]]:
+def _clock_assignments(file: PythonFile, scope: ast.AST) -> dict[str, list[ast.Call]]:
     """`t0 = time.time()` / `self.start = perf_counter()`: target text -> the clock calls."""
     out: dict[str, list[ast.Call]] = {}
     for node in scope_nodes(scope):
-        if isinstance(node, ast.Assign) and is_clock(file, node.value):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            if not is_clock(file, node.value):
+                continue
             for target in node.targets:
                 if isinstance(target, (ast.Name, ast.Attribute)):
                     out.setdefault(file.segment(target), []).append(node.value)
@@ -131,7 +125,8 @@ def _intervals(file: PythonFile) -> list[Interval]:
             starts = assigned.get(file.segment(node.right))
             if not starts:
                 continue
-            if is_clock(file, node.left):
+            end: ast.Call
+            if isinstance(node.left, ast.Call) and is_clock(file, node.left):
                 end = node.left
             elif isinstance(node.left, (ast.Name, ast.Attribute)):
                 ends = [
@@ -158,7 +153,7 @@ def local_function(file: PythonFile, name: str | None) -> ast.AST | None:
     return found[0] if found else None
 
 
-def is_sync(file, node: ast.AST, depth: int = 1) -> bool:
+def is_sync(file: PythonFile, node: ast.AST, depth: int = 1) -> bool:
     """A call that waits for the device, directly or (one level) through a helper in this file."""
     if isinstance(node, ast.Subscript) and _boolean_mask(node.slice):
         return True  # x[x[:, 4] > threshold]: the result's size is read back
@@ -177,7 +172,7 @@ def is_sync(file, node: ast.AST, depth: int = 1) -> bool:
     return False
 
 
-def _pipeline(file, name: ast.Name, at: ast.AST) -> bool:
+def _pipeline(file: PythonFile, name: ast.Name, at: ast.AST) -> bool:
     """`pipe = DiffusionPipeline.from_pretrained(...)` / `pipe = pipeline("text-generation")`."""
     scope = file.enclosing_function(at) or file.tree
     for node in scope_nodes(scope):
@@ -197,7 +192,7 @@ def _boolean_mask(index: ast.AST) -> bool:
     )
 
 
-def cuda_work(file, node: ast.AST, scope: ast.AST) -> bool:
+def cuda_work(file: PythonFile, node: ast.AST, scope: ast.AST) -> bool:
     """A call that queues work on the GPU: a model call, backward, optimizer step, a copy to the
     device, a Triton launch, or a torch op in a function that uses CUDA."""
     if not isinstance(node, ast.Call):
@@ -210,7 +205,8 @@ def cuda_work(file, node: ast.AST, scope: ast.AST) -> bool:
         # `non_blocking=True` leaves it running on the device.
         blocking = keyword(node, "non_blocking")
         if (
-            isinstance(getattr(blocking, "value", None), ast.Constant)
+            blocking is not None
+            and isinstance(blocking.value, ast.Constant)
             and blocking.value.value is True
         ):
             return func.attr == "cuda" or any(
@@ -238,7 +234,7 @@ def cuda_work(file, node: ast.AST, scope: ast.AST) -> bool:
     return False
 
 
-def _launches_triton(file, function: ast.AST) -> bool:
+def _launches_triton(file: PythonFile, function: ast.AST) -> bool:
     if "triton" not in file.bindings.values():
         return False
     return any(
@@ -246,7 +242,7 @@ def _launches_triton(file, function: ast.AST) -> bool:
     )
 
 
-def _scope_uses_cuda(file, scope: ast.AST) -> bool:
+def _scope_uses_cuda(file: PythonFile, scope: ast.AST) -> bool:
     if isinstance(scope, ast.Module):
         return file.uses_cuda
     return bool(re.search(r"\bcuda\b|device", file.segment(scope)))

@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import ast
 import re
+from typing import TYPE_CHECKING
 
 from gpulint.frontends.python.names import keyword, terminal_name
+
+if TYPE_CHECKING:
+    from gpulint.frontends.python.file import PythonFile
 
 _DEVICE_NAME = re.compile(r"device|^dev$|^dev_|_dev$|cuda|gpu|^rank$|local_rank|^device_id", re.I)
 _HOST_NAME = re.compile(r"cpu|host", re.I)
@@ -23,7 +27,7 @@ CPU_FACTORIES = {
 }  # fmt: skip
 
 
-def _is_device_expr(file, node: ast.AST) -> bool:
+def _is_device_expr(file: PythonFile, node: ast.AST) -> bool:
     if isinstance(node, ast.Constant):
         return isinstance(node.value, str) and node.value.startswith("cuda")
     if isinstance(node, ast.Call):
@@ -46,7 +50,7 @@ def _is_device_expr(file, node: ast.AST) -> bool:
     return False
 
 
-def device_transfer(file, call: ast.AST) -> bool:
+def device_transfer(file: PythonFile, call: ast.AST) -> bool:
     """`x.cuda(...)`, or `x.to(<device>, ...)` with a plainly CUDA-ish device."""
     if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Attribute):
         return False
@@ -63,7 +67,7 @@ def device_transfer(file, call: ast.AST) -> bool:
 
 
 def transfer_receiver(call: ast.Call) -> ast.AST:
-    return call.func.value  # type: ignore[union-attr]
+    return call.func.value  # type: ignore[attr-defined]
 
 
 def root_name(node: ast.AST) -> str | None:
@@ -87,7 +91,7 @@ def non_blocking(call: ast.Call) -> str:
         if any(k.arg is None for k in call.keywords):
             return "unknown"
         # `.to(device, dtype, non_blocking)` / `.cuda(device, non_blocking)` positionally.
-        limit = 1 if call.func.attr == "cuda" else 2  # type: ignore[union-attr]
+        limit = 1 if call.func.attr == "cuda" else 2  # type: ignore[attr-defined]
         if len(call.args) > limit:
             return "unknown"
         return "false"
