@@ -74,5 +74,5 @@ class CheckpointWithoutUseReentrant(Rule):
             return
         if keyword(node, "use_reentrant") is not None or has_star_kwargs(node):
             return
-        fix = Fix("add use_reentrant=False", (edits.append_arg(file, node, "use_reentrant=False"),))
+        fix = Fix("add use_reentrant=False", (edits.append_arg(file, node, "use_reentrant=False"),))  # type: ignore[arg-type]
         yield self.report(file, node, func=qualified.rsplit(".", 1)[1], fix=fix)

@@ -130,7 +130,7 @@ def k(x_ptr):
                 yield self.report(
                     file,
                     node,
-                    what=f"`{node.func.id}(...)` (a debug helper calling `{_label(helper)}`)",
+                    what=f"`{node.func.id}(...)` (a debug helper calling `{_label(helper)}`)",  # type: ignore[attr-defined]
                     why=why,
                     severity=severity,
                 )

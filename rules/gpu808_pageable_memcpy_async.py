@@ -154,13 +154,13 @@ void f(float* d, size_t n, cudaStream_t s) {
                 ):
                     value = d.child_by_field_name("value")
             if value is None:
-                origins.add(None)
+                origins.add(None)  # type: ignore[arg-type]
                 continue
             m = _PAGEABLE.search(" ".join(file.node_text(value).split()))
-            origins.add(("new" if m.group(0).startswith("new") else m.group(3)) if m else None)
+            origins.add(("new" if m.group(0).startswith("new") else m.group(3)) if m else None)  # type: ignore[arg-type]
         for m in re.finditer(rf"(?<![\w.>]){re.escape(name)}\s*=(?!=)\s*([^;]*)", scope_text):
             p = _PAGEABLE.search(m.group(1).strip())
-            origins.add(("new" if p.group(0).startswith("new") else p.group(3)) if p else None)
+            origins.add(("new" if p.group(0).startswith("new") else p.group(3)) if p else None)  # type: ignore[arg-type]
         if len(origins) == 1 and None not in origins:
             return origins.pop()
         return None

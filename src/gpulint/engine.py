@@ -354,7 +354,7 @@ def evidence_notes(
     for rule in all_rules():
         key = rule.evidence_key()
         if key and key not in notes:
-            note = evidence_note(records, rule.bench, rule.bench_claim)
+            note = evidence_note(records, rule.bench, rule.bench_claim)  # type: ignore[arg-type]
             if note:
                 notes[key] = note
 

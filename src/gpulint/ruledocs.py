@@ -310,8 +310,8 @@ def _examples(rule: type[Rule]) -> list[str]:
                 lines += _fence(case.fixed, info) + [""]
     if rule.VALID:
         lines += ["## Examples that stay silent", ""]
-        for example in rule.VALID:
-            case = example if isinstance(example, Valid) else Valid(example)
+        for example in rule.VALID:  # type: ignore[assignment]
+            case = example if isinstance(example, Valid) else Valid(example)  # type: ignore[arg-type, assignment]
             lines += _targets_note(case.targets)
             lines += _fence(case.code, info) + [""]
     return lines

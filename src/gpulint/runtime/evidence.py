@@ -172,7 +172,7 @@ def validate_record(record: object) -> list[str]:
         record.get("device", {}).get("name") if isinstance(record.get("device"), dict) else None
     ]
     variants = record.get("variants") if isinstance(record.get("variants"), list) else []
-    quoted += [v.get("label") for v in variants if isinstance(v, dict)]
+    quoted += [v.get("label") for v in variants if isinstance(v, dict)]  # type: ignore[union-attr]
     quoted += [
         h.get(k) for h in heads.values() if isinstance(h, dict) for k in ("what", "per", "versus")
     ]

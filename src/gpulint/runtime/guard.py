@@ -47,7 +47,7 @@ def check_gpus(nvml=None, own_pids: set[int] | None = None) -> GuardReport:
     mine = own_pids if own_pids is not None else {os.getpid(), os.getppid()}
     if nvml is None:
         try:
-            import pynvml as nvml  # nvidia-ml-py
+            import pynvml as nvml  # type: ignore[no-redef]  # nvidia-ml-py
         except ImportError:
             return GuardReport(
                 False,

@@ -191,8 +191,8 @@ def variant_from(
     """An ``ok`` variant: the summary of ``samples`` plus the raw samples themselves."""
     v = {"name": name, "label": label, "unit": unit, "better": better, "status": "ok"}
     v.update(summarize(samples))
-    v["samples"] = [float(s) for s in samples]
-    v["extra"] = dict(extra)
+    v["samples"] = [float(s) for s in samples]  # type: ignore[assignment]
+    v["extra"] = dict(extra)  # type: ignore[assignment]
     return v
 
 
@@ -238,17 +238,17 @@ def versions() -> dict:
 
         v["torch"] = torch.__version__
         v["cuda"] = torch.version.cuda
-        v["cudnn"] = cudnn_version(
+        v["cudnn"] = cudnn_version(  # type: ignore[assignment]
             torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
         )
         try:
             n = torch.cuda.nccl.version()
             v["nccl"] = ".".join(map(str, n)) if isinstance(n, tuple) else str(n)
         except Exception:
-            v["nccl"] = None
+            v["nccl"] = None  # type: ignore[assignment]
     except ImportError:
         v.update(torch_info())
-    v["driver"] = nvml_info().get("driver")
+    v["driver"] = nvml_info().get("driver")  # type: ignore[assignment]
     return v
 
 

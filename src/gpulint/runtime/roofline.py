@@ -105,7 +105,7 @@ def lookup(
             dtype=dtype,
             peak_tflops=float(peak),
             memory_tbps=memory,
-            source=f"user: {source.strip()}",
+            source=f"user: {source.strip()}",  # type: ignore[union-attr]
             estimated=[],
             note="peak supplied by the user",
             user_supplied=True,

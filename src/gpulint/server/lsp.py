@@ -282,7 +282,7 @@ def build_server(debounce: float = 0.3) -> GpulintServer:
                 if edits:
                     actions.append(
                         lsp.CodeAction(
-                            title=f"{f.code}: {f.fix.description}",
+                            title=f"{f.code}: {f.fix.description}",  # type: ignore[union-attr]
                             kind=lsp.CodeActionKind.QuickFix,
                             diagnostics=[diagnostic],
                             is_preferred=True,

@@ -170,7 +170,7 @@ class ConstEval:
     def value(self, node: Node | None, at: Node | None = None) -> int | None:
         """The integer value of expression `node` (names looked up from `at`), or None."""
         try:
-            v = self._value(node, at or node, 0)
+            v = self._value(node, at or node, 0)  # type: ignore[arg-type]
         except (Unknown, RecursionError, OverflowError, ValueError):
             return None
         return v if isinstance(v, int) else None
@@ -178,7 +178,7 @@ class ConstEval:
     def threads(self, node: Node | None, at: Node | None = None) -> int | None:
         """Threads in a block given as an int or a dim3 (product of its dimensions), or None."""
         try:
-            dims = self._dims(node, at or node, 0)
+            dims = self._dims(node, at or node, 0)  # type: ignore[arg-type]
         except (Unknown, RecursionError, OverflowError, ValueError):
             return None
         if dims is None:
@@ -236,7 +236,7 @@ class ConstEval:
                     return self._dim3_args(args, at, depth)
                 if value.type in ("argument_list", "initializer_list"):
                     return self._dim3_args(value, at, depth)
-                return self._dims(value, decl, depth + 1)
+                return self._dims(value, decl, depth + 1)  # type: ignore[return-value]
         raise Unknown
 
     def _value(self, node: Node | None, at: Node, depth: int) -> int:
@@ -433,7 +433,7 @@ class ConstEval:
         total = 0
         for d in decl.children_by_field_name("declarator"):
             if d.type == "init_declarator":
-                d = d.child_by_field_name("declarator")
+                d = d.child_by_field_name("declarator")  # type: ignore[assignment]
             count = 1
             seen = False
             while d is not None and d.type == "array_declarator":
@@ -443,7 +443,7 @@ class ConstEval:
                     return None
                 count *= v
                 seen = True
-                d = d.child_by_field_name("declarator")
+                d = d.child_by_field_name("declarator")  # type: ignore[assignment]
             if not seen or d is None or d.type != "identifier":
                 return None
             total += count * element

@@ -519,7 +519,7 @@ def declared_names(node: Node) -> list[str]:
     while stack:
         d = stack.pop()
         if d.type == "identifier":
-            out.append(d.text.decode("utf-8", errors="replace"))
+            out.append(d.text.decode("utf-8", errors="replace"))  # type: ignore[union-attr]
         elif d.type in (
             "init_declarator",
             "pointer_declarator",

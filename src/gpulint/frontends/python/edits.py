@@ -157,7 +157,7 @@ def argument_starts(file, call: ast.Call) -> dict[int, int] | None:
     args = call_arguments(file, call)
     if args is None:
         return None
-    ordered = sorted([*call.args, *call.keywords], key=lambda n: (n.lineno, n.col_offset))
+    ordered = sorted([*call.args, *call.keywords], key=lambda n: (n.lineno, n.col_offset))  # type: ignore[attr-defined]
     if len(ordered) != len(args.starts):
         return None
     return {id(node): start for node, start in zip(ordered, args.starts, strict=True)}

@@ -46,7 +46,7 @@ def run(ctx: Context) -> BenchResult:
     cfg = dict(CONFIG)
     workers = max(2, min(8, (os.cpu_count() or 4) // 2))
     cfg["workers"] = workers
-    ds = SyntheticImages(cfg["samples"], cfg["image"])
+    ds = SyntheticImages(cfg["samples"], cfg["image"])  # type: ignore[arg-type]
     plan = [
         ("workers0", "num_workers=0", dict(num_workers=0)),
         (f"workers{workers}", f"num_workers={workers}", dict(num_workers=workers)),

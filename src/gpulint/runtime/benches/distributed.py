@@ -169,7 +169,7 @@ def _mlp(torch, dev):
 
 def _global_batch(torch, dev, world: int):
     g = torch.Generator(device="cpu").manual_seed(1234)
-    b = MODEL["batch_per_rank"] * world
+    b = MODEL["batch_per_rank"] * world  # type: ignore[operator]
     x = torch.randn(b, MODEL["width"], generator=g).to(dev)
     y = torch.randn(b, 1, generator=g).to(dev)
     return x, y

@@ -29,7 +29,7 @@ def run(ctx: Context) -> BenchResult:
         ("pinned", "H2D 256 MiB from pinned memory", pinned, True),
     ):
         m = ctx.measure(
-            lambda src=src, nb=nb: dst.copy_(src, non_blocking=nb),
+            lambda src=src, nb=nb: dst.copy_(src, non_blocking=nb),  # type: ignore[misc]
             label=f"h2d {name}",
             min_run_ms=40.0,
         )

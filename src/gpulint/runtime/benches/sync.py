@@ -62,13 +62,14 @@ def run(ctx: Context) -> BenchResult:
         f"every_{cfg['every_n']}": (f".item() every {cfg['every_n']} steps", cfg["every_n"]),
     }
     ms = ctx.measure_interleaved(
-        {name: block(every) for name, (_, every) in plan.items()}, label="sync"
+        {name: block(every) for name, (_, every) in plan.items()},  # type: ignore[arg-type]
+        label="sync",
     )
     variants = [
         variant_from(
             name,
             label,
-            [x * 1000.0 / steps for x in ms[name]],
+            [x * 1000.0 / steps for x in ms[name]],  # type: ignore[operator]
             "us",
             "lower",
             steps_per_run=steps,
