@@ -376,7 +376,7 @@ def _resolve_grid(file, node, at):
 
 def _position_test(file, test: ast.AST, flow) -> bool:
     """A test on the program's own position (`pid * BLOCK + BLOCK <= n`)."""
-    pos = (test.lineno, test.col_offset)
+    pos = (test.lineno, test.col_offset)  # type: ignore[attr-defined]
     names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
     if any(flow.name_at(n, pos).bits & (tt.INDEX | tt.START) for n in names):
         return True

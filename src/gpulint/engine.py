@@ -285,9 +285,9 @@ class Linter:
                 continue  # reported when the file itself is linted
             grouped.setdefault(frontend, []).append((display_path(path), data))
         projects = dict(self.settings.projects)
-        for frontend, items in grouped.items():
+        for frontend, items in grouped.items():  # type: ignore[assignment]
             try:
-                projects[frontend.language] = frontend.index(items, self.settings)
+                projects[frontend.language] = frontend.index(items, self.settings)  # type: ignore[union-attr]
             except (ParseError, RecursionError, MemoryError, ValueError):
                 continue  # no project: each file is judged alone, as in an editor
         if projects:

@@ -115,7 +115,7 @@ class FileFinder:
         config, exclude = self.config, self.exclude
         if self.config_for is not None:
             config = self.config_for(Path(os.path.abspath(path)).parent)
-            exclude = self._exclude_specs.get(id(config))
+            exclude = self._exclude_specs.get(id(config))  # type: ignore[assignment]
             if exclude is None:
                 exclude = self._exclude_specs[id(config)] = pathspec.GitIgnoreSpec.from_lines(
                     config.exclude

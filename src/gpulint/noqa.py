@@ -67,7 +67,7 @@ class NoqaPlanner:
             start, end, codes_end = match.start(), len(text), match.end("codes")
             new = text[start:codes_end] + ", " + ", ".join(missing) + text[codes_end:end]
             return Edit(self.source.offset(line, start + 1), self.source.offset(line, end + 1), new)
-        comment = noqa_comment(self.language, ", ".join(missing))
+        comment = noqa_comment(self.language, ", ".join(missing))  # type: ignore[arg-type]
         end = self.source.offset(line, len(text) + 1)
         padding = "" if not text.strip() else ("  " if comment.startswith("#") else " ")
         return Edit(end, end, padding + comment)

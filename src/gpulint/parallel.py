@@ -4,6 +4,7 @@ order the workers finish in."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from gpulint.diagnostics import unanalysable
@@ -13,7 +14,7 @@ _worker_linter = None
 
 
 def _work(path: Path):
-    return _worker_linter.lint_path(path)
+    return _worker_linter.lint_path(path)  # type: ignore[union-attr]
 
 
 def _failed(path: Path, outcome: Outcome, budget: float):
