@@ -126,6 +126,7 @@ class Checker:
                 if not cache_dir.is_absolute():
                     cache_dir = linter.config.root / cache_dir
                 cache = ResultCache(cache_dir, linter.fingerprint())
+            linter.prepare_project(paths, files)  # function summaries across the tree
             for result in lint_many(linter, group, jobs=jobs, cache=cache):
                 owners[result.path] = linter
                 results.append(result)

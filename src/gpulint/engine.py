@@ -301,6 +301,15 @@ class Linter:
         problems = [FileResult(p, [unanalysable(p, why)]) for p, why in finder.problems]
         return files, problems
 
+    def prepare_project(self, paths: Sequence[Path], files: list[Path]) -> None:
+        """The project index for a run over `paths` (found: `files`), before any file is linted."""
+        from gpulint import project
+
+        project.reset()
+        self.project = project.ProjectIndex.build(
+            [(p, self.relpath(p)) for p in self._project_files(paths, files)], tuple(self.roots)
+        )
+
     def _project_files(self, paths: Sequence[Path], files: list[Path]) -> list[Path]:
         """The Python files whose functions calls may reach: the folders named, or where files
         are named (`gpulint check train.py`, pre-commit on the changed files) the whole project
@@ -319,13 +328,9 @@ class Linter:
         self.roots.extend(p for p in paths if p.is_dir())
         files, problems = self.find_files(paths)
         self.index_projects(files)
-        from gpulint import project
         from gpulint.parallel import lint_many
 
-        project.reset()
-        self.project = project.ProjectIndex.build(
-            [(p, self.relpath(p)) for p in self._project_files(paths, files)], tuple(self.roots)
-        )
+        self.prepare_project(paths, files)
         results = lint_many(self, files, jobs=jobs, cache=cache)
         return Report(problems + results)
 
