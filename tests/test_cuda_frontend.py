@@ -350,3 +350,18 @@ def test_launch_in_a_macro_body_is_seen():
     assert (2, "GPU801") in found  # the block of 140 threads, evaluated in the macro body
     [gpu802] = [f for f in lint_text(text, "x.cu") if f.code == "GPU802"]
     assert gpu802.line == 2 and "`run` (line 4)" in gpu802.message
+
+
+def test_cli_judges_a_launcher_by_its_callers(tmp_path, monkeypatch, capsys):
+    # The command line lints per configuration group: it must build the project index too.
+    from gpulint.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ops.cu").write_text(LAUNCHER_CU)
+    (tmp_path / "step.cpp").write_text(
+        "void launch_k(float* x, int n, cudaStream_t s);\n"
+        "void step(float* x, int n, cudaStream_t s) {\n  launch_k(x, n, s);\n}\n"
+    )
+    main(["check", ".", "--no-cache", "--select", "GPU802", "--exit-zero"])
+    out = capsys.readouterr().out
+    assert "ops.cu:4:3: GPU802" in out and "nor by `step` (step.cpp:3)" in out

@@ -120,6 +120,7 @@ class Checker:
         results: list[FileResult] = list(problems)
         owners: dict[str, Linter] = {}
         for linter, group in groups.values():
+            linter.index_projects(group)  # cross-file facts (CUDA launchers' callers), once
             cache = None
             if not self.args.no_cache and not self.args.no_prefilter:
                 cache_dir = Path(linter.config.cache_dir)

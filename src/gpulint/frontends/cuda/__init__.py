@@ -95,7 +95,20 @@ def mask_attributes(data: bytes) -> bytes:
     if b"_DEVICE" in data or b"_HOST" in data or b"_GLOBAL" in data:
         data = _SPACE_MACRO.sub(_qualifier, data)
     data = _FILE_SCOPE_MACRO.sub(_blank_invocation, data)
+    if b"<<<" in data:
+        data = _LAUNCH_CONFIG.sub(_unbrace, data)
     return data
+
+
+# `<<<grid, {bx, by, 1}, 0, stream>>>`: a braced dim3 the grammar does not take in a launch
+# config. It becomes one identifier of the same length (`______________`): the launch parses,
+# its stream stays the fourth argument, and the block is not evaluated (unknown, not guessed).
+_LAUNCH_CONFIG = re.compile(rb"<<<[^;<>]*\{[^;<>]*>>>")
+_BRACED = re.compile(rb"\{[^{}]*\}")
+
+
+def _unbrace(m: re.Match) -> bytes:
+    return _BRACED.sub(lambda b: b"_" * len(b.group(0)), m.group(0))
 
 
 _DEAD_IF = re.compile(rb"^[ \t]*#[ \t]*if[ \t]+\(?[ \t]*(?:0|false)[ \t]*\)?[ \t]*(?:/[/*].*)?$")

@@ -79,7 +79,10 @@ def house_check_macro(file, default: str | None = "CUDA_CHECK") -> str | None:
                     outer = file.call_name(call)
                     if outer and not is_runtime_call(outer) and outer not in _NOT_CHECKS:
                         counts[outer] = counts.get(outer, 0) + 1
-        cached = max(counts, key=counts.__getitem__) if counts else ""
+        # A general check (`CUDA_CHECK_THROW`) before a special one (`check_shmem_error`).
+        general = {n: c for n, c in counts.items() if checks(n, file)}
+        pool = general or counts
+        cached = max(pool, key=pool.__getitem__) if pool else ""
         file._house_check_macro = cached
     return cached or default
 

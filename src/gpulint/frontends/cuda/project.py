@@ -222,16 +222,27 @@ def build(files: Iterable[tuple[str, bytes]], parse: Callable[[str, bytes], obje
             facts[path] = file_facts(parse(path, data))
         else:
             rest.append((path, data))
-    names = {n for f in facts.values() for n in f["launchers"]}
-    if names:
+    # Then the files that call a launcher, and those that call an unchecked caller of one
+    # (whose own caller may check), a few levels up.
+    wanted = {n for f in facts.values() for n in f["launchers"]}
+    done: set[str] = set()
+    for _ in range(4):
+        names = wanted - done
+        if not names:
+            break
+        done |= names
         mention = re.compile(
             rb"\b(?:"
             + b"|".join(re.escape(n.encode()) for n in sorted(names))
             + rb")\s*(?:<[^;(]*>\s*)?\("
         )
         for path, data in rest:
-            if mention.search(data):
+            if path not in facts and mention.search(data):
                 facts[path] = file_facts(parse(path, data))
+        for f in facts.values():
+            for name, caller, _, checked in f["calls"]:
+                if name in done and caller and not checked:
+                    wanted.add(caller)
     for path, data in rest:
         if path not in facts and b"#define" in data and b"cuda" in data:
             facts[path] = {
