@@ -17,6 +17,7 @@ def test_safe_read_refuses_what_is_not_a_regular_file_inside_the_roots(tmp_path)
     root.mkdir()
     (root / "ok.py").write_bytes(b"x = 1\n")
     os.mkfifo(root / "fifo.py")
+    os.mkfifo(root / ".git")  # a worktree's .git is a file naming the git folder: read it
     (root / "zero.py").symlink_to("/dev/zero")
     (root / "loop.py").symlink_to(root / "loop.py")
     (tmp_path / "secret.py").write_bytes(b"token\n")
@@ -357,6 +358,8 @@ def test_gpulint_check_finishes_on_a_hostile_repository(tmp_path):
     assert "\x07" not in text["stdout"]
     github = run_bounded([*cmd[:4], "--format", "github", "."], repo)
     assert "\x1b" not in github["stdout"] and github["code"] == 1
+    sarif = run_bounded([*cmd[:4], "--format", "sarif", "."], repo)  # reads files it quotes
+    assert sarif["code"] == 1 and json.loads(sarif["stdout"])["runs"][0]["results"]
 
 
 def test_flake8_finishes_on_a_hostile_repository(tmp_path):

@@ -23,7 +23,7 @@ from gpulint.diagnostics import Finding, unanalysable
 from gpulint.engine import FileResult, Linter, Report, cpu_count, display_path, evidence_notes
 from gpulint.files import FileFinder
 from gpulint.reporters import REPORTERS
-from gpulint.safeio import Unreadable, escape
+from gpulint.safeio import MAX_SOURCE_BYTES, Unreadable, escape, read_bytes
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 WATCH_INTERVAL_S = 0.5
@@ -271,7 +271,8 @@ def emit(args, run: Run, findings: list[Finding], stdin_text: dict[str, str] | N
             return stdin_text[path]
         linter = run.linters.get(path)
         try:
-            data = linter.read(Path(path)) if linter else Path(path).read_bytes()
+            # A report quotes files it could not lint too (a FIFO's GPU000): read as safely.
+            data = linter.read(Path(path)) if linter else read_bytes(path, MAX_SOURCE_BYTES)
             return data.decode("utf-8")
         except (Unreadable, OSError, UnicodeDecodeError):
             return None

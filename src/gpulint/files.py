@@ -62,18 +62,18 @@ def _git_dir(repo: Path) -> Path:
     dot_git = repo / ".git"
     if dot_git.is_dir():
         return dot_git
-    try:
-        line = dot_git.read_text(encoding="utf-8", errors="replace").strip()
-    except OSError:
+    try:  # a repository's file: a FIFO or a link to /dev/zero named .git must not hang us
+        line = read_text(dot_git, 4096, errors="replace").strip()
+    except Unreadable:
         return dot_git
     if not line.startswith("gitdir:"):
         return dot_git
-    git_dir = (repo / line.removeprefix("gitdir:").strip()).resolve()
+    git_dir = Path(os.path.realpath(repo / line.removeprefix("gitdir:").strip()))
     try:
-        common = (git_dir / "commondir").read_text(encoding="utf-8").strip()
-    except OSError:
+        common = read_text(git_dir / "commondir", 4096, errors="replace").strip()
+    except Unreadable:
         return git_dir
-    return (git_dir / common).resolve()
+    return Path(os.path.realpath(git_dir / common))
 
 
 def _lines_spec(lines: list[str]) -> pathspec.PathSpec | None:
