@@ -521,3 +521,34 @@ def test_output_file_folders_are_created_and_a_folder_target_is_a_usage_error(tm
     assert main(["check", "--no-cache", "--format", "json", "-o", str(target), str(tmp_path)]) == 1
     assert '"GPU201"' in target.read_text()
     assert main(["check", "--no-cache", "-o", str(tmp_path), str(tmp_path)]) == 2
+
+
+def test_the_cache_follows_the_evidence_records_a_finding_cites(tmp_path, monkeypatch):
+    """A cached result of a document is served only while the records it cites (or looked for)
+    are as they were: edited, deleted or created, the document is judged again."""
+    import json
+
+    from gpulint.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text('[tool.gpulint]\nselect = ["GPU9"]\n')
+    (tmp_path / "README.md").write_text(
+        "# Results\n\nOur fused kernel is 2x faster on H100 "
+        "([evidence](.gpulint/evidence/run.json)).\n"
+    )
+
+    def findings() -> list[str]:
+        capsys_out = tmp_path / "out.json"
+        main(["check", "--format", "json", "-o", str(capsys_out), "README.md"])
+        found = json.loads(capsys_out.read_text())["findings"]
+        return sorted(f["message"] for f in found if f["path"] == "README.md")
+
+    missing = findings()  # the record does not exist: a dangling reference
+    assert any("run.json" in m for m in missing)
+    record = tmp_path / ".gpulint" / "evidence" / "run.json"
+    record.parent.mkdir(parents=True)
+    record.write_text("{}")  # created (and invalid): no longer the same judgement
+    created = findings()
+    assert created != missing
+    record.unlink()
+    assert findings() == missing  # deleted again: judged again, not served from the cache

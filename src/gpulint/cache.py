@@ -17,6 +17,23 @@ from gpulint import __version__
 from gpulint.diagnostics import Finding
 
 CACHE_FORMAT = 1
+MAX_CACHE_BYTES = 512 * 1024 * 1024
+
+
+def evidence_stamp(path: str) -> list | None:
+    """What a cached result assumed about an evidence path: its size and modification time (a
+    folder: those of its records), or None where there was nothing."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    if os.path.isdir(path):
+        try:
+            names = sorted(n for n in os.listdir(path) if n.endswith(".json"))[-2000:]
+        except OSError:
+            return None
+        return [[n, *(evidence_stamp(os.path.join(path, n)) or [])] for n in names]
+    return [st.st_size, st.st_mtime_ns]
 
 
 class ResultCache:
@@ -29,9 +46,11 @@ class ResultCache:
         self._load()
 
     def _load(self) -> None:
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        from gpulint.safeio import Unreadable, read_text
+
+        try:  # the cache folder may sit in a stranger's checkout: read it like their files
+            data = json.loads(read_text(self.path, MAX_CACHE_BYTES, [self.directory]))
+        except (Unreadable, ValueError, RecursionError):
             return
         if (
             isinstance(data, dict)
@@ -44,15 +63,25 @@ class ResultCache:
 
     def get(self, relpath: str, digest: str, shown: str) -> list[Finding] | None:
         entry = self.entries.get(relpath)
-        if not entry or entry.get("digest") != digest:
+        if not isinstance(entry, dict) or entry.get("digest") != digest:
+            return None
+        deps = entry.get("evidence") or {}
+        # The evidence records the findings cited (or looked for and missed) must be as they
+        # were: an edited, deleted or created record changes what the file's claims are judged by.
+        if not isinstance(deps, dict) or any(evidence_stamp(p) != s for p, s in deps.items()):
             return None
         try:
             return [Finding.from_dict({**f, "path": shown}) for f in entry["findings"]]
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, AttributeError):
             return None
 
     def put(
-        self, relpath: str, digest: str, findings: list[Finding], deps: dict[str, str] | None = None
+        self,
+        relpath: str,
+        digest: str,
+        findings: list[Finding],
+        deps: dict[str, str] | None = None,
+        evidence: dict | None = None,
     ) -> None:
         self.entries[relpath] = {
             "digest": digest,
@@ -61,11 +90,14 @@ class ResultCache:
         if deps:
             # Other files whose function summaries these findings used (gpulint.project).
             self.entries[relpath]["deps"] = deps
+        if evidence:
+            self.entries[relpath]["evidence"] = evidence
         self.dirty = True
 
     def deps(self, relpath: str) -> dict[str, str]:
         """relpath -> sha256 of each other file the cached findings depend on."""
-        found = (self.entries.get(relpath) or {}).get("deps")
+        entry = self.entries.get(relpath)
+        found = entry.get("deps") if isinstance(entry, dict) else None
         return found if isinstance(found, dict) else {}
 
     def save(self) -> None:

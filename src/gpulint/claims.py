@@ -182,6 +182,12 @@ class Claim:
     severity: str | None = None  # None: the rule's own; "warning" for a defect (dangling, drift)
 
 
+# Every evidence path a lint looked at (found or not), for the result cache: the engine empties
+# it before a file and keeps what it holds after, so an edited, deleted or created record is a
+# cache miss for the files that cite it.
+EVIDENCE_READS: set[str] = set()
+
+
 @dataclass
 class EvidenceContext:
     """Where records live: the document's directory and the project root."""
@@ -202,6 +208,7 @@ class EvidenceContext:
             *([self.doc_dir / path] if self.doc_dir else []),
             *([self.root / path] if self.root else []),
         ]
+        EVIDENCE_READS.update(str(c) for c in candidates)  # the cache key (gpulint.cache)
         inside = [r for r in (self.root, self.doc_dir) if r is not None] or [Path.cwd()]
         return next((c for c in candidates if _within(c, inside) and is_regular(c, inside)), None)
 
@@ -209,6 +216,7 @@ class EvidenceContext:
         if self.root is None:
             return []
         folder = self.root / ".gpulint" / "evidence"
+        EVIDENCE_READS.add(str(folder))
         return (
             [r for r in load_records(folder) if r.get("bench") == bench] if folder.is_dir() else []
         )

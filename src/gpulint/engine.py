@@ -38,6 +38,7 @@ class FileResult:
     # Other files of the tree whose function summaries the findings used (relpath -> sha256):
     # the cache serves these findings only while all of them are unchanged.
     deps: dict[str, str] = field(default_factory=dict)
+    evidence: dict | None = None  # evidence path -> stamp the findings cite (gpulint.cache)
 
 
 @dataclass
@@ -148,10 +149,17 @@ class Linter:
         except Unreadable as e:
             return FileResult(shown, [unanalysable(shown, str(e))])
         deps: dict[str, str] = {}
+        from gpulint.cache import evidence_stamp
+        from gpulint.claims import EVIDENCE_READS
+
+        EVIDENCE_READS.clear()
         findings, parsed = self.lint_bytes(
             shown, data, self.relpath(path), prefilter=self.prefilter, deps=deps
         )
-        return FileResult(shown, findings, self.digest(shown, data), parsed, deps=deps)
+        evidence = {p: evidence_stamp(p) for p in sorted(EVIDENCE_READS)} or None
+        return FileResult(
+            shown, findings, self.digest(shown, data), parsed, deps=deps, evidence=evidence
+        )
 
     def digest(self, shown: str, data: bytes) -> str:
         """The cache key of a file: its bytes, and what its findings depend on in other files

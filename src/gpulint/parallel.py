@@ -65,7 +65,13 @@ def lint_many(
         for index, path in todo:
             result = results[index]
             if result.digest and not any(f.code == "GPU000" for f in result.findings):
-                cache.put(linter.relpath(path), result.digest, result.findings, result.deps)
+                cache.put(
+                    linter.relpath(path),
+                    result.digest,
+                    result.findings,
+                    result.deps,
+                    result.evidence,
+                )
         cache.save()
     return [
         results[i] if i in results else FileResult(display_path(p), []) for i, p in enumerate(files)
