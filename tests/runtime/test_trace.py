@@ -188,9 +188,7 @@ def _project(tmp_path) -> pathlib.Path:
 
 
 def _cli(*argv, cwd):
-    env = dict(
-        os.environ, PYTHONPATH=str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")
-    )
+    env = dict(os.environ)
     return subprocess.run(
         [sys.executable, "-m", "gpulint", *argv],
         cwd=cwd,

@@ -30,9 +30,7 @@ for step in range(100):
 
 def _trace(tmp_path, *extra):
     (tmp_path / "train.py").write_text(PROGRAM)
-    env = dict(
-        os.environ, PYTHONPATH=str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")
-    )
+    env = dict(os.environ)
     out = subprocess.run(
         [
             sys.executable,
@@ -75,9 +73,7 @@ def test_trace_confirms_the_item_and_sees_the_pageable_copy(tmp_path):
 
 def test_timeout_stops_the_program_and_keeps_the_recording(tmp_path):
     (tmp_path / "hang.py").write_text("import time\ntime.sleep(600)\n")
-    env = dict(
-        os.environ, PYTHONPATH=str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")
-    )
+    env = dict(os.environ)
     out = subprocess.run(
         [
             sys.executable,
