@@ -279,9 +279,21 @@ def static_findings(root: pathlib.Path) -> tuple[list[dict], dict[str, str]]:
     linter = Linter(config, {})
     report = linter.run([root], jobs=1)
     out = []
+
+    def rel(path: str) -> str:
+        return os.path.relpath(os.path.abspath(path), root).replace(os.sep, "/")
+
     for f in report.findings:
-        rel = os.path.relpath(os.path.abspath(f.path), root).replace(os.sep, "/")
-        out.append({"code": f.code, "path": rel, "line": f.line, "message": f.message})
+        out.append(
+            {
+                "code": f.code,
+                "path": rel(f.path),
+                "line": f.line,
+                "message": f.message,
+                # where the cost is paid when the finding is a call of it (a callee's .item())
+                "related": [[rel(r.path), r.line] for r in getattr(f, "related", ())],
+            }
+        )
     return out, {}
 
 

@@ -195,12 +195,16 @@ def join(
             rows.append(row)
             continue
         scope, kinds, exercised_by = rule
-        in_path, lines = _scope_lines(scope, path, line, texts)
+        # The finding's own place, and the places it names as where the cost is paid (the
+        # `.item()` inside a helper that a call in the step loop reaches).
+        places = [(path, line)] + [(str(p), int(ln)) for p, ln in f.get("related", ())]
+        scopes = [_scope_lines(scope, p, ln, texts) for p, ln in places]
+        in_path, lines = scopes[0]
 
-        def inside(o: Observation, in_path=in_path, lines=lines) -> bool:
-            if in_path is not None and o.path != in_path:
-                return False
-            return lines is None or o.line in lines
+        def inside(o: Observation, scopes=scopes) -> bool:
+            return any(
+                (sp is None or o.path == sp) and (sl is None or o.line in sl) for sp, sl in scopes
+            )
 
         pool = [o for o in analysis.observations if inside(o)]
         hits = [o for o in pool if o.kind in kinds]
@@ -210,10 +214,10 @@ def join(
             total_gpu = analysis.summary.get("gpu_busy_us_per_step") or 0.0
             hits = [o for o in hits if o.gpu_us / steps >= MIN_SHARE * total_gpu]
         if exercised_by is None:
-            ran = bool(
-                lines is None
-                and (in_path is None or in_path in executed_lines)
-                or (lines is not None and executed_lines.get(in_path, set()) & set(lines))
+            ran = any(
+                (sl is None and (sp is None or sp in executed_lines))
+                or (sl is not None and executed_lines.get(sp, set()) & set(sl))
+                for sp, sl in scopes
             )
         else:
             ran = any(o.kind == exercised_by for o in pool)
@@ -253,6 +257,8 @@ def join(
             row = Row(RUNTIME_ONLY, o.path, o.line, None, KIND_TEXT["gpu-idle"])
             _fill(row, [o], steps)
             row.gpu_us_per_step = row.cost_us_per_step = est
+            row.detail["gaps_per_step"] = round(row.count_per_step, 1)
+            row.count_per_step = 0.0  # idle gaps are no count of anything the line did
             row.detail["estimated_from"] = (
                 f"untraced step {untraced_step_us:,.0f} µs - GPU busy {busy:,.0f} µs, "
                 f"{o.gpu_us / steps / traced_idle * 100:.0f}% of the traced idle time"
