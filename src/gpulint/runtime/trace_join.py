@@ -35,6 +35,7 @@ STATUS_ORDER = {CONFIRMED: 0, RUNTIME_ONLY: 1, NOT_OBSERVED: 2, NOT_EXERCISED: 3
 # code -> (scope, kinds that confirm it, kind whose presence means the code was exercised)
 JOIN: dict[str, tuple[str, frozenset, str | None]] = {
     "GPU101": ("statement", frozenset({"sync"}), None),
+    "GPU105": ("statement", frozenset({"sync"}), None),
     "GPU504": ("statement", frozenset({"sync"}), None),
     "GPU103": ("statement", frozenset({"sync"}), None),
     "GPU102": ("statement", frozenset({"h2d"}), None),
