@@ -70,9 +70,7 @@ class HostSyncPerParameter(Rule):
         "        n += p.numel()\n"
         "    return n\n",
         # a loop over the batch, not over parameters
-        "def log(losses, p):\n"
-        "    for x in losses:\n"
-        "        print(x.item(), p.grad)\n",
+        "def log(losses, p):\n    for x in losses:\n        print(x.item(), p.grad)\n",
     ]
     INVALID = [
         "def log_grad_norm(self):\n"
