@@ -173,7 +173,20 @@ class CudaFrontend:
     language = "cuda"
     extensions = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".h", ".hpp")
 
+    # Files the project index parsed, kept (up to this much source) for the lint that follows,
+    # so a file is parsed once per run. Forked workers inherit them.
+    REUSE_BYTES = 24 * 1024 * 1024
+
+    def __init__(self):
+        self._parsed: dict[tuple[str, int, int], CudaFile] = {}
+
     def parse(self, display_path: str, data: bytes, settings: Settings) -> CudaFile:
+        if self._parsed:
+            kept = self._parsed.pop((display_path, len(data), hash(data)), None)
+            if kept is not None:
+                kept._project = settings.projects.get("cuda")
+                kept.__dict__.pop("_last_check_end", None)  # now with the project's checks
+                return kept
         try:
             text = decode(data)
         except ParseError as e:
@@ -194,9 +207,16 @@ class CudaFrontend:
         from gpulint.frontends.cuda.project import build
 
         bare = Settings(settings.targets, settings.options, settings.evidence)
+        self._parsed = {}
+        budget = self.REUSE_BYTES
 
         def parse(path: str, data: bytes) -> CudaFile:
-            return self.parse(path, data, bare)
+            nonlocal budget
+            parsed = self.parse(path, data, bare)
+            if len(data) <= budget:
+                budget -= len(data)
+                self._parsed[(path, len(data), hash(data))] = parsed
+            return parsed
 
         return build(files, parse)
 

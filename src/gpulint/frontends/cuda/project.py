@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from gpulint.frontends.cuda.idioms import (
-    _CALLED,
     file_checks,
     function_name,
     is_check_name,
@@ -100,7 +99,6 @@ def file_facts(file) -> dict:
         if name and not file.is_device_function(fn):
             defs[name] = defs.get(name, 0) + 1
     calls: list[tuple[str, str, int, bool]] = []
-    last_checks: dict[int, int] = {}  # function start byte -> end of its last check
     for call in file.all_calls:
         name = file.call_name(call)
         if not name or is_runtime_call(name) or is_check_name(name) or name in _NOT_CALLEES:
@@ -111,12 +109,9 @@ def file_facts(file) -> dict:
         caller = function_name(file, function) or ""
         if name == caller:
             continue
-        last = last_checks.get(function.start_byte)
-        if last is None:
-            last = last_checks[function.start_byte] = _last_check(file, file.node_text(function))
-        offset = call.end_byte - function.start_byte
         used = call.parent is not None and call.parent.type != "expression_statement"
-        calls.append((name, caller, file.span(call)[0], used or last > offset))
+        checked = used or last_check_end(file, function) > call.end_byte
+        calls.append((name, caller, file.span(call)[0], checked))
     defined = {
         n
         for fn in file.nodes("function_definition")
@@ -149,25 +144,36 @@ _NOT_CALLEES = frozenset(
 )
 
 
-def _last_check(file, text: str) -> int:
-    """Offset just past the last launch check in `text` (-1 when none)."""
-    last = -1
-    names = file.check_names
-    for m in _CALLED.finditer(text):
-        if is_check_name(m.group(1)) or m.group(1) in names:
-            last = max(last, m.end())
-    return last
+_CALLED_BYTES = re.compile(rb"\b([A-Za-z_]\w*)\s*\(")
+
+
+def last_check_end(file, scope, configured=()) -> int:
+    """Byte offset just past the last launch check in `scope` (a function, or the file): -1
+    when none. The text, not the tree: a check inside a region tree-sitter could not parse
+    still counts. Computed once per scope."""
+    cache = file.__dict__.setdefault("_last_check_end", {})
+    key = (scope.start_byte, scope.end_byte, tuple(configured))
+    found = cache.get(key)
+    if found is None:
+        found = -1
+        names = file.check_names
+        text = file.data[scope.start_byte : scope.end_byte]
+        for m in _CALLED_BYTES.finditer(text):
+            name = m.group(1).decode("ascii", "replace")
+            if is_check_name(name, configured) or name in names:
+                found = m.end()
+        for name in configured:
+            at = text.rfind(name.encode())
+            if at >= 0:
+                found = max(found, at + len(name))
+        found = scope.start_byte + found if found >= 0 else -1
+        cache[key] = found
+    return found
 
 
 def launch_checked_in(file, launch, function, configured=()) -> bool:
-    """A launch check follows `launch` in `function` (the text, not the tree: a check inside a
-    region tree-sitter could not parse still counts)."""
-    after = file.data[launch.end_byte : function.end_byte].decode("utf-8", errors="replace")
-    for m in _CALLED.finditer(after):
-        name = m.group(1)
-        if is_check_name(name, configured) or name in file.check_names:
-            return True
-    return any(name in after for name in configured)
+    """A launch check follows `launch` in `function`."""
+    return last_check_end(file, function, configured) > launch.end_byte
 
 
 def merge(facts_by_path: dict[str, dict]) -> CudaProject:
