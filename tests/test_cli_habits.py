@@ -32,8 +32,8 @@ TRAIN = textwrap.dedent(
 )
 KERNEL = """\
 __global__ void k(float* x) { printf("hi"); }
-void run(float* x) {
-  k<<<1, 33>>>(x);
+void run(float* x, int n) {
+  k<<<(n + 32) / 33, 33>>>(x);
 }
 """
 
