@@ -233,7 +233,7 @@ def apply_fixes(args, run: Run) -> int | None:
         # --diff writes nothing, also with --fix.
         write = args.fix and not args.diff
         outcome = fix_until_stable(
-            path, result.findings, result.digest, write, lint, linter.config.root
+            path, result.findings, _content_digest(result), write, lint, linter.config.root
         )
         if outcome.error:
             print(f"{escape(result.path)}: {escape(outcome.error)}", file=sys.stderr)
@@ -263,6 +263,12 @@ def apply_fixes(args, run: Run) -> int | None:
             total = len(fixed_paths)
             print(f"Fixed {total} file{'s' if total != 1 else ''}.", file=sys.stderr)
     return None
+
+
+def _content_digest(result: FileResult) -> str:
+    """The sha256 of the bytes that were linted: a result's digest may carry a salt after a
+    colon (what a CUDA file's findings depend on in other files), which fixes do not compare."""
+    return result.digest.split(":", 1)[0]
 
 
 def emit(args, run: Run, findings: list[Finding], stdin_text: dict[str, str] | None = None):
@@ -455,7 +461,7 @@ def add_noqa(args, checker: Checker, run: Run) -> int:
         def lint(data: bytes, shown=result.path, relpath=relpath, linter=linter):
             return linter.lint_bytes(shown, data, relpath, prefilter=linter.prefilter)[0]
 
-        outcome = fix_file(path, findings, result.digest, True, lint, linter.config.root)
+        outcome = fix_file(path, findings, _content_digest(result), True, lint, linter.config.root)
         if outcome.error:
             print(f"{escape(result.path)}: {escape(outcome.error)}", file=sys.stderr)
         for _fix, why in outcome.refused:
