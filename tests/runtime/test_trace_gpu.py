@@ -95,3 +95,43 @@ def test_timeout_stops_the_program_and_keeps_the_recording(tmp_path):
     )
     assert out.returncode == 1 and "past --timeout 5 s (before its first step)" in out.stderr
     assert list((tmp_path / ".gpulint" / "trace").iterdir())
+
+
+def test_explicit_step_marks_without_an_optimizer(tmp_path):
+    (tmp_path / "infer.py").write_text(
+        "import torch\nimport gpulint.trace\n"
+        "w = torch.randn(256, 256, device='cuda')\n"
+        "for i in range(50):\n"
+        "    y = (w @ w).sum()\n"
+        "    if y.item() > 1e30:\n"
+        "        break\n"
+        "    gpulint.trace.step()\n"
+    )
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpulint",
+            "trace",
+            "--steps",
+            "3",
+            "--warmup",
+            "1",
+            "--json",
+            "--",
+            "python",
+            "infer.py",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        timeout=300,
+    )
+    if out.returncode == 1 and "refused" in out.stderr:
+        pytest.skip("the GPU is shared; the guard refused, as it should")
+    assert out.returncode == 0, out.stderr
+    record = json.loads(out.stdout)
+    assert record["summary"]["steps"] == 3
+    sync = [r for r in record["lines"] if r["line"] == 6 and "sync" in r["kinds"]]
+    assert sync and sync[0]["count_per_step"] == 1

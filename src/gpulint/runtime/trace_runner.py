@@ -399,6 +399,9 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    # Run as `python -m`, this module is `__main__`; the program's `gpulint.trace.step()` imports
+    # it by name, and must find this one (holding the runner), not a fresh copy.
+    sys.modules.setdefault("gpulint.runtime.trace_runner", sys.modules[__name__])
     code = main(sys.argv[1:])
     sys.stdout.flush()
     sys.stderr.flush()
