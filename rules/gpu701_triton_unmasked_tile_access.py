@@ -430,6 +430,9 @@ def _divisible_when(test: ast.AST, flags: dict[str, bool]) -> bool | None:
             inner = _divisible_when(left, flags)
             if inner is not None:
                 return inner if right.value else not inner
+        if isinstance(test.ops[0], ast.Eq) and isinstance(left, ast.BinOp):
+            # `EVEN_MN & d == BLOCK_K` (parsed as `(EVEN_MN & d) == BLOCK_K`): the flag's branch
+            return _divisible_when(left, flags)
         return None
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
         if any(_divisible_when(v, flags) is True for v in test.values):

@@ -1208,9 +1208,21 @@ def tile_sizes(file, kernel: Kernel) -> frozenset:
         if isinstance(node, ast.Call) and tl_name(file, node) in ("load", "store"):
             mask = access_mask(node, tl_name(file, node))
             if mask is not None:
-                sizes |= f.of(mask).bounded_sizes
+                sizes |= _mask_bounds(f, mask)
     cache[key] = frozenset(sizes)
     return cache[key]
+
+
+def _mask_bounds(f: OffsetFlow, mask: ast.AST) -> set[str]:
+    """Sizes a mask bounds against another extent: `offs < n` bounds offs's size; the trivial
+    `tl.arange(0, M) < M` bounds nothing."""
+    out: set[str] = set()
+    for cmp in ast.walk(mask):
+        if isinstance(cmp, ast.Compare) and len(cmp.ops) == 1:
+            left, right = cmp.left, cmp.comparators[0]
+            for side, other in ((left, right), (right, left)):
+                out |= set(f.of(side).bounded_sizes) - {label(other)}
+    return out
 
 
 def access_mask(call: ast.Call, op: str) -> ast.AST | None:
