@@ -145,12 +145,15 @@ int main() {
         ):
             # PyTorch checks after every launch; and a function that allocates, copies and
             # launches is where the check belongs, unless every caller of it checks.
-            site = file.project.unchecked_caller(name) if name else None
-            if name == "main" or site is not None or not file.project.callers(name):
+            known = name in file.project.launchers  # matched to its callers by name
+            site = file.project.unchecked_caller(name) if known else None
+            if name == "main" or site is not None or not known or not file.project.callers(name):
                 yield self.report(file, node, check=check)
             return
-        # A launcher (grid arithmetic and a launch, or a macro): its callers must check.
-        site = file.project.unchecked_caller(name) if name else None
+        # A launcher (grid arithmetic and a launch, or a macro): its callers must check. A
+        # method, or a name other functions share, cannot be matched to its callers: left alone.
+        known = name in file.project.launchers
+        site = file.project.unchecked_caller(name) if known else None
         if site is None:
             return
         where = (

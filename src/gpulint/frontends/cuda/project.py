@@ -36,6 +36,8 @@ class CudaProject:
     defined: frozenset[str] = frozenset()  # cuda-prefixed names the project defines itself
     calls: dict[str, tuple[CallSite, ...]] = field(default_factory=dict)  # callee -> sites
     launchers: dict[str, str] = field(default_factory=dict)  # launcher -> path defining it
+    # names several host functions share (methods, overloads, CPU twins): not followed by name
+    ambiguous: frozenset[str] = frozenset()
 
     def callers(self, name: str) -> tuple[CallSite, ...]:
         return self.calls.get(name, ())
@@ -49,7 +51,8 @@ class CudaProject:
         for site in self.callers(name):
             if site.checked or site.caller in seen:
                 continue
-            if depth < 3 and site.caller and self.callers(site.caller):
+            caller = site.caller
+            if depth < 3 and caller and caller not in self.ambiguous and self.callers(caller):
                 if self.unchecked_caller(site.caller, depth + 1, seen) is None:
                     continue  # every caller of the caller checks
             return site
@@ -94,10 +97,13 @@ def file_facts(file) -> dict:
     # How many host functions of each name the file defines: a launcher whose name other
     # functions share (`compute`, a CPU twin) cannot be matched to its callers by name.
     defs: dict[str, int] = {}
+    methods: set[str] = set()
     for fn in file.nodes("function_definition") + file.macro_functions:
         name = function_name(file, fn)
         if name and not file.is_device_function(fn):
             defs[name] = defs.get(name, 0) + 1
+            if _is_method(file, fn):
+                methods.add(name)
     calls: list[tuple[str, str, int, bool]] = []
     for call in file.all_calls:
         name = file.call_name(call)
@@ -109,8 +115,7 @@ def file_facts(file) -> dict:
         caller = function_name(file, function) or ""
         if name == caller:
             continue
-        used = call.parent is not None and call.parent.type != "expression_statement"
-        checked = used or last_check_end(file, function) > call.end_byte
+        checked = _status_checked(file, call) or last_check_end(file, function) > call.end_byte
         calls.append((name, caller, file.span(call)[0], checked))
     defined = {
         n
@@ -120,6 +125,7 @@ def file_facts(file) -> dict:
     return {
         "launchers": {n: len(v) for n, v in sorted(launchers.items())},
         "defs": defs,
+        "methods": sorted(methods),
         "calls": calls,
         "checks": sorted(file_checks(file)),
         "defined": sorted(defined),
@@ -171,6 +177,28 @@ def last_check_end(file, scope, configured=()) -> int:
     return found
 
 
+def _status_checked(file, call) -> bool:
+    """The call's result is checked where it is made: `CUDA_CHECK(launch(...))`,
+    `if (launch(...) != cudaSuccess)`, `cudaError_t e = launch(...)` (a launcher that returns
+    `cudaGetLastError()`). Returning or storing a tensor is not a check."""
+    node = call
+    for a in file.ancestors(call):
+        if a.type in _STATEMENT_CONTAINERS_OR_FUNCTION:
+            break
+        if a.type == "call_expression" and is_check_name(file.call_name(a)):
+            return True
+        node = a
+    return "cudaSuccess" in file.node_text(node) or "cudaError" in file.node_text(node)
+
+
+_STATEMENT_CONTAINERS_OR_FUNCTION = {
+    "compound_statement",
+    "translation_unit",
+    "function_definition",
+    "lambda_expression",
+}
+
+
 def launch_checked_in(file, launch, function, configured=()) -> bool:
     """A launch check follows `launch` in `function`."""
     return last_check_end(file, function, configured) > launch.end_byte
@@ -188,9 +216,11 @@ def merge(facts_by_path: dict[str, dict]) -> CudaProject:
         checks.update(facts["checks"])
         defined.update(facts["defined"])
     defs: dict[str, int] = {}
+    methods: set[str] = set()
     for facts in facts_by_path.values():
         for name, count in facts.get("defs", {}).items():
             defs[name] = defs.get(name, 0) + count
+        methods.update(facts.get("methods", ()))
     # A name other functions share is not matched by name (overloads that all launch are).
     launchers = {n: p for n, p in launchers.items() if defs.get(n, 0) <= launching[n]}
     calls: dict[str, list[CallSite]] = {}
@@ -215,6 +245,7 @@ def merge(facts_by_path: dict[str, dict]) -> CudaProject:
         defined=frozenset(defined),
         calls={k: tuple(v) for k, v in calls.items()},
         launchers=launchers,
+        ambiguous=frozenset(methods | {n for n, c in defs.items() if c > 1}),
     )
 
 
