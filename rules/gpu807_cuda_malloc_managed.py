@@ -78,7 +78,7 @@ void f(float** d, size_t n) { CUDA_CHECK(cudaMallocManaged(d, n)); }
                 file.node_text(a.child_by_field_name("condition"))
             ):
                 return  # the user opted in (`if (getenv("..._UNIFIED_MEMORY"))`, `if (m_managed)`)
-        if _SAYS_WHY.search(file.comment_before(node)):
+        if _SAYS_WHY.search(file.comment_before(node, lines=6)):
             return  # a comment there says managed memory is the point (a fallback, a design)
         if _ABOUT_UM.search(file.display_path):
             return  # a program about unified memory (`multi_threaded_um/`, `managed_*.cu`)
