@@ -434,11 +434,13 @@ class CudaFile:
         return bool(_MAIN.search(self.text))
 
     def comment_before(self, node: Node, lines: int = 3) -> str:
-        """The comments on the node's line and on the few lines just above it (a reason given
-        where the code is written)."""
+        """The comments on the node's line and on the few lines just above it, within its
+        function (a reason given where the code is written)."""
         first = self.span(node)[0]
+        function = self.enclosing_function(node)
+        floor = self.span(function)[0] if function is not None else 1  # not the file's header
         out = []
-        for number in range(max(1, first - lines), first + 1):
+        for number in range(max(floor, first - lines), first + 1):
             line = self.source.line_text(number)
             for marker in ("//", "/*"):
                 if marker in line:
