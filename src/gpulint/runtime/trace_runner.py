@@ -322,6 +322,11 @@ def _short(filename: str) -> str:
     for marker in ("site-packages", "dist-packages"):
         if marker in parts:
             return "/".join(parts[parts.index(marker) + 1 :])
+    # a package from another sys.path entry (pip install --target, PYTHONPATH): name it from there
+    for entry in sorted((p for p in sys.path if p), key=len, reverse=True):
+        head = entry.rstrip("/") + "/"
+        if filename.startswith(head):
+            return filename[len(head) :]
     return filename
 
 
