@@ -121,6 +121,7 @@ def test_modules_resolve_by_unique_suffix_and_relative_imports():
     assert module_name("src/pkg/__init__.py") == "src.pkg"
     assert module_name("src/pkg/utils.py") == "src.pkg.utils"
     assert module_name("scripts/my-tool.py") is None
+    assert module_name("my-project/pkg/utils.py") == "pkg.utils"  # the checkout's folder name
     index = ProjectIndex.build(
         [(Path(p), p) for p in ["src/pkg/utils.py", "a/utils.py", "src/pkg/__init__.py"]]
     )

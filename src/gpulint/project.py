@@ -39,9 +39,14 @@ def module_name(relpath: str) -> str | None:
     parts = relpath[:-3].split("/")
     if parts[-1] == "__init__":
         parts.pop()
-    if not parts or not all(p.isidentifier() for p in parts):
-        return None
-    return ".".join(parts)
+    # Folders above the importable ones (`my-project/`, `ConvNeXt-V2/`) are not part of the
+    # name: keep the longest tail of identifiers.
+    tail: list[str] = []
+    for part in reversed(parts):
+        if not part.isidentifier():
+            break
+        tail.append(part)
+    return ".".join(reversed(tail)) if tail else None
 
 
 @dataclass

@@ -185,14 +185,22 @@ class SemanticModel:
         if scope is not self.scope_of(before):
             return bindings
         at = position(before)
-        loops = [
-            loop
-            for loop in self._ancestors_in_scope(before)
-            if isinstance(loop, LOOPS) or isinstance(loop, ast.comprehension)
-        ]
+        around = list(self._ancestors_in_scope(before))
+        loops = [loop for loop in around if isinstance(loop, LOOPS)]
+        # `[v.item() for v in xs]`: the element is read before its target in the text.
+        generators = {
+            id(g)
+            for a in around
+            if isinstance(a, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp))
+            for g in a.generators
+        }
         out = []
         for b in bindings:
-            if b.position < at or any(_inside(b.node, loop) for loop in loops):
+            if (
+                b.position < at
+                or id(b.node) in generators
+                or any(_inside(b.node, loop) for loop in loops)
+            ):
                 out.append(b)
         return out
 

@@ -11,6 +11,7 @@ of the checked tree are answered by the project index (`gpulint.project`), when 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -187,6 +188,8 @@ class Summaries:
                 what = host_sync(file, node, with_events=False)
                 if (
                     what not in _NOT_READBACKS
+                    and _read_value(node) is not None
+                    and device_rooted(file, _read_value(node), 0)  # type: ignore[arg-type]
                     and not _guarded(file, node, f)
                     and not _in_step_loop(file, node, f)
                 ):
@@ -247,6 +250,77 @@ class _Call:
     callee: Function | None  # in this file; None: ask the project index
     guarded: bool  # runs only some calls of `f`, or in a step loop of its own
     in_loop: bool
+
+
+def _read_value(call: ast.Call) -> ast.AST | None:
+    """What a readback reads: the receiver of `.item()`, the argument of `float()`/`print()`."""
+    if isinstance(call.func, ast.Attribute):
+        return call.func.value
+    return call.args[0] if call.args else None
+
+
+_DEVICE_METHODS = {"cuda", "to"}
+_FACTORIES = {"tensor", "as_tensor", "zeros", "ones", "empty", "full", "arange", "rand", "randn"}
+
+
+def device_rooted(file: PythonFile, expr: ast.AST, depth: int) -> bool:
+    """The value comes from where a device tensor comes from: the function's parameters or
+    `self` (the caller's tensors), a `.cuda()`/`.to(...)`, a model or loss call, or torch ops on
+    such values. A tensor the helper builds itself (`torch.tensor(...)` with no device) or gets
+    from an unknown call is not evidence: `.item()` on it may cost nothing."""
+    if depth > 6:
+        return False
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        name = terminal_name(func)
+        if (
+            isinstance(func, ast.Attribute)
+            and name in _DEVICE_METHODS
+            and expr.args + expr.keywords
+        ):
+            return True
+        if name == "cuda":
+            return True
+        q = file.qualname(expr)
+        if q is not None:
+            if not q.startswith("torch."):
+                return False
+            if q.rsplit(".", 1)[-1] in _FACTORIES:
+                return any(k.arg == "device" for k in expr.keywords)
+            return any(device_rooted(file, a, depth + 1) for a in expr.args)
+        if isinstance(func, ast.Attribute):
+            return device_rooted(file, func.value, depth + 1)  # `x.sum()`, `out.float()`
+        return bool(name and _MODEL_CALL.search(name))
+    if isinstance(expr, (ast.Attribute, ast.Subscript, ast.Starred)):
+        return device_rooted(file, expr.value, depth + 1)
+    if isinstance(expr, ast.BinOp):
+        return device_rooted(file, expr.left, depth + 1) or device_rooted(
+            file, expr.right, depth + 1
+        )
+    if isinstance(expr, ast.UnaryOp):
+        return device_rooted(file, expr.operand, depth + 1)
+    if isinstance(expr, ast.Compare):
+        return device_rooted(file, expr.left, depth + 1)
+    if isinstance(expr, ast.Name):
+        if expr.id in ("self", "cls"):
+            return True
+        for b in file.model.bindings_of(expr.id, before=expr):
+            if b.kind == "param":
+                return True
+            source: ast.AST | None = b.value
+            if b.kind == "for":
+                source = getattr(b.node, "iter", None)
+            elif source is None and isinstance(b.node, ast.Assign):
+                source = b.node.value  # `loss, logs = model(x)`: the whole right-hand side
+            if source is not None and device_rooted(file, source, depth + 1):
+                return True
+        return False
+    return False
+
+
+_MODEL_CALL = re.compile(
+    r"^(model|net|module|criterion|loss_fn|forward)$|_(model|net|criterion|loss)$", re.IGNORECASE
+)
 
 
 def _resolvable(call: ast.Call) -> bool:
