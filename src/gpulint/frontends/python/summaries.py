@@ -260,7 +260,11 @@ def _read_value(call: ast.Call) -> ast.AST | None:
 
 
 _DEVICE_METHODS = {"cuda", "to"}
-_FACTORIES = {"tensor", "as_tensor", "zeros", "ones", "empty", "full", "arange", "rand", "randn"}
+# Tensors built from Python values: on the host unless `device=` says otherwise.
+_FACTORIES = {
+    "tensor", "as_tensor", "zeros", "ones", "empty", "full", "arange", "rand", "randn", "randint",
+    "randperm", "linspace", "logspace", "eye", "from_numpy", "Tensor", "LongTensor", "FloatTensor",
+}  # fmt: skip
 
 
 def device_rooted(file: PythonFile, expr: ast.AST, depth: int) -> bool:
