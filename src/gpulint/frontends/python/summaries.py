@@ -272,7 +272,7 @@ def device_rooted(file: PythonFile, expr: ast.AST, depth: int) -> bool:
     `self` (the caller's tensors), a `.cuda()`/`.to(...)`, a model or loss call, or torch ops on
     such values. A tensor the helper builds itself (`torch.tensor(...)` with no device) or gets
     from an unknown call is not evidence: `.item()` on it may cost nothing."""
-    if depth > 6:
+    if depth > 4:  # assignments followed back, at most
         return False
     if isinstance(expr, ast.Call):
         func = expr.func
@@ -291,20 +291,18 @@ def device_rooted(file: PythonFile, expr: ast.AST, depth: int) -> bool:
                 return False
             if q.rsplit(".", 1)[-1] in _FACTORIES:
                 return any(k.arg == "device" for k in expr.keywords)
-            return any(device_rooted(file, a, depth + 1) for a in expr.args)
+            return any(device_rooted(file, a, depth) for a in expr.args)
         if isinstance(func, ast.Attribute):
-            return device_rooted(file, func.value, depth + 1)  # `x.sum()`, `out.float()`
+            return device_rooted(file, func.value, depth)  # `x.sum()`, `out.float()`
         return bool(name and _MODEL_CALL.search(name))
     if isinstance(expr, (ast.Attribute, ast.Subscript, ast.Starred)):
-        return device_rooted(file, expr.value, depth + 1)
+        return device_rooted(file, expr.value, depth)
     if isinstance(expr, ast.BinOp):
-        return device_rooted(file, expr.left, depth + 1) or device_rooted(
-            file, expr.right, depth + 1
-        )
+        return device_rooted(file, expr.left, depth) or device_rooted(file, expr.right, depth)
     if isinstance(expr, ast.UnaryOp):
-        return device_rooted(file, expr.operand, depth + 1)
+        return device_rooted(file, expr.operand, depth)
     if isinstance(expr, ast.Compare):
-        return device_rooted(file, expr.left, depth + 1)
+        return device_rooted(file, expr.left, depth)
     if isinstance(expr, ast.Name):
         if expr.id in ("self", "cls"):
             return True
