@@ -167,10 +167,10 @@ def test_hardware_note_once_per_run_not_per_finding(tmp_path, monkeypatch, capsy
     (tmp_path / "b.py").write_text(GATED)
     main(["check", "--no-cache", "--exit-zero", "--select", "GPU702", "."])
     err = capsys.readouterr().err
-    assert err.count("need hardware `targets`") == 1 and "GPU702" in err
+    assert err.count("hardware `targets`") == 1 and "GPU702" in err
     main(["check", "--no-cache", "--exit-zero", "--select", "GPU702", "--targets", "GB10", "."])
-    assert "need hardware" not in capsys.readouterr().err
+    assert "hardware `targets`" not in capsys.readouterr().err
     (tmp_path / "a.py").write_text("x = 1\n")
     (tmp_path / "b.py").write_text("y = 2\n")
     main(["check", "--no-cache", "--exit-zero", "--select", "GPU702", "."])
-    assert "need hardware" not in capsys.readouterr().err  # nothing it would have looked at
+    assert "hardware `targets`" not in capsys.readouterr().err  # nothing it would have looked at

@@ -168,7 +168,7 @@ def hardware_note(run: Run) -> None:
         if not triggers or any(t in data for t in triggers):
             codes = ", ".join(sorted(r.code for r in skipped))
             print(
-                f"gpulint: note: {codes} need hardware `targets` (`--targets H100,GB10` or "
+                f"gpulint: note: {codes} {'needs' if len(skipped) == 1 else 'need'} hardware `targets` (`--targets H100,GB10` or "
                 "`targets = [...]` under [tool.gpulint]), or a local GPU named by "
                 "`gpulint probe --json > .gpulint/probe.json` or a bench record; skipped in "
                 "this run",

@@ -773,6 +773,7 @@ class OffsetFlow:
         self._memo: dict[tuple, Offsets] = {}
         self._active: set[tuple] = set()
         self._ctx: dict[str, object] = {}
+        self._params: dict[str, Offsets] = {}
 
     # definitions ------------------------------------------------------------------------
     def _walk(self, body, loops: tuple) -> None:
@@ -897,6 +898,15 @@ class OffsetFlow:
     def param_value(self, name: str) -> Offsets:
         """A parameter of a `@triton.jit` helper called from other kernels of the file: padded
         where every caller passes a pointer into a buffer rounded up to the block."""
+        if name in self._params:
+            return self._params[name]
+        self._params[name] = NOTHING
+        self._params[name] = out = self._param_value(name)
+        return out
+
+    def _param_value(self, name: str) -> Offsets:
+        if self.kernel.name not in _calls_to(self.file):
+            return NOTHING
         callers = []
         index = self.kernel.params.index(name)
         if len(_PARAM_STACK) > 4 or (self.kernel.name, name) in _PARAM_STACK:
@@ -912,20 +922,15 @@ class OffsetFlow:
 
     def _caller_values(self, name: str, index: int) -> list[Offsets]:
         callers = []
-        for other in kernels(self.file):
+        for other, call in _calls_to(self.file).get(self.kernel.name, []):
             if other is self.kernel:
                 continue
-            for call in ast.walk(other.node):
-                if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name):
-                    continue
-                if call.func.id != self.kernel.name:
-                    continue
-                arg = next((k.value for k in call.keywords if k.arg == name), None)
-                if arg is None and index < len(call.args):
-                    arg = call.args[index]
-                if arg is None or any(isinstance(a, ast.Starred) for a in call.args):
-                    return []
-                callers.append(flow(self.file, other).of(arg))
+            arg = next((k.value for k in call.keywords if k.arg == name), None)
+            if arg is None and index < len(call.args):
+                arg = call.args[index]
+            if arg is None or any(isinstance(a, ast.Starred) for a in call.args):
+                return []
+            callers.append(flow(self.file, other).of(arg))
         return callers
 
     def _def_value(self, name: str, d: _Def) -> Offsets:
@@ -1134,6 +1139,21 @@ class OffsetFlow:
 _PARAM_STACK: list[tuple[str, str]] = []
 
 
+def _calls_to(file) -> dict[str, list[tuple[Kernel, ast.Call]]]:
+    """`helper(...)` calls made inside kernels, by the called name (cached per file)."""
+    cache = _CACHE.setdefault(file, {})
+    if "calls" not in cache:
+        out: dict[str, list[tuple[Kernel, ast.Call]]] = {}
+        jit = {k.name for k in kernels(file)}
+        for k in kernels(file):
+            for call in ast.walk(k.node):
+                if isinstance(call, ast.Call) and isinstance(call.func, ast.Name):
+                    if call.func.id in jit:
+                        out.setdefault(call.func.id, []).append((k, call))
+        cache["calls"] = out
+    return cache["calls"]
+
+
 def _factors(node: ast.AST) -> list[ast.AST]:
     """`BLOCK_K * stride_ak` -> [BLOCK_K, stride_ak]; `BLOCK_K` -> [BLOCK_K]."""
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
@@ -1164,16 +1184,11 @@ def flow(file, kernel: Kernel) -> OffsetFlow:
     return cache[key]
 
 
-def tile_sizes(file, kernel: Kernel) -> frozenset:
-    """Sizes the code itself treats as tiles of a larger extent, so that a program-id tile of
-    that size can overrun: autotuned meta-parameters, divisors of a ceiling division anywhere in
-    the file (`tl.cdiv(n, X)`, `triton.cdiv(n, meta["X"])`, and launch keywords passed such a
-    divisor), loop steps, and sizes the kernel's own masks bound. A size with none of these
-    (`row * D + tl.arange(0, D)`: a whole row) is left alone."""
+def _file_tile_sizes(file) -> frozenset:
+    """The file-wide part of `tile_sizes` (cached per file)."""
     cache = _CACHE.setdefault(file, {})
-    key = ("tiles", id(kernel.node))
-    if key in cache:
-        return cache[key]
+    if "file_tiles" in cache:
+        return cache["file_tiles"]
     sizes: set[str] = set()
     for call in file.nodes(ast.Call):
         if is_config_call(file, call) and call.args and isinstance(call.args[0], ast.Dict):
@@ -1199,6 +1214,21 @@ def tile_sizes(file, kernel: Kernel) -> frozenset:
     for call in file.nodes(ast.Call):
         if isinstance(call.func, ast.Subscript):  # kernel[grid](..., BLOCK=block)
             sizes |= {k.arg for k in call.keywords if k.arg and label(k.value) in divisors}
+    cache["file_tiles"] = frozenset(sizes)
+    return cache["file_tiles"]
+
+
+def tile_sizes(file, kernel: Kernel) -> frozenset:
+    """Sizes the code itself treats as tiles of a larger extent, so that a program-id tile of
+    that size can overrun: autotuned meta-parameters, divisors of a ceiling division anywhere in
+    the file (`tl.cdiv(n, X)`, `triton.cdiv(n, meta["X"])`, and launch keywords passed such a
+    divisor), loop steps, and sizes the kernel's own masks bound. A size with none of these
+    (`row * D + tl.arange(0, D)`: a whole row) is left alone."""
+    cache = _CACHE.setdefault(file, {})
+    key = ("tiles", id(kernel.node))
+    if key in cache:
+        return cache[key]
+    sizes: set[str] = set(_file_tile_sizes(file))
     f = flow(file, kernel)
     for node in ast.walk(kernel.node):
         if isinstance(node, ast.For):
@@ -1260,17 +1290,32 @@ def divisibility_flags(file, kernel: Kernel) -> dict[str, bool]:
             if isinstance(value, ast.Name):  # NEED_MASK = n % BLOCK != 0; kernel[g](NEED_MASK=...)
                 scope = file.enclosing_function(call) or file.tree
                 found = [
-                    n.value
-                    for n in ast.walk(scope)
-                    if isinstance(n, ast.Assign)
-                    and n.lineno < call.lineno
-                    and any(isinstance(t, ast.Name) and t.id == value.id for t in n.targets)
+                    v
+                    for line, v in _assignments(file, scope).get(value.id, [])
+                    if line < call.lineno
                 ]
                 value = found[-1] if found else value
             polarity = mod_polarity(value)
             if polarity is not None:
                 out[k.arg] = polarity
     return out
+
+
+def _assignments(file, scope: ast.AST) -> dict[str, list[tuple[int, ast.AST]]]:
+    """`name = value` statements in a function (or module), by name (cached per scope)."""
+    cache = _CACHE.setdefault(file, {})
+    key = ("assignments", id(scope))
+    if key not in cache:
+        out: dict[str, list[tuple[int, ast.AST]]] = {}
+        for n in ast.walk(scope):
+            if isinstance(n, ast.Assign):
+                for t in n.targets:
+                    if isinstance(t, ast.Name):
+                        out.setdefault(t.id, []).append((n.lineno, n.value))
+        for entries in out.values():
+            entries.sort(key=lambda e: e[0])
+        cache[key] = out
+    return cache[key]
 
 
 def mod_polarity(node: ast.AST) -> bool | None:
