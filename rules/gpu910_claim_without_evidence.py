@@ -11,7 +11,8 @@ class ClaimWithoutEvidence(Rule):
     Finds speedup and throughput claims in a project's result documents, `3.2× faster`, `30%
     speedup`, `up to 2x higher throughput`, `achieves 700 TFLOPS`, that are not backed where
     they are made: no absolute pair (`0.94 → 0.51 ms`, `107 vs 66 tok/s`, or an absolute figure
-    such as `115 TFLOPS`) and no cited record. One finding per sentence, saying what is missing
+    such as `115 TFLOPS`), no cited record, and nothing in the document that shows measurements.
+    One finding per sentence, saying what is missing
     (the pair, the hardware, the runs count). A claim that cites a `gpulint bench` record is
     checked against it: a quoted figure more than 10% away from what the record measured (a
     ratio, or an absolute figure in a comparable unit) is a warning. A cited record that does
@@ -42,8 +43,10 @@ class ClaimWithoutEvidence(Rule):
     (the directory of the pyproject.toml holding `[tool.gpulint]`).
 
     Left alone (the measurement is there, or is someone else's): code blocks, inline code, block
-    quotes and text in quotation marks, HTML/RST comments; a claim with its absolute pair or an
-    absolute figure; the caption of a figure (an image right above or below it, or text starting
+    quotes and text in quotation marks, HTML/RST comments; every claim of a document that shows
+    its measurements somewhere (a results table whose header or cells carry units, a benchmark
+    figure, a link to a benchmark or results page: its claims summarise results a reader finds
+    there); a claim with its absolute pair or an absolute figure; the caption of a figure (an image right above or below it, or text starting
     `Figure 3:`); text within two units of a results table or a benchmark log; text that points
     at its evidence ("the table below", "see the benchmarks"); a claim whose paragraph, list item,
     neighbour or parent item links a paper, blog post, benchmark, results page, log or docs

@@ -74,6 +74,19 @@ def test_captions_tables_news_and_linked_sentences_are_left_alone():
         assert codes(text) == [], text
 
 
+def test_a_document_that_shows_its_measurements_backs_its_claims():
+    claim = "Our kernel is 2x faster than PyTorch.\n\n"
+    assert codes(claim) == [(1, "GPU910")]
+    shown = [
+        "| batch | eager (ms) | fused (ms) |\n|---|---|---|\n| 1 | 3.1 ms | 1.5 ms |\n",
+        "model | peak memory (GB) | toks/s\n---|---|---\nbf16 | 11.07 | 6200\n",
+        "![throughput vs batch size](figures/throughput.png)\n",
+        "Numbers: see [the benchmarks](benchmarks/README.md).\n",
+    ]
+    for tail in shown:
+        assert codes(claim + "Some other section.\n\n" * 5 + tail) == [], tail
+
+
 def test_scope_is_the_projects_own_result_documents():
     claim = "Our kernel is 2x faster than PyTorch.\n"
     for name in (

@@ -171,6 +171,7 @@ class Unit:
     beside_table: bool = False  # a table row with figures sits right above or below it
     news: bool = False  # a dated news item, or under a News / Updates / Release heading
     lead: str = ""  # the text just before it: the paragraph above, the parent list item
+    document_measures: bool = False  # the document shows results (a table, plot, results link)
 
 
 @dataclass
@@ -390,7 +391,13 @@ def _judge_speed(unit: Unit, speed, evidence: EvidenceContext) -> list[Claim]:
     results_row = unit.kind == "table-row" and paired  # a results table: the row is the data
     # Where the measurement is shown rather than said: the figure this text captions, the
     # results table right above or below it; and news items, which announce (and link) results.
-    shown = unit.beside_figure or unit.beside_table or unit.news or _CAPTION.match(text)
+    shown = (
+        unit.beside_figure
+        or unit.beside_table
+        or unit.news
+        or unit.document_measures
+        or _CAPTION.match(text)
+    )
     pointing: dict[tuple[int, int], bool] = {}  # per sentence, searched once
     for start, end, kind, ratio in speed:
         at, until = unit.start + start, unit.start + end
@@ -431,8 +438,9 @@ def _judge_speed(unit: Unit, speed, evidence: EvidenceContext) -> list[Claim]:
                 "GPU910",
                 at,
                 until,
-                f'performance claim "{claim_text}" is not backed where it is made: it gives '
-                f"{_join(missing)}; put the measurement next to it (`X ms → Y ms on <GPU>, "
+                f'performance claim "{claim_text}" has no measurement behind it in this document: '
+                f"it gives {_join(missing)}, and the document has no results table, benchmark "
+                f"figure or results link; put the measurement next to it (`X ms → Y ms on <GPU>, "
                 f"median of N runs`) or link the record or page that holds it",
             )
         )

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from gpulint.claims import EVIDENCE_TAG, Claim, EvidenceContext, Unit, analyse
+from gpulint.claims import ABSOLUTE, EVIDENCE_TAG, Claim, EvidenceContext, Unit, analyse
 from gpulint.diagnostics import Finding
 from gpulint.frontends import decode, noqa_by_line, run_rules
 from gpulint.settings import Settings
@@ -258,17 +258,21 @@ class Masker:
         else:
             for at, text, url in html_links(segment):
                 self.links.append((start + at, text, url))
+        if rst:
+            # `text <url>`_ is a link, not code: record it before backtick spans are blanked.
+            for m in _RST_LINK.finditer(segment):
+                self.links.append((start + m.start("text"), m.group("text"), m.group("url")))
+                self.blank(start + m.start("url") - 1, start + m.end())
         for a, b in code_spans(segment):
             self.blank(start + a, start + b)
         if rst:
             for m in _RST_ROLE.finditer(segment):
                 self.blank(start + m.start(), start + m.end())
         segment = "".join(self.chars[start:end])
-        link_re = _RST_LINK if rst else _MD_LINK
-        for m in link_re.finditer(segment):
+        for m in () if rst else _MD_LINK.finditer(segment):
             url = m.group("url")
             self.links.append((start + m.start("text"), m.group("text"), url))
-            if not rst and m.group("bang"):
+            if m.group("bang"):
                 self.blank(start + m.start(), start + m.end())  # an image is not prose
             else:
                 self.blank(start + m.start("url") - 1, start + m.end())
@@ -477,7 +481,50 @@ def units_from(
     _attach(units, m, base)
     _sections(units)
     _neighbourhood(units, raw, base, rst)
+    if _document_measures(units, raw, m):
+        for unit in units:
+            unit.document_measures = True
     return units
+
+
+# A figure or link that shows measurements: a benchmark plot, a results page.
+_MEASURE_WORDS = re.compile(
+    r"bench|perf|speed|throughput|latency|results?\b|tflops|tok(?:en)?s?[/_-]s|comparison|roofline",
+    re.IGNORECASE,
+)
+_FIGURE_SOURCE = re.compile(
+    r"!\[(?P<alt>[^\]\n]*)\]\((?P<src>[^)\s]*)|<img\b[^>\n]*?src=[\"'](?P<img>[^\"']*)"
+    r"|^\s*\.\.\s+(?:image|figure)::\s*(?P<rst>\S+)",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
+_PIPE_TABLE = re.compile(
+    r"^(?P<header>[^\n|]*\|[^\n]*)\n[ \t]*\|?[ \t]*:?-{3,}:?[ \t]*\|[^\n]*\n(?P<row>[^\n|]*\|[^\n]*)",
+    re.MULTILINE,
+)
+
+
+def _document_measures(units: list[Unit], raw: str, m: Masker) -> bool:
+    """The document shows its measurements somewhere: a results table (a row with two figures
+    and units), a benchmark figure, or a link to a benchmark or results page. Its claims then
+    summarise results a reader can find in it; GPU910 asks for evidence only where a document
+    has none."""
+    for unit in units:
+        if unit.kind == "table-row" and len(ABSOLUTE.findall(unit.text)) >= 2:
+            return True
+    # A pipe table (with or without outer pipes) whose header names what it measures.
+    for table in _PIPE_TABLE.finditer(raw):
+        if _MEASURE_WORDS.search(table.group("header")) and _DECIMAL.search(table.group("row")):
+            return True
+    for fig in _FIGURE_SOURCE.finditer(raw):
+        if _MEASURE_WORDS.search(" ".join(g for g in fig.groups() if g)):
+            return True
+    return any(
+        _MEASURE_WORDS.search(url) or _MEASURE_WORDS.search(text)
+        for _, text, url in m.links
+        if not _EVIDENCE_URL.search(url)
+    )
 
 
 def _neighbourhood(units: list[Unit], raw: str, base: int, rst: bool) -> None:
@@ -513,7 +560,11 @@ def _neighbourhood(units: list[Unit], raw: str, base: int, rst: bool) -> None:
 
 _NEAR = 2  # units either side where a figure or table still belongs to the text
 # Grid tables and table directives of reStructuredText (blanked before units are cut).
-_RST_TABLE = re.compile(r"^\s*\|.*\d.*\|\s*$|^\s*\.\.\s+(?:list-|csv-)?table::", re.MULTILINE)
+_RST_TABLE = re.compile(
+    r"^\s*\|.*\d.*\|\s*$|^\s*\.\.\s+(?:(?:list-|csv-)?table|literalinclude|program-output"
+    r"|command-output)::",
+    re.MULTILINE,
+)
 _DECIMAL = re.compile(r"(?<![\d.])\d+\.\d+(?![\d.])")
 
 
