@@ -5,6 +5,7 @@ from gpulint.frontends.cuda.idioms import function_name, launch_check_for
 from gpulint.frontends.cuda.project import launch_checked_in
 from gpulint.rule import Rule
 
+_VALIDATES = re.compile(rb"(?i)validat|verif|compare|assert|expect_|allclose|check_result")
 _RUNTIME_CALL = re.compile(r"\bcuda[A-Z]\w*\s*\(")
 
 
@@ -24,7 +25,9 @@ class UncheckedKernelLaunch(Rule):
     rule then looks up every call of it in the checked tree (other files too) and fires only
     when a caller does not check after the call, naming that caller. A function that also
     allocates or copies, or any function of a PyTorch extension (PyTorch checks after every
-    launch), fires unless callers are found and every one of them checks.
+    launch), fires unless callers are found and every one of them checks. In test files, a
+    launch whose output the test then validates (`validate(...)`, `ASSERT_*`, `allclose`) is
+    left alone: a failed launch fails the test.
 
     ## Why is this bad?
     A launch returns nothing. A bad configuration (too many threads, too much shared memory, a
@@ -133,6 +136,12 @@ int main() {
         scope = function or file.root
         if launch_checked_in(file, node, scope, configured):
             return
+        if (
+            file.is_test
+            and function is not None
+            and _VALIDATES.search(file.data[node.end_byte : function.end_byte])
+        ):
+            return  # a test that validates the output: a failed launch fails the test
         check = launch_check_for(file)
         if function is None:
             yield self.report(file, node, check=check)

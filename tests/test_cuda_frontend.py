@@ -365,3 +365,17 @@ def test_cli_judges_a_launcher_by_its_callers(tmp_path, monkeypatch, capsys):
     main(["check", ".", "--no-cache", "--select", "GPU802", "--exit-zero"])
     out = capsys.readouterr().out
     assert "ops.cu:4:3: GPU802" in out and "nor by `step` (step.cpp:3)" in out
+
+
+def test_test_driver_that_validates_output_needs_no_launch_check():
+    text = """
+__global__ void k(float* x) {}
+int main() {
+  float* d;
+  CUDA_CHECK(cudaMalloc(&d, 512));
+  k<<<4, 128>>>(d);
+  return validate(d) ? 0 : 1;
+}
+"""
+    assert "GPU802" not in codes(lint_text(text, "tests/test_k.cu"))
+    assert "GPU802" in codes(lint_text(text, "src/k.cu"))
