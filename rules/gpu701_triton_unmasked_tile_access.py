@@ -315,9 +315,10 @@ def _launcher_asserts_divisibility(file, kernels) -> bool:
     modulus that is one of the kernels' tile sizes, or a literal of 32 or more: `% 16` is
     alignment, `% nheads_k` a shape check)."""
     sizes = set().union(*(tt.tile_sizes(file, k) for k in kernels))
+    constexprs = {c for k in kernels for c in k.constexprs}
     for call in file.nodes(ast.Call):  # kernel[grid](..., BLOCK_SIZE=block_size)
         if isinstance(call.func, ast.Subscript):
-            sizes |= {tt.label(k.value) for k in call.keywords if k.arg in sizes}
+            sizes |= {tt.label(k.value) for k in call.keywords if k.arg in sizes | constexprs}
     if any(_block_mod(a.test, sizes) for a in file.nodes(ast.Assert)):
         return True
     return any(
@@ -440,6 +441,13 @@ def _divisible_when(test: ast.AST, flags: dict[str, bool]) -> bool | None:
     if isinstance(test, ast.BinOp) and isinstance(test.op, ast.BitAnd):  # `EVEN_M & EVEN_N`
         if True in (_divisible_when(test.left, flags), _divisible_when(test.right, flags)):
             return True
+    parts = None
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+        parts = test.values
+    if isinstance(test, ast.BinOp) and isinstance(test.op, ast.BitOr):  # `M_MASK | N_MASK`
+        parts = [test.left, test.right]
+    if parts and all(_divisible_when(v, flags) is False for v in parts):
+        return False
     return None
 
 

@@ -1283,10 +1283,14 @@ def divisibility_flags(file, kernel: Kernel) -> dict[str, bool]:
     for call in file.nodes(ast.Call):
         if not isinstance(call.func, ast.Subscript) or label(call.func.value) != kernel.name:
             continue
-        for k in call.keywords:
-            if k.arg not in kernel.constexprs:
+        params = kernel.params
+        passed = [(params[i], a) for i, a in enumerate(call.args) if i < len(params)]
+        if any(isinstance(a, ast.Starred) for a in call.args):
+            passed = []
+        passed += [(k.arg, k.value) for k in call.keywords if k.arg]
+        for arg, value in passed:
+            if arg not in kernel.constexprs:
                 continue
-            value = k.value
             if isinstance(value, ast.Name):  # NEED_MASK = n % BLOCK != 0; kernel[g](NEED_MASK=...)
                 scope = file.enclosing_function(call) or file.tree
                 found = [
@@ -1297,7 +1301,7 @@ def divisibility_flags(file, kernel: Kernel) -> dict[str, bool]:
                 value = found[-1] if found else value
             polarity = mod_polarity(value)
             if polarity is not None:
-                out[k.arg] = polarity
+                out[arg] = polarity
     return out
 
 
