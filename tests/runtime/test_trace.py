@@ -344,3 +344,23 @@ def test_usage_errors_and_a_program_that_cannot_trace(tmp_path):
     (rec,) = (tmp_path / ".gpulint" / "trace").iterdir()  # what was recorded is kept
     assert (rec / "status.json").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == [".gpulint", "nostep.py"]
+
+
+def test_damaged_recordings_give_less_never_an_exception(tmp_path):
+    junk = {
+        "traceEvents": [
+            None,
+            {"ph": "X", "name": "aten::mm", "ts": "soon"},
+            {"ph": "X", "ts": 1, "dur": 2},
+            {"ph": "X", "name": "gpulint@a.py:x#y", "ts": 1, "dur": 2, "cat": "user_annotation"},
+            {"ph": "X", "name": "k", "ts": 1, "dur": 2, "cat": "kernel", "args": [1]},
+        ]
+    }
+    syncs = [{"step": 4, "stack": [["a.py", "3", "f", True], None, ["a.py"]]}, {"stack": "x"}]
+    a = analyse(junk, syncs, window=(4, 5))
+    assert a.observations == [] and a.summary["steps"] == 0
+    assert analyse([], []).observations == []
+    (tmp_path / "trace.json.gz").write_bytes(b"\x1f\x8b not really gzip")
+    (tmp_path / "syncs.jsonl").write_text('{"step": 1}\nnot json\n[1]\n')
+    rec = read_recording(tmp_path)
+    assert rec["trace"] is None and rec["syncs"] == [{"step": 1}]

@@ -164,17 +164,22 @@ def read_recording(folder: pathlib.Path) -> dict:
         p = folder / name
         if p.exists():
             opener = gzip.open if name.endswith(".gz") else open
-            with opener(p, "rt", encoding="utf-8") as fh:
-                trace = json.load(fh)
+            try:
+                with opener(p, "rt", encoding="utf-8") as fh:
+                    trace = json.load(fh)
+            except (OSError, EOFError, UnicodeDecodeError, ValueError):
+                trace = None  # a profile cut short (the program was killed while exporting)
             break
     syncs = []
     p = folder / "syncs.jsonl"
     if p.exists():
-        for line in p.read_text(encoding="utf-8").splitlines():
+        for line in p.read_text(encoding="utf-8", errors="replace").splitlines():
             try:
-                syncs.append(json.loads(line))
+                entry = json.loads(line)
             except ValueError:
                 continue
+            if isinstance(entry, dict):
+                syncs.append(entry)
     return {
         "config": _read_json(folder / "config.json") or {},
         "status": _read_json(folder / "status.json") or {},

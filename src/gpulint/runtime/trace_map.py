@@ -157,10 +157,18 @@ def analyse(trace: dict, syncs: list[dict], window: tuple[int, int] | None = Non
     runner recorded; ``window`` the (first, last) step numbers the profiler recorded (warnings of
     other steps are ignored; None keeps all).
     """
+    # Only complete events with a name, a start and a length: a damaged recording yields less,
+    # never an exception.
+    raw = trace.get("traceEvents") if isinstance(trace, dict) else None
     events = [
         e
-        for e in trace.get("traceEvents", [])
-        if e.get("ph") == "X" and isinstance(e.get("ts"), (int, float))
+        for e in (raw if isinstance(raw, list) else [])
+        if isinstance(e, dict)
+        and e.get("ph") == "X"
+        and isinstance(e.get("name"), str)
+        and isinstance(e.get("ts"), (int, float))
+        and isinstance(e.get("dur", 0), (int, float))
+        and (e.get("args") is None or isinstance(e.get("args"), dict))
     ]
     cpu_by_tid: dict = defaultdict(list)
     gpu: list[dict] = []
@@ -318,14 +326,19 @@ def analyse(trace: dict, syncs: list[dict], window: tuple[int, int] | None = Non
         st = s.get("step")
         if first is not None and isinstance(st, int) and not first <= st <= last:
             continue
-        user = [f for f in s.get("stack", []) if len(f) >= 4 and f[3]]
+        stack = s.get("stack")
+        stack = [
+            f
+            for f in (stack if isinstance(stack, list) else [])
+            if isinstance(f, list) and len(f) >= 4 and isinstance(f[1], int)
+        ]
+        user = [i for i, f in enumerate(stack) if f[3] and isinstance(f[0], str)]
         if not user:
             continue
-        top = user[-1]
-        w = warn[(top[0], int(top[1]))]
+        pos = user[-1]
+        top = stack[pos]
+        w = warn[(top[0], top[1])]
         w["count"] += 1
-        stack = s.get("stack", [])
-        pos = max(i for i, f in enumerate(stack) if len(f) >= 4 and f[3])
         callee = next(
             (
                 f"{f[0]}:{f[1]} {f[2]}"
