@@ -33,9 +33,9 @@ def register(subparsers) -> None:
     p.add_argument(
         "--debounce",
         type=int,
-        default=300,
+        default=150,
         metavar="MS",
-        help="lint this long after the last keystroke (default 300 ms; 0: at once)",
+        help="lint this long after the last keystroke (default 150 ms; 0: at once)",
     )
     p.add_argument("--log-file", help="write the server's log here (stdout is the protocol)")
     p.set_defaults(func=cmd_server)

@@ -5,6 +5,7 @@ without a client; gpulint.server.lsp turns it into LSP messages.
 
 from __future__ import annotations
 
+import functools
 import io
 import re
 import tokenize
@@ -17,6 +18,7 @@ from gpulint.engine import Linter, evidence_notes
 from gpulint.fixes import apply_edits, still_parses
 from gpulint.frontends import frontend_for
 from gpulint.hardware import UnknownTargetError
+from gpulint.noqa import NoqaPlanner
 from gpulint.ruledocs import noqa_comment
 from gpulint.source import SourceText
 from gpulint.supervisor import lint_bytes_budgeted
@@ -46,10 +48,54 @@ class LintResult:
     findings: list[Finding] = field(default_factory=list)
     language: str | None = None  # front-end language, None when no front-end claims the file
     bom: bool = False  # the document starts with U+FEFF, which the engine does not count
+    # Filled by `prepare` (off the event loop, after the diagnostics are out): the fixes that
+    # passed verification (by id) and every fix of the file as one edit. None: not yet.
+    verified_fixes: set[int] | None = None
+    fix_all: Edit | None = None
 
-    @property
+    @functools.cached_property
     def source(self) -> SourceText:
+        # Once per result: every position conversion of every request reads its line table.
         return SourceText(self.text)
+
+    @functools.cached_property
+    def noqa(self) -> NoqaPlanner:
+        return NoqaPlanner(self.text, self.language)
+
+    def prepare(self) -> None:
+        """Check the fixes once per document version, so code actions only look results up:
+        all of them applied together must leave a file that parses (Python: `ast`; the CLI's
+        `--fix` adds libcst and a re-lint, seconds on a long file, too slow for typing); if not,
+        each on its own. Also builds the noqa line map."""
+        self.noqa.target_line(1)
+        fixable = [f for f in self.findings if f.fix and f.fix.edits]
+        if not fixable:
+            self.verified_fixes, self.fix_all = set(), None
+            return
+        new_text, _ = apply_edits(self.text, [e for f in fixable for e in f.fix.edits])
+        if _parses(new_text, self.shown):
+            self.fix_all = minimal_edit(self.text, new_text) if new_text != self.text else None
+            self.verified_fixes = {id(f.fix) for f in fixable}
+            return
+        verified = set()
+        for f in fixable:
+            alone, count = apply_edits(self.text, list(f.fix.edits))
+            if count == len(set(f.fix.edits)) and _parses(alone, self.shown):
+                verified.add(id(f.fix))
+        self.verified_fixes, self.fix_all = verified, None
+
+
+def _parses(text: str, shown: str) -> bool:
+    if not shown.endswith((".py", ".pyi")):
+        return True
+    from gpulint.frontends import ParseError
+    from gpulint.frontends.python import parse_python
+
+    try:
+        parse_python(text, shown)
+    except ParseError:
+        return False
+    return True
 
 
 class ConfigStore:

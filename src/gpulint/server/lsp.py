@@ -1,6 +1,14 @@
 """The gpulint language server (pygls 2): diagnostics as you type and on save, quick fixes,
 noqa actions and rule documentation on hover, for every file type gpulint has a front-end for.
 
+The event loop never lints. A lint runs in a worker thread (the analysis itself in gpulint's
+supervised worker process), once per document version, a debounce after the last keystroke;
+a version the user has already typed past is skipped, and its result is never published.
+Requests read the cached result of the document's current version: a code action is a lookup
+(fix and `noqa` edits are text edits at positions known from the result, prepared once per
+version), a hover on one file never waits for another file's lint, and a request the client
+cancels stops waiting without stopping the lint others may need.
+
 Imported only by `gpulint server`: this module needs pygls (`pip install "gpulint[lsp]"`).
 """
 
@@ -9,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from lsprotocol import types as lsp
@@ -20,22 +29,14 @@ from gpulint.diagnostics import Edit, Finding, Severity
 from gpulint.rule import rule_by_code
 from gpulint.ruledocs import rule_hover
 from gpulint.server import positions
-from gpulint.server.core import (
-    CONFIG_FILE,
-    ConfigStore,
-    LintResult,
-    fix_all_edit,
-    fix_edits,
-    lint_text,
-    noqa_edit,
-    suppresses,
-)
+from gpulint.server.core import CONFIG_FILE, ConfigStore, LintResult, lint_text
 
 log = logging.getLogger("gpulint.server")
 
 SOURCE = "gpulint"
 _CODE = re.compile(r"\bGPU\d{3}\b", re.IGNORECASE)
 FIX_ALL_KIND = f"{lsp.CodeActionKind.SourceFixAll.value}.gpulint"
+PREPARE_IDLE_S = 0.5  # verify fixes once typing has paused this long (or at the first action)
 _SEVERITY = {
     Severity.ERROR: lsp.DiagnosticSeverity.Error,
     Severity.WARNING: lsp.DiagnosticSeverity.Warning,
@@ -44,7 +45,7 @@ _SEVERITY = {
 
 
 class GpulintServer(LanguageServer):
-    def __init__(self, debounce: float = 0.3):
+    def __init__(self, debounce: float = 0.15):
         super().__init__(
             "gpulint", __version__, text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental
         )
@@ -52,7 +53,15 @@ class GpulintServer(LanguageServer):
         self.configs = ConfigStore()
         self.results: dict[str, tuple[int | None, LintResult]] = {}  # uri -> (version, result)
         self._pending: dict[str, asyncio.TimerHandle] = {}
+        self._running: dict[str, tuple[int | None, asyncio.Future]] = {}
         self._shown_errors: set[str] = set()
+        # One lint at a time (the analysis runs in one supervised worker process anyway); fix
+        # verification beside it, so it never delays the next diagnostics.
+        self._lints = ThreadPoolExecutor(1, thread_name_prefix="gpulint-lint")
+        self._prepares = ThreadPoolExecutor(1, thread_name_prefix="gpulint-prepare")
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._prepare_timers: dict[str, asyncio.TimerHandle] = {}
+        self._preparing: dict[int, asyncio.Future] = {}
 
     # -- documents -------------------------------------------------------------------------------
     @staticmethod
@@ -67,53 +76,145 @@ class GpulintServer(LanguageServer):
         encoding = self.workspace.position_encoding or lsp.PositionEncodingKind.Utf16
         return getattr(encoding, "value", encoding)
 
-    def lint(self, uri: str) -> LintResult | None:
-        """Lint the open document's current text; cached per document version."""
+    def _version(self, uri: str) -> int | None | bool:
+        """The open document's version (False: not open)."""
+        document = self.workspace.text_documents.get(uri)
+        return False if document is None else document.version
+
+    def current(self, uri: str) -> LintResult | None:
+        """The cached result of the document's current version, if there is one."""
+        cached = self.results.get(uri)
+        if cached is not None and cached[0] == self._version(uri):
+            return cached[1]
+        return None
+
+    def latest(self, uri: str) -> LintResult | None:
+        """The newest result for the document, of whatever version (hover: never waits)."""
+        cached = self.results.get(uri)
+        return cached[1] if cached is not None else None
+
+    async def result(self, uri: str) -> LintResult | None:
+        """The current version's result: cached, the running lint's, or a new lint (awaited
+        off the event loop). Cancelling the request does not cancel the lint."""
+        cached = self.current(uri)
+        if cached is not None:
+            return cached
+        version = self._version(uri)
+        if version is False:
+            return None
+        running = self._running.get(uri)
+        future = running[1] if running and running[0] == version else self.start(uri)
+        if future is None:
+            return None
+        return await asyncio.shield(future)
+
+    def start(self, uri: str) -> asyncio.Future | None:
+        """Lint the document's current text in the worker thread; publish when done."""
+        self._pending.pop(uri, None)
         try:
             document = self.workspace.get_text_document(uri)
         except Exception:  # not open
             return None
-        cached = self.results.get(uri)
-        if cached and cached[0] is not None and cached[0] == document.version:
-            return cached[1]
+        version = document.version
+        running = self._running.get(uri)
+        if running and running[0] == version:
+            return running[1]
+        loop = self._loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(
+            self._lints, self._lint_job, uri, version, document.source, document.language_id
+        )
+        self._running[uri] = (version, future)
+
+        def done(f: asyncio.Future) -> None:
+            if self._running.get(uri, (None, None))[1] is f:
+                self._running.pop(uri, None)
+            if f.cancelled() or f.exception() is not None:
+                if not f.cancelled():
+                    log.error("lint of %s failed: %r", uri, f.exception())
+                return
+            result = f.result()
+            if result is None or self._version(uri) is False:
+                return
+            self.results[uri] = (version, result)
+            if self._version(uri) == version:
+                self._publish(uri, version, result)
+                # Fix verification and the noqa line map, once per version, when the user
+                # pauses (or at the first code action): never beside the next lint.
+                self._cancel_prepare(uri)
+                self._prepare_timers[uri] = loop.call_later(
+                    PREPARE_IDLE_S, self.prepare, uri, result
+                )
+
+        future.add_done_callback(done)
+        return future
+
+    def _lint_job(
+        self, uri: str, version: int | None, text: str, language_id: str | None
+    ) -> LintResult | None:
+        if self._version(uri) != version:
+            return None  # typed past while waiting: the newer version has its own lint
         path = self.path_of(uri)
         linter, error = self.configs.linter_for(path)
         if error and error not in self._shown_errors:
             log.warning("%s", error)
             self._shown_errors.add(error)
-            self.window_show_message(
-                lsp.ShowMessageParams(type=lsp.MessageType.Error, message=error)
+            self._loop.call_soon_threadsafe(
+                self.window_show_message,
+                lsp.ShowMessageParams(type=lsp.MessageType.Error, message=error),
             )
-        result = lint_text(linter, path, uri, document.source, document.language_id)
-        self.results[uri] = (document.version, result)
-        return result
+        return lint_text(linter, path, uri, text, language_id)
 
-    def publish(self, uri: str) -> None:
-        self._pending.pop(uri, None)
-        result = self.lint(uri)
-        if result is None:
-            return
-        version = self.results[uri][0]
+    def prepare(self, uri: str, result: LintResult) -> asyncio.Future:
+        """`result.prepare()` in its own thread, once."""
+        self._prepare_timers.pop(uri, None)
+        future = self._preparing.get(id(result))
+        if future is None:
+            loop = asyncio.get_running_loop()
+            future = loop.run_in_executor(self._prepares, result.prepare)
+            self._preparing[id(result)] = future
+            future.add_done_callback(lambda _: self._preparing.pop(id(result), None))
+        return future
+
+    async def prepared(self, uri: str, result: LintResult) -> None:
+        if result.verified_fixes is None:
+            await asyncio.shield(self.prepare(uri, result))
+
+    def _cancel_prepare(self, uri: str) -> None:
+        timer = self._prepare_timers.pop(uri, None)
+        if timer is not None:
+            timer.cancel()
+
+    def _publish(self, uri: str, version: int | None, result: LintResult) -> None:
         diagnostics = [self.diagnostic(result, f) for f in result.findings]
         self.text_document_publish_diagnostics(
             lsp.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=version)
         )
 
+    def publish(self, uri: str) -> None:
+        """Lint now (no debounce) and publish."""
+        self._loop = asyncio.get_running_loop()
+        pending = self._pending.pop(uri, None)
+        if pending is not None:
+            pending.cancel()
+        self.start(uri)
+
     def schedule(self, uri: str) -> None:
         """Lint `debounce` seconds after the last change, not on every keystroke."""
+        self._cancel_prepare(uri)
         pending = self._pending.pop(uri, None)
         if pending is not None:
             pending.cancel()
         if self.debounce <= 0:
             self.publish(uri)
             return
-        loop = asyncio.get_running_loop()
-        self._pending[uri] = loop.call_later(self.debounce, self.publish, uri)
+        loop = self._loop = asyncio.get_running_loop()
+        self._pending[uri] = loop.call_later(self.debounce, self.start, uri)
 
     def forget(self, uri: str) -> None:
         pending = self._pending.pop(uri, None)
         if pending is not None:
             pending.cancel()
+        self._running.pop(uri, None)
         self.results.pop(uri, None)
         self.text_document_publish_diagnostics(
             lsp.PublishDiagnosticsParams(uri=uri, diagnostics=[])
@@ -123,9 +224,69 @@ class GpulintServer(LanguageServer):
         """A pyproject.toml changed: reload the configuration and re-lint every open document."""
         self.configs.invalidate()
         self.results.clear()
+        self._running.clear()
         self._shown_errors.clear()
         for uri in list(self.workspace.text_documents):
             self.publish(uri)
+
+    # -- code actions -----------------------------------------------------------------------------
+    def actions(
+        self,
+        uri: str,
+        version: int | None,
+        result: LintResult,
+        wanted: lsp.Range,
+        only: list[str] | None,
+    ) -> list[lsp.CodeAction]:
+        """The actions for the findings in `wanted`: lookups in the result, no lint, no parse.
+        A whole-file range costs one pass over the findings."""
+        actions: list[lsp.CodeAction] = []
+        wants_quickfix = not only or any(k.startswith("quickfix") for k in only)
+        wants_fix_all = not only or any(
+            FIX_ALL_KIND.startswith(k) or k.startswith("source.fixAll") for k in only
+        )
+        verified = result.verified_fixes or set()  # `prepared` ran before
+        if wants_quickfix:
+            first, last = wanted.start.line + 1, wanted.end.line + 1
+            for f in result.findings:
+                if (f.end_line or f.line) < first or f.line > last:
+                    continue
+                f_range = self.finding_range(result, f)
+                if not _overlaps(f_range, wanted):
+                    continue
+                diagnostic = self.diagnostic(result, f, f_range)
+                if f.fix is not None and f.fix.edits and id(f.fix) in verified:
+                    edits = [self.text_edit(result, e) for e in sorted(set(f.fix.edits))]
+                    actions.append(
+                        lsp.CodeAction(
+                            title=f"{f.code}: {f.fix.description}",
+                            kind=lsp.CodeActionKind.QuickFix,
+                            diagnostics=[diagnostic],
+                            is_preferred=True,
+                            edit=self.edit(uri, version, edits),
+                        )
+                    )
+                noqa = result.noqa.edits([f]) if result.language else []
+                if noqa:
+                    actions.append(
+                        lsp.CodeAction(
+                            title=f"{f.code}: suppress on this line (noqa)",
+                            kind=lsp.CodeActionKind.QuickFix,
+                            diagnostics=[diagnostic],
+                            edit=self.edit(uri, version, [self.text_edit(result, noqa[0])]),
+                        )
+                    )
+        if wants_fix_all:
+            everything = result.fix_all
+            if everything is not None:
+                actions.append(
+                    lsp.CodeAction(
+                        title="gpulint: apply every autofix in this file",
+                        kind=FIX_ALL_KIND,
+                        edit=self.edit(uri, version, [self.text_edit(result, everything)]),
+                    )
+                )
+        return actions
 
     # -- positions -------------------------------------------------------------------------------
     def position(self, result: LintResult, line: int, col: int) -> lsp.Position:
@@ -165,11 +326,13 @@ class GpulintServer(LanguageServer):
         return line, positions.column(text, char, self.encoding)
 
     # -- LSP objects ----------------------------------------------------------------------------
-    def diagnostic(self, result: LintResult, f: Finding) -> lsp.Diagnostic:
+    def diagnostic(
+        self, result: LintResult, f: Finding, f_range: lsp.Range | None = None
+    ) -> lsp.Diagnostic:
         rule = rule_by_code(f.code)
         tags = [lsp.DiagnosticTag.Deprecated] if rule and "deprecated" in rule.tags else None
         return lsp.Diagnostic(
-            range=self.finding_range(result, f),
+            range=f_range or self.finding_range(result, f),
             message=f.message,
             severity=_SEVERITY[f.severity],
             code=f.code,
@@ -198,7 +361,7 @@ def _overlaps(f_range: lsp.Range, wanted: lsp.Range) -> bool:
     return key(f_range.start) <= key(wanted.end) and key(wanted.start) <= key(f_range.end)
 
 
-def build_server(debounce: float = 0.3) -> GpulintServer:
+def build_server(debounce: float = 0.15) -> GpulintServer:
     server = GpulintServer(debounce)
 
     @server.feature(lsp.INITIALIZED)
@@ -241,7 +404,9 @@ def build_server(debounce: float = 0.3) -> GpulintServer:
         if uri.endswith("/" + CONFIG_FILE):
             ls.config_changed()
         else:
-            ls.results.pop(uri, None)  # a save re-lints, picking up configuration changes
+            # A save re-lints, picking up configuration changes.
+            ls.results.pop(uri, None)
+            ls._running.pop(uri, None)
             ls.publish(uri)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
@@ -259,61 +424,20 @@ def build_server(debounce: float = 0.3) -> GpulintServer:
             code_action_kinds=[lsp.CodeActionKind.QuickFix, lsp.CodeActionKind.SourceFixAll]
         ),
     )
-    def code_action(ls: GpulintServer, params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
+    async def code_action(ls: GpulintServer, params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
         uri = params.text_document.uri
-        result = ls.lint(uri)
+        result = await ls.result(uri)
         if result is None:
             return []
-        version = ls.results[uri][0]
-        only = params.context.only
-        actions: list[lsp.CodeAction] = []
-        wants_quickfix = not only or any(k.startswith("quickfix") for k in only)
-        wants_fix_all = not only or any(
-            FIX_ALL_KIND.startswith(k) or k.startswith("source.fixAll") for k in only
-        )
-        linter, _ = ls.configs.linter_for(ls.path_of(uri))
-        if wants_quickfix:
-            for f in result.findings:
-                f_range = ls.finding_range(result, f)
-                if not _overlaps(f_range, params.range):
-                    continue
-                diagnostic = ls.diagnostic(result, f)
-                edits = fix_edits(result, f)
-                if edits:
-                    actions.append(
-                        lsp.CodeAction(
-                            title=f"{f.code}: {f.fix.description}",  # type: ignore[union-attr]
-                            kind=lsp.CodeActionKind.QuickFix,
-                            diagnostics=[diagnostic],
-                            is_preferred=True,
-                            edit=ls.edit(uri, version, [ls.text_edit(result, e) for e in edits]),
-                        )
-                    )
-                noqa = noqa_edit(result, f)
-                if noqa is not None and suppresses(linter, result, f, noqa):
-                    actions.append(
-                        lsp.CodeAction(
-                            title=f"{f.code}: suppress on this line (noqa)",
-                            kind=lsp.CodeActionKind.QuickFix,
-                            diagnostics=[diagnostic],
-                            edit=ls.edit(uri, version, [ls.text_edit(result, noqa)]),
-                        )
-                    )
-        if wants_fix_all:
-            everything = fix_all_edit(result)
-            if everything is not None:
-                actions.append(
-                    lsp.CodeAction(
-                        title="gpulint: apply every autofix in this file",
-                        kind=FIX_ALL_KIND,
-                        edit=ls.edit(uri, version, [ls.text_edit(result, everything)]),
-                    )
-                )
-        return actions
+        await ls.prepared(uri, result)
+        version = ls.results[uri][0] if uri in ls.results else None
+        return ls.actions(uri, version, result, params.range, params.context.only)
 
     @server.feature(lsp.TEXT_DOCUMENT_HOVER)
-    def hover(ls: GpulintServer, params: lsp.HoverParams) -> lsp.Hover | None:
-        result = ls.lint(params.text_document.uri)
+    async def hover(ls: GpulintServer, params: lsp.HoverParams) -> lsp.Hover | None:
+        uri = params.text_document.uri
+        # The newest result there is; only a document never linted yet waits for its own lint.
+        result = ls.current(uri) or ls.latest(uri) or await ls.result(uri)
         if result is None:
             return None
         line, col = ls.cursor(result, params.position)
