@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import ast
 
+from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.names import keyword, terminal_name
 from gpulint.frontends.python.transfers import device_transfer
 
 _ITEM_METHODS = {"__getitem__", "__iter__", "__getitems__"}
 
 
-def dataset_on_device(file, call: ast.Call) -> bool:
+def dataset_on_device(file: PythonFile, call: ast.Call) -> bool:
     """The loader's dataset is a class of this module whose `__getitem__` (or `__iter__`) moves
     its samples to the GPU (`.cuda()`, `.to(device)`): pinning such tensors fails, and worker
     processes would each have to initialise CUDA."""
@@ -26,7 +27,7 @@ def dataset_on_device(file, call: ast.Call) -> bool:
     return any(_moves_items(file, cls) for cls in classes)
 
 
-def _assigned(file, call: ast.Call, dataset: ast.AST) -> list[ast.AST]:
+def _assigned(file: PythonFile, call: ast.Call, dataset: ast.AST) -> list[ast.AST]:
     """Values assigned to the dataset's name in the loader's function (or module)."""
     if not isinstance(dataset, ast.Name):
         return []
@@ -39,7 +40,7 @@ def _assigned(file, call: ast.Call, dataset: ast.AST) -> list[ast.AST]:
     ]
 
 
-def _moves_items(file, cls: ast.ClassDef) -> bool:
+def _moves_items(file: PythonFile, cls: ast.ClassDef) -> bool:
     for item in cls.body:
         if isinstance(item, ast.FunctionDef) and item.name in _ITEM_METHODS:
             if any(

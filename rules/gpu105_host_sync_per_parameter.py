@@ -1,5 +1,6 @@
 import ast
 
+from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.syncs import host_sync
 from gpulint.rule import Rule
 
@@ -86,7 +87,7 @@ class HostSyncPerParameter(Rule):
         "            print(name, float(param.grad.abs().max()))\n",
     ]
 
-    def visit_For(self, node: ast.For, file):
+    def visit_For(self, node: ast.For, file: PythonFile):
         if file.is_test or not _over_parameters(node.iter):
             return
         names = _param_names(node.target, node.iter)
@@ -94,7 +95,7 @@ class HostSyncPerParameter(Rule):
             for sub in ast.walk(stmt):
                 yield from self._check(sub, names, node, file)
 
-    def _comprehension(self, node, file):
+    def _comprehension(self, node, file: PythonFile):
         if file.is_test:
             return
         for gen in node.generators:
@@ -108,7 +109,7 @@ class HostSyncPerParameter(Rule):
 
     visit_ListComp = visit_SetComp = visit_GeneratorExp = visit_DictComp = _comprehension
 
-    def _check(self, sub, names: set[str], loop, file):
+    def _check(self, sub, names: set[str], loop, file: PythonFile):
         if not isinstance(sub, ast.Call):
             return
         what = host_sync(file, sub, with_events=False)

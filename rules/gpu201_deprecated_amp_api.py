@@ -2,6 +2,7 @@ import ast
 
 from gpulint.diagnostics import Edit, Fix
 from gpulint.frontends.python import edits
+from gpulint.frontends.python.file import PythonFile
 from gpulint.rule import Invalid, Rule
 
 # Deprecated name -> (device, replacement attribute under torch.amp, how the device is passed)
@@ -123,13 +124,13 @@ else:
         ),
     ]
 
-    def visit_Name(self, node: ast.Name, file):
+    def visit_Name(self, node: ast.Name, file: PythonFile):
         yield from self._check(node, file)
 
-    def visit_Attribute(self, node: ast.Attribute, file):
+    def visit_Attribute(self, node: ast.Attribute, file: PythonFile):
         yield from self._check(node, file)
 
-    def _check(self, node, file):
+    def _check(self, node, file: PythonFile):
         qualified = file.qualname(node)
         if qualified not in DEPRECATED and qualified not in REPLACED_BY:
             return
@@ -151,7 +152,7 @@ else:
         yield self.report(file, node, old=qualified, new=new, fix=fix)
 
     @staticmethod
-    def _behind_version_check(node, file) -> bool:
+    def _behind_version_check(node, file: PythonFile) -> bool:
         for ancestor in file.ancestors(node):
             if isinstance(ancestor, ast.If):
                 test = ast.unparse(ancestor.test)
@@ -163,7 +164,7 @@ else:
                 return True
         return False
 
-    def _fix(self, node, file, device, attr, style) -> Fix | None:
+    def _fix(self, node, file: PythonFile, device, attr, style) -> Fix | None:
         root = node
         while isinstance(root, ast.Attribute):
             root = root.value
@@ -186,7 +187,7 @@ else:
         return None
 
 
-def _after_version_return(statement: ast.stmt, file) -> bool:
+def _after_version_return(statement: ast.stmt, file: PythonFile) -> bool:
     """An earlier statement of the same block is `if <version check>: return ...` (or raise):
     the code below it is the fallback for old PyTorch."""
     block = file.statement_block(statement)
@@ -208,7 +209,9 @@ def _after_version_return(statement: ast.stmt, file) -> bool:
 _AUTOCAST_POSITIONAL = ("enabled", "dtype", "cache_enabled")
 
 
-def _use_edits(file, use: ast.AST, device: str, attr: str, style: str) -> list[Edit] | None:
+def _use_edits(
+    file: PythonFile, use: ast.AST, device: str, attr: str, style: str
+) -> list[Edit] | None:
     """Edits that make one use of a deprecated callable call the torch.amp one; None when the
     use is not a call or a decorator the fix understands."""
     parent = file.parent(use)
@@ -227,7 +230,7 @@ def _use_edits(file, use: ast.AST, device: str, attr: str, style: str) -> list[E
     return None
 
 
-def _positional_autocast(file, call: ast.Call, device: str) -> list[Edit] | None:
+def _positional_autocast(file: PythonFile, call: ast.Call, device: str) -> list[Edit] | None:
     if len(call.args) > len(_AUTOCAST_POSITIONAL) or any(
         isinstance(a, ast.Starred) for a in call.args
     ):
@@ -245,7 +248,7 @@ def _positional_autocast(file, call: ast.Call, device: str) -> list[Edit] | None
 _AMP_MODULES = {"torch.cuda.amp": "cuda", "torch.cpu.amp": "cpu"}
 
 
-def _rewrite_alias(file, name: str) -> Fix | None:
+def _rewrite_alias(file: PythonFile, name: str) -> Fix | None:
     """Rewrite every import statement that binds `name` (and every name they bind) to the
     torch.amp API, with every use of those names; None unless every use can be rewritten."""
     statements = edits.imports_binding(file, name)
@@ -305,7 +308,7 @@ def _import_plan(statement) -> tuple[str, str, list[tuple[str, str]]] | None:
     return bound[0][1], "torch.amp", bound
 
 
-def _alias_use_edits(file, use: ast.Name, target: str) -> list[Edit] | None:
+def _alias_use_edits(file: PythonFile, use: ast.Name, target: str) -> list[Edit] | None:
     if target in DEPRECATED:  # the name is the deprecated callable itself
         device, attr, style = DEPRECATED[target]
         return _use_edits(file, use, device, attr, style)

@@ -2,6 +2,7 @@ import ast
 import re
 
 from gpulint.diagnostics import Severity
+from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.precision import autocast_dtype, function_calls_backward, is_autocast
 from gpulint.rule import Rule
 
@@ -132,7 +133,7 @@ def train(x):
 """,
     ]
 
-    def visit_Call(self, node: ast.Call, file):
+    def visit_Call(self, node: ast.Call, file: PythonFile):
         if file.is_test or not is_autocast(file, node):
             return
         if autocast_dtype(file, node) != "fp16":

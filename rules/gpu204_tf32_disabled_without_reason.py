@@ -2,6 +2,7 @@ import ast
 import re
 
 from gpulint.diagnostics import Severity
+from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.precision import comment_near
 from gpulint.rule import Rule
 
@@ -95,7 +96,7 @@ class Tf32DisabledWithoutReason(Rule):
         "import torch\nfrom torch.backends import cuda\ncuda.matmul.allow_tf32 = False\n",
     ]
 
-    def visit_Assign(self, node: ast.Assign, file):
+    def visit_Assign(self, node: ast.Assign, file: PythonFile):
         if file.is_test:
             return
         value = node.value
@@ -107,7 +108,7 @@ class Tf32DisabledWithoutReason(Rule):
             elif q in _FP32_PRECISION and isinstance(value, ast.Constant) and value.value == "ieee":
                 yield from self._judge(node, file, f'`{q} = "ieee"`', "FP32 math")
 
-    def visit_Call(self, node: ast.Call, file):
+    def visit_Call(self, node: ast.Call, file: PythonFile):
         if file.is_test or file.qualname(node) != "torch.set_float32_matmul_precision":
             return
         arg = node.args[0] if node.args else None
@@ -116,7 +117,7 @@ class Tf32DisabledWithoutReason(Rule):
                 node, file, '`set_float32_matmul_precision("highest")`', "FP32 matmuls"
             )
 
-    def _judge(self, node, file, what, scope):
+    def _judge(self, node, file: PythonFile, what, scope):
         if REASON.search(comment_near(file, node)) or REASON.search(
             _comment_above_group(file, node)
         ):
@@ -137,7 +138,7 @@ class Tf32DisabledWithoutReason(Rule):
 _SETTING = re.compile(r"allow_tf32|float32_matmul_precision|fp32_precision|backends\.cud")
 
 
-def _comment_above_group(file, node) -> str:
+def _comment_above_group(file: PythonFile, node) -> str:
     """The comment block right above a group of precision settings (no blank line between):
     one comment may explain `allow_tf32 = False` for matmuls and for cuDNN together."""
     comments = []

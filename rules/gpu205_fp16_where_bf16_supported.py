@@ -1,6 +1,7 @@
 import ast
 import re
 
+from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.precision import (
     autocast_dtype,
     comment_near,
@@ -105,7 +106,7 @@ def train(x):
     def applicable(cls, settings) -> bool:
         return bool(settings.targets)  # no targets: nothing to compare FP16 against
 
-    def visit_Call(self, node: ast.Call, file):
+    def visit_Call(self, node: ast.Call, file: PythonFile):
         targets = self.settings.targets
         if not targets or not all(t.arch.bf16 for t in targets) or file.is_test:
             return
@@ -118,7 +119,7 @@ def train(x):
         yield self.report(file, node, what=what, targets=labels)
 
     @staticmethod
-    def _fp16(node: ast.Call, file) -> str | None:
+    def _fp16(node: ast.Call, file: PythonFile) -> str | None:
         if is_autocast(file, node):
             return "FP16 autocast" if autocast_dtype(file, node) == "fp16" else None
         func = node.func
@@ -138,7 +139,7 @@ def train(x):
         return None
 
 
-def _inference_only(file, node) -> bool:
+def _inference_only(file: PythonFile, node) -> bool:
     """`if args.do_predict:` / `if not args.do_train:` around the call. (`with torch.no_grad():`
     is `function_calls_backward`'s business, shared with GPU203.)"""
     return any(

@@ -200,7 +200,7 @@ def main(args):
 _ENDLESS_NAME = re.compile(r"infinite|endless|forever|repeat", re.IGNORECASE)
 
 
-def _endless_sampler(file, call: ast.Call) -> bool:
+def _endless_sampler(file: PythonFile, call: ast.Call) -> bool:
     """The loader's sampler never ends: a sampler class named so (`InfiniteSampler`,
     `RepeatingSampler`), or one of this module whose `__iter__` loops `while True` or cycles."""
     for name in ("sampler", "batch_sampler"):

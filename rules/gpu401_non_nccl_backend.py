@@ -2,6 +2,7 @@ import ast
 import re
 
 from gpulint.diagnostics import Severity
+from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.names import has_star_kwargs, keyword
 from gpulint.rule import Rule
 
@@ -78,7 +79,7 @@ loss.backward()
         'import torch\nfrom torch.distributed import init_process_group\ninit_process_group("mpi")\nmodel = DistributedDataParallel(model.cuda())\n',
     ]
 
-    def visit_Call(self, node: ast.Call, file):
+    def visit_Call(self, node: ast.Call, file: PythonFile):
         # Unit tests run collectives on the CPU with gloo on purpose (CI runners have no GPU).
         if file.qualname(node) not in _INIT or file.is_test:
             return
@@ -106,7 +107,7 @@ loss.backward()
                 yield self.report(file, value, backend=value.value)
 
 
-def _in_device_branch(node, file) -> bool:
+def _in_device_branch(node, file: PythonFile) -> bool:
     """Inside an if/elif/else chain that chooses by device: an explicit fallback, not a mistake."""
     for ancestor in file.ancestors(node):
         if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef)):

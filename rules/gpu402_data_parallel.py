@@ -1,5 +1,6 @@
 import ast
 
+from gpulint.frontends.python.file import PythonFile
 from gpulint.rule import Rule
 
 _DATA_PARALLEL = {
@@ -66,7 +67,7 @@ class DataParallel(Rule):
         "from torch.nn.parallel import DataParallel as DP\nmodel = DP(model)\n",
     ]
 
-    def visit_Call(self, node: ast.Call, file):
+    def visit_Call(self, node: ast.Call, file: PythonFile):
         if file.is_test:
             return
         qualified = file.qualname(node)

@@ -2,6 +2,7 @@ import ast
 import re
 
 from gpulint.diagnostics import Severity
+from gpulint.frontends.python.file import PythonFile
 from gpulint.rule import Rule
 
 _LAUNCH = "torch.distributed.launch"
@@ -82,20 +83,20 @@ class DistributedLaunch(Rule):
     ]
 
     # -- imports -------------------------------------------------------------------------------
-    def visit_ShellCommand(self, node, file):
+    def visit_ShellCommand(self, node, file: PythonFile):
         """`python -m torch.distributed.launch ...` in a shell script or a YAML `run:` block
         (the shell front-end's simple commands; `echo "..."` text is one word, never a match)."""
         words = list(node.words)
         if any(w == "-m" and nxt == _LAUNCH for w, nxt in zip(words, words[1:], strict=False)):
             yield self.report(file, node)
 
-    def visit_Import(self, node: ast.Import, file):
+    def visit_Import(self, node: ast.Import, file: PythonFile):
         for alias in node.names:
             if alias.name == _LAUNCH or alias.name.startswith(_LAUNCH + "."):
                 yield self.report(file, node)
                 return
 
-    def visit_ImportFrom(self, node: ast.ImportFrom, file):
+    def visit_ImportFrom(self, node: ast.ImportFrom, file: PythonFile):
         if node.level or not node.module:
             return
         if node.module == _LAUNCH or node.module.startswith(_LAUNCH + "."):
@@ -104,7 +105,7 @@ class DistributedLaunch(Rule):
             yield self.report(file, node)
 
     # -- commands built as strings -------------------------------------------------------------
-    def visit_Constant(self, node: ast.Constant, file):
+    def visit_Constant(self, node: ast.Constant, file: PythonFile):
         if not isinstance(node.value, str) or "torch.distributed.launch" not in node.value:
             return
         if self._describes(node, file) or self._behind_version_check(node, file):
@@ -121,7 +122,7 @@ class DistributedLaunch(Rule):
                 yield self.report(file, node)
 
     @staticmethod
-    def _behind_version_check(node: ast.AST, file) -> bool:
+    def _behind_version_check(node: ast.AST, file: PythonFile) -> bool:
         """`if torch_version < (1, 10): cmd = [..., "torch.distributed.launch"]`: a shim for old
         PyTorch, which had no torchrun."""
         return any(
@@ -130,7 +131,7 @@ class DistributedLaunch(Rule):
         )
 
     @staticmethod
-    def _describes(node: ast.AST, file) -> bool:
+    def _describes(node: ast.AST, file: PythonFile) -> bool:
         """A docstring, a help= text, or the argument of print/logging/warnings."""
         child = node
         for parent in file.ancestors(node):
@@ -159,7 +160,7 @@ class DistributedLaunch(Rule):
         return False
 
     # -- --local_rank arguments ----------------------------------------------------------------
-    def visit_Call(self, node: ast.Call, file):
+    def visit_Call(self, node: ast.Call, file: PythonFile):
         if not isinstance(node.func, ast.Attribute) or node.func.attr != "add_argument":
             return
         flags = [

@@ -2,6 +2,7 @@ import ast
 import re
 
 from gpulint.diagnostics import Severity
+from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.names import has_star_kwargs, keyword
 from gpulint.rule import Rule
 
@@ -77,7 +78,7 @@ class DdpWithoutDeviceIds(Rule):
         "    model.to(device), find_unused_parameters=True\n)\n",
     ]
 
-    def visit_Call(self, node: ast.Call, file):
+    def visit_Call(self, node: ast.Call, file: PythonFile):
         if file.is_test or file.qualname(node) not in _DDP:
             return
         if (
@@ -100,7 +101,7 @@ class DdpWithoutDeviceIds(Rule):
         yield self.report(file, node)
 
     @staticmethod
-    def _model_on_cpu(module: ast.AST, call: ast.Call, file) -> bool:
+    def _model_on_cpu(module: ast.AST, call: ast.Call, file: PythonFile) -> bool:
         """`model = model.cpu()` / `model.to("cpu")` earlier in the same function."""
         if not isinstance(module, ast.Name):
             return False

@@ -1,6 +1,7 @@
 import ast
 
 from gpulint.diagnostics import Severity
+from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.names import keyword
 from gpulint.rule import Rule
 
@@ -96,7 +97,7 @@ class OptimizerBeforeFsdp(Rule):
         "    fully_shard(self.model)\n",
     ]
 
-    def visit_Call(self, node: ast.Call, file):
+    def visit_Call(self, node: ast.Call, file: PythonFile):
         if not _is_optimizer(file.qualname(node)):
             return
         params = node.args[0] if node.args else getattr(keyword(node, "params"), "value", None)
@@ -135,5 +136,5 @@ class OptimizerBeforeFsdp(Rule):
         # An optimizer built again after the wrap replaces the first one.
         if any((c.lineno, c.col_offset) > (wrap.lineno, wrap.col_offset) for c in rebuilt):
             return
-        wrapper = file.qualname(wrap).rsplit(".", 1)[1]
+        wrapper = (file.qualname(wrap) or "").rsplit(".", 1)[-1]
         yield self.report(file, node, model=name, wrapper=wrapper, line=wrap.lineno)

@@ -2,6 +2,7 @@ import ast
 
 from gpulint.diagnostics import Fix
 from gpulint.frontends.python import edits
+from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.names import has_star_kwargs, keyword
 from gpulint.rule import Invalid, Rule
 
@@ -68,7 +69,7 @@ class CheckpointWithoutUseReentrant(Rule):
         ),
     ]
 
-    def visit_Call(self, node: ast.Call, file):
+    def visit_Call(self, node: ast.Call, file: PythonFile):
         qualified = file.qualname(node)
         if qualified not in _CHECKPOINT:
             return

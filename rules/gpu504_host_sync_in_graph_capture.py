@@ -1,6 +1,7 @@
 import ast
 
 from gpulint.diagnostics import Severity
+from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.loops import SCOPES
 from gpulint.frontends.python.syncs import host_sync
 from gpulint.rule import Rule
@@ -66,7 +67,7 @@ class HostSyncInGraphCapture(Rule):
         "    torch.cuda.synchronize()\n",
     ]
 
-    def visit_With(self, node: ast.With, file):
+    def visit_With(self, node: ast.With, file: PythonFile):
         if not any(
             isinstance(item.context_expr, ast.Call) and file.qualname(item.context_expr) in _GRAPH
             for item in node.items
