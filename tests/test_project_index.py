@@ -128,3 +128,31 @@ def test_modules_resolve_by_unique_suffix_and_relative_imports():
     assert index.resolve_module("pkg.utils") == "src.pkg.utils"
     assert index.resolve_module("utils") is None  # two modules answer: unknown
     assert index.resolve_module("torch.nn") is None  # outside the tree: nothing assumed
+
+
+def test_a_broken_callee_module_is_reported_and_the_run_goes_on(tree):
+    # Broken where a rule looks (a step marker), so the file itself is parsed and reported.
+    (tree / "pkg" / "metrics.py").write_text("def log_metrics(m:\n    m.backward()\n")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        main(["check", "--format", "json", "--no-cache", "--jobs", "1", "."])
+    findings = json.loads(out.getvalue())["findings"]
+    assert [(f["path"], f["code"]) for f in findings if f["code"] == "GPU000"] == [
+        ("pkg/metrics.py", "GPU000")
+    ]
+    assert not [f for f in findings if f["path"] == "train.py" and f["code"] == "GPU101"]
+
+
+def test_mutual_recursion_across_modules_terminates_with_the_sync_found(tree):
+    utils = tree / "pkg" / "utils.py"
+    utils.write_text(
+        utils.read_text() + "\n\ndef deep(x):\n    recurse_a(x)\n    return x.item()\n"
+    )
+    train = tree / "train.py"
+    train.write_text(
+        train.read_text()
+        .replace("recurse_a(loss)", "recurse_a(loss)\n        deep(loss)")
+        .replace("import clip_grads, recurse_a", "import clip_grads, deep, recurse_a")
+    )
+    lines = {f["line"] for f in check("--no-cache")}
+    assert 15 in lines  # deep(loss): its own .item(), found past the recursion recurse_a <-> cyclic
