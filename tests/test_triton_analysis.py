@@ -186,3 +186,53 @@ def test_pipeline_buffers_never_below_one():
 
     assert tt.pipeline_buffers(table().archs["sm_121"], 1, 128) == 1
     assert tt.pipeline_buffers(table().archs["sm_90"], 1, 128) == 1
+
+
+def _kernel(src: str):
+    f = parse("import triton\nimport triton.language as tl\n" + src)
+    return f, tt.kernels(f)[0]
+
+
+def test_loop_tiles_follow_the_range_bound():
+    base = (
+        "@triton.jit\ndef k(x, n, B: tl.constexpr, D: tl.constexpr):\n"
+        "    for s in range(0, {stop}, B):\n        probe = x + s + tl.arange(0, B)\n"
+    )
+    for stop, tiled in [("n", True), ("D", False), ("n // B * B", False), ("helper(n)", False)]:
+        f, kernel = _kernel(base.format(stop=stop))
+        probe = next(
+            n
+            for n in ast.walk(kernel.node)
+            if isinstance(n, ast.Assign) and n.targets[0].id == "probe"
+        )
+        assert bool(tt.flow(f, kernel).of(probe.value).tiles) is tiled, stop
+
+
+def test_pointer_advanced_per_iteration_is_a_loop_tile():
+    f, kernel = _kernel(
+        "@triton.jit\ndef k(a, K, s, BK: tl.constexpr):\n    p = a + tl.arange(0, BK) * s\n"
+        "    for i in range(tl.cdiv(K, BK)):\n        v = tl.load(p)\n        p += BK * s\n"
+    )
+    load = next(
+        n for n in ast.walk(kernel.node) if isinstance(n, ast.Call) and tt.tl_name(f, n) == "load"
+    )
+    assert tt.flow(f, kernel).of(load.args[0]).tiles == {("BK", tt.LOOP)}
+
+
+def test_divisibility_flags_and_their_polarity():
+    f, kernel = _kernel(
+        "@triton.heuristics({'EVEN_K': lambda a: a['K'] % a['BK'] == 0, 'CAUSAL': lambda a: True})\n"
+        "@triton.jit\ndef k(x, K, BK: tl.constexpr, EVEN_K: tl.constexpr, CAUSAL: tl.constexpr,\n"
+        "      NEED_MASK: tl.constexpr):\n    pass\n"
+        "def run(x, K):\n    NEED_MASK = K % 64 != 0\n    k[(1,)](x, K, BK=64, NEED_MASK=NEED_MASK)\n"
+    )
+    assert tt.divisibility_flags(f, kernel) == {"EVEN_K": True, "NEED_MASK": False}
+
+
+def test_whole_rows_are_not_tiles_of_a_larger_extent():
+    f, kernel = _kernel(
+        "@triton.jit\ndef k(x, n, D: tl.constexpr, BLOCK: tl.constexpr):\n"
+        "    cols = tl.arange(0, D)\n    m = tl.arange(0, D) < D\n"
+        "    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n    tl.store(x + o, 0, mask=o < n)\n"
+    )
+    assert tt.tile_sizes(f, kernel) == {"BLOCK"}  # bounded by a mask against n; D only by itself
