@@ -336,6 +336,9 @@ def test_cached_launcher_findings_follow_their_callers(tmp_path, monkeypatch):
     checked = "  launch_k(x, n, s);\n  CUDA_CHECK(cudaGetLastError());\n"
     assert _run_tree(tmp_path, checked, cache()) == []
     assert len(_run_tree(tmp_path, "  launch_k(x, n, s);\n", cache())) == 1
+    # The per-file facts are kept beside the results, so a warm run need not parse.
+    [store] = (tmp_path / ".cache").glob("cuda-facts-*.json")
+    assert "launch_k" in store.read_text()
 
 
 def test_launch_in_a_macro_body_is_seen():

@@ -120,13 +120,14 @@ class Checker:
         results: list[FileResult] = list(problems)
         owners: dict[str, Linter] = {}
         for linter, group in groups.values():
-            linter.index_projects(group)  # cross-file facts (CUDA launchers' callers), once
             cache = None
             if not self.args.no_cache and not self.args.no_prefilter:
                 cache_dir = Path(linter.config.cache_dir)
                 if not cache_dir.is_absolute():
                     cache_dir = linter.config.root / cache_dir
                 cache = ResultCache(cache_dir, linter.fingerprint())
+            # cross-file facts (CUDA launchers' callers), once, kept beside the result cache
+            linter.index_projects(group, cache.directory if cache is not None else None)
             linter.prepare_project(paths, files)  # function summaries across the tree
             for result in lint_many(linter, group, jobs=jobs, cache=cache):
                 owners[result.path] = linter

@@ -275,7 +275,7 @@ class Linter:
         return replace(finding, message=f"{finding.message} [measured: {note}]")
 
     # -- a whole run -------------------------------------------------------------------------
-    def index_projects(self, files: Sequence[Path]) -> None:
+    def index_projects(self, files: Sequence[Path], store_dir: Path | None = None) -> None:
         """Cross-file facts, gathered once before any file is linted (and before the cache is
         consulted: they are part of each file's cache key). Only front-ends that have them."""
         from dataclasses import replace
@@ -295,7 +295,7 @@ class Linter:
         projects = dict(self.settings.projects)
         for frontend, items in grouped.items():  # type: ignore[assignment]
             try:
-                projects[frontend.language] = frontend.index(items, self.settings)  # type: ignore[union-attr]
+                projects[frontend.language] = frontend.index(items, self.settings, store_dir)  # type: ignore[union-attr]
             except (ParseError, RecursionError, MemoryError, ValueError):
                 continue  # no project: each file is judged alone, as in an editor
         if projects:
@@ -335,7 +335,7 @@ class Linter:
     def run(self, paths: Sequence[Path], jobs: int = 1, cache=None) -> Report:
         self.roots.extend(p for p in paths if p.is_dir())
         files, problems = self.find_files(paths)
-        self.index_projects(files)
+        self.index_projects(files, getattr(cache, "directory", None))
         from gpulint.parallel import lint_many
 
         self.prepare_project(paths, files)

@@ -201,24 +201,35 @@ class CudaFrontend:
             raise ParseError(f"tree-sitter could not parse the file: {e}") from None
         return CudaFile(display_path, text, utf8, tree, settings.projects.get("cuda"))
 
-    def index(self, files: list[tuple[str, bytes]], settings: Settings):
+    def index(self, files: list[tuple[str, bytes]], settings: Settings, store_dir=None):
         """The CudaProject of the checked tree (frontends/cuda/project.py), built once per run
-        before any file is linted: a file's findings may depend on its callers elsewhere."""
-        from gpulint.frontends.cuda.project import build
+        before any file is linted: a file's findings may depend on its callers elsewhere.
+        Per-file facts are kept in `store_dir` (the result cache's folder) between runs."""
+        from gpulint.frontends.cuda.project import FactStore, build, file_facts
 
         bare = Settings(settings.targets, settings.options, settings.evidence)
+        configured = tuple(settings.option("cuda", "check-macros", []))
+        store = FactStore(store_dir, configured)
         self._parsed = {}
         budget = self.REUSE_BYTES
 
-        def parse(path: str, data: bytes) -> CudaFile:
+        def facts_of(path: str, data: bytes) -> dict:
             nonlocal budget
+            key = store.key(data)
+            found = store.get(key)
+            if found is not None:
+                return found
             parsed = self.parse(path, data, bare)
             if len(data) <= budget:
                 budget -= len(data)
                 self._parsed[(path, len(data), hash(data))] = parsed
-            return parsed
+            found = file_facts(parsed, configured)
+            store.put(key, found)
+            return found
 
-        return build(files, parse)
+        project = build(files, facts_of)
+        store.save()
+        return project
 
     @staticmethod
     def cache_salt(settings: Settings, display_path: str) -> str:

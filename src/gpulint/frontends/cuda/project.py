@@ -82,8 +82,9 @@ def _site_key(site: CallSite) -> tuple:
     return (site.caller, site.path, site.line, site.checked)
 
 
-def file_facts(file) -> dict:
-    """One file's contribution to the project (JSON-able)."""
+def file_facts(file, configured: tuple[str, ...] = ()) -> dict:
+    """One file's contribution to the project (JSON-able; a function of the file's bytes and
+    the configured check macros only, so it can be stored by content)."""
     launchers: dict[str, set[int]] = {}  # name -> start bytes of its definitions that launch
     for launch in file.launches:
         function = file.enclosing_function(launch)
@@ -92,7 +93,7 @@ def file_facts(file) -> dict:
         name = function_name(file, function)
         if not name or name == "main" or _is_method(file, function):
             continue  # methods share names across classes: not matched to callers by name
-        if not launch_checked_in(file, launch, function):
+        if not launch_checked_in(file, launch, function, configured):
             launchers.setdefault(name, set()).add(function.start_byte)
     # How many host functions of each name the file defines: a launcher whose name other
     # functions share (`compute`, a CPU twin) cannot be matched to its callers by name.
@@ -115,7 +116,10 @@ def file_facts(file) -> dict:
         caller = function_name(file, function) or ""
         if name == caller:
             continue
-        checked = _status_checked(file, call) or last_check_end(file, function) > call.end_byte
+        checked = (
+            _status_checked(file, call)
+            or last_check_end(file, function, configured) > call.end_byte
+        )
         calls.append((name, caller, file.span(call)[0], checked))
     defined = {
         n
@@ -249,33 +253,32 @@ def merge(facts_by_path: dict[str, dict]) -> CudaProject:
     )
 
 
-def build(files: Iterable[tuple[str, bytes]], parse: Callable[[str, bytes], object]) -> CudaProject:
-    """The project of a checked tree. Files that launch kernels (`<<<`) or define checking
-    macros are parsed first; then only the files that mention one of their launchers."""
+def build(
+    files: Iterable[tuple[str, bytes]], facts_of: Callable[[str, bytes], dict]
+) -> CudaProject:
+    """The project of a checked tree. Files that launch kernels (`<<<`) are read first; then
+    only the files that mention one of their launchers. `facts_of(path, data)` gives a file's
+    facts (parsed, or from the facts store)."""
     facts: dict[str, dict] = {}
     rest: list[tuple[str, bytes]] = []
     for path, data in files:
         if b"<<<" in data:
-            facts[path] = file_facts(parse(path, data))
+            facts[path] = facts_of(path, data)
         else:
             rest.append((path, data))
     # Then the files that call a launcher, and those that call an unchecked caller of one
     # (whose own caller may check), a few levels up.
     wanted = {n for f in facts.values() for n in f["launchers"]}
     done: set[str] = set()
+    called: dict[int, set[str]] = {}
     for _ in range(4):
         names = wanted - done
         if not names:
             break
         done |= names
-        mention = re.compile(
-            rb"\b(?:"
-            + b"|".join(re.escape(n.encode()) for n in sorted(names))
-            + rb")\s*(?:<[^;(]*>\s*)?\("
-        )
         for path, data in rest:
-            if path not in facts and mention.search(data):
-                facts[path] = file_facts(parse(path, data))
+            if path not in facts and not names.isdisjoint(_called_names(data, called)):
+                facts[path] = facts_of(path, data)
         for f in facts.values():
             for name, caller, _, checked in f["calls"]:
                 if name in done and caller and not checked:
@@ -291,6 +294,17 @@ def build(files: Iterable[tuple[str, bytes]], parse: Callable[[str, bytes], obje
     return merge(facts)
 
 
+_CALL_BYTES = re.compile(rb"\b([A-Za-z_]\w*)\s*(?:<[^;(]*>\s*)?\(")
+
+
+def _called_names(data: bytes, memo: dict[int, set[str]]) -> set[str]:
+    """Names a file calls (read from its text once per run)."""
+    found = memo.get(id(data))
+    if found is None:
+        found = memo[id(data)] = {m.decode("ascii", "replace") for m in _CALL_BYTES.findall(data)}
+    return found
+
+
 _DEFINE = re.compile(rb"(?m)^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)((?:[^\n\\]|\\\n|\\)*)")
 _CHECK_BYTES = re.compile(
     rb"\bcuda(GetLastError|PeekAtLastError|GetErrorString|GetErrorName)\b|\bcudaSuccess\b"
@@ -301,4 +315,71 @@ def _macro_checks(data: bytes) -> list[str]:
     """Checking macros of a header, read from its text (headers are not parsed for this)."""
     return sorted(
         m.group(1).decode() for m in _DEFINE.finditer(data) if _CHECK_BYTES.search(m.group(2))
+    )
+
+
+class FactStore:
+    """Per-file facts kept between runs, keyed by the file's content and the configured check
+    macros, so a warm run reads them instead of parsing every launching file again. One JSON
+    file per gpulint build in the result cache's folder; entries not used by a run are
+    dropped when it saves. Unreadable or foreign content is ignored, never trusted."""
+
+    MAX_BYTES = 64 * 1024 * 1024
+
+    def __init__(self, directory, configured: tuple[str, ...]):
+        from gpulint.engine import _code_stamp
+
+        self.directory = directory
+        stamp = hashlib.sha256(f"{_code_stamp()}".encode()).hexdigest()[:16]
+        self.path = directory / f"cuda-facts-{stamp}.json" if directory is not None else None
+        self.salt = json.dumps(sorted(configured))
+        self.old: dict[str, dict] = {}
+        self.new: dict[str, dict] = {}
+        if self.path is not None:
+            from gpulint.safeio import Unreadable, read_text
+
+            try:
+                data = json.loads(read_text(self.path, self.MAX_BYTES, [directory]))
+                if isinstance(data, dict) and isinstance(data.get("files"), dict):
+                    self.old = data["files"]
+            except (Unreadable, ValueError, RecursionError):
+                pass
+
+    def key(self, data: bytes) -> str:
+        return hashlib.sha256(data + self.salt.encode()).hexdigest()
+
+    def get(self, key: str) -> dict | None:
+        found = self.new.get(key) or self.old.get(key)
+        if not _valid(found):
+            return None
+        self.new[key] = found
+        return found
+
+    def put(self, key: str, facts: dict) -> None:
+        self.new[key] = facts
+
+    def save(self) -> None:
+        if self.path is None or self.new.keys() == self.old.keys():
+            return
+        import os
+        import tempfile
+
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".cuda-facts-", suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                json.dump({"files": self.new}, out, separators=(",", ":"))
+            os.replace(tmp, self.path)
+        except OSError:
+            pass  # a store that cannot be written is only a slower next run
+
+
+def _valid(facts) -> bool:
+    return (
+        isinstance(facts, dict)
+        and isinstance(facts.get("launchers"), dict)
+        and isinstance(facts.get("calls"), list)
+        and all(isinstance(c, list) and len(c) == 4 for c in facts["calls"])
+        and isinstance(facts.get("checks"), list)
+        and isinstance(facts.get("defined"), list)
     )
