@@ -52,6 +52,8 @@ def test_the_absolute_pair_is_backing():
     assert (
         codes("Previous record was 3.04 hours, so 2.91 hours is a 4.3% speed improvement.\n") == []
     )
+    items = "- Training takes ~1d7h on 32 H100 GPUs.\n- Cached: ~1d11h on 16 H100 GPUs (nearly 2x faster).\n"
+    assert codes(items) == []
     [f] = lint_text("On H100 it is 1.6x faster.\n", "README.md")
     assert "no absolute pair (X → Y) and no runs count" in f.message
     # An absolute throughput on named hardware is a measurement.

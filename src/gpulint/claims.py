@@ -107,6 +107,7 @@ ABSOLUTE = re.compile(
     rf"(?<![\w.])\d+(?:[.,]\d+)?\s?(?P<unit>{_TIME_UNIT}|{_THROUGHPUT_UNIT})(?:/(?:step|query|iter|it|batch|token|epoch|sample))?(?![\w])",
     re.IGNORECASE,
 )
+_DURATION = re.compile(r"(?<![\w.])\d+\s?d\s?\d+\s?h(?![\w])|(?<![\w.])\d+h\d+m(?![\w])")
 PAIR = re.compile(
     rf"(?<![\w.,])\d[\d,]*(?:\.\d+)?\s?(?:{_TIME_UNIT}|{_THROUGHPUT_UNIT})?(?:/\w+)?\s*(?:→|->|—>|=>|⇒|\bto\b|\bvs\.?|\bversus\b|/)\s*"
     rf"\d[\d,]*(?:\.\d+)?\s?(?:{_TIME_UNIT}|{_THROUGHPUT_UNIT})(?![\w])",
@@ -380,11 +381,17 @@ def _judge_speed(unit: Unit, speed, evidence: EvidenceContext) -> list[Claim]:
     records, _ = _cited_records(unit, evidence)
     absolutes = list(ABSOLUTE.finditer(text))
     section_absolutes = list(ABSOLUTE.finditer(unit.section)) if unit.section else []
+    durations = len(_DURATION.findall(text))  # `~1d7h`: a figure too, never drift-checked
     paired = (
         _has_absolute_pair(unit, absolutes)
+        or len(absolutes) + durations >= 2
         or bool(unit.section and (len(section_absolutes) >= 2 or PAIR.search(unit.section)))
         # `- FP8: 10.31 ms (1.64x faster)` under `- BF16: 16.95 ms`: the list is the pair.
-        or bool(absolutes and unit.previous_item and ABSOLUTE.search(unit.previous_item))
+        or bool(
+            (absolutes or durations)
+            and unit.previous_item
+            and (ABSOLUTE.search(unit.previous_item) or _DURATION.search(unit.previous_item))
+        )
     )
     around = f"{context}\n{unit.lead}"
     hardware = bool(_HARDWARE.search(around) or devices_named(around))
