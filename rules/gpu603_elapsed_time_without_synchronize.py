@@ -1,8 +1,8 @@
 import ast
 
 from gpulint.frontends.python.file import PythonFile
-from gpulint.frontends.python.model import MemoKey, position, scope_nodes
-from gpulint.frontends.python.timing import is_sync
+from gpulint.frontends.python.model import MemoKey, position
+from gpulint.frontends.python.timing import first_sync
 from gpulint.rule import Rule
 
 _EVENT = {"torch.cuda.Event", "torch.cuda.streams.Event", "torch.Event"}
@@ -75,22 +75,20 @@ class ElapsedTimeWithoutSynchronize(Rule):
             return
         scope = file.enclosing_function(node)
         root = scope if scope is not None else file.tree
-        if any(
-            hasattr(n, "lineno") and position(n) < position(node) and is_sync(file, n)
-            for n in scope_nodes(root)
-        ):
+        first = first_sync(file, root)
+        if first is not None and first < position(node):
             return
         # A closure (`def elapsed(): return start.elapsed_time(end)`) is called by the function
         # around it, which may synchronise before calling it.
         for outer in file.ancestors(root):
-            if isinstance(outer, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
-                is_sync(file, n) for n in ast.walk(outer)
+            if isinstance(outer, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
+                first_sync(file, outer, nested=True) is not None
             ):
                 return
         # Events kept on `self` are recorded and synchronised in other methods of the class.
         if _base(func.value) == "self":
             cls = next((a for a in file.ancestors(node) if isinstance(a, ast.ClassDef)), None)
-            if cls is None or any(is_sync(file, n) for n in ast.walk(cls)):
+            if cls is None or first_sync(file, cls, nested=True) is not None:
                 return
         end = node.args[0] if node.args else None
         yield self.report(file, node, end=file.segment(end) if end is not None else "end")

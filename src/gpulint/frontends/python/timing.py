@@ -153,8 +153,38 @@ def local_function(file: PythonFile, name: str | None) -> ast.AST | None:
     return found[0] if found else None
 
 
+_SYNCS: MemoKey[dict[tuple[int, int], bool]] = MemoKey("is_sync by node")
+_PIPELINES: MemoKey[dict[int, frozenset[str]]] = MemoKey("pipeline names by scope")
+_FIRST_SYNC: MemoKey[dict[tuple[int, bool], tuple | None]] = MemoKey("first sync by scope")
+
+
 def is_sync(file: PythonFile, node: ast.AST, depth: int = 1) -> bool:
-    """A call that waits for the device, directly or (one level) through a helper in this file."""
+    """A call that waits for the device, directly or (one level) through a helper in this file.
+    Remembered per node: rules ask it of every node of a scope, once per call they judge."""
+    table = file.memo.get(_SYNCS, dict)
+    key = (id(node), depth)
+    found = table.get(key)
+    if found is None:
+        found = table[key] = _is_sync(file, node, depth)
+    return found
+
+
+def first_sync(file: PythonFile, root: ast.AST, nested: bool = False) -> tuple | None:
+    """Where the first sync of `root`'s own scope is (`nested`: of its nested functions too),
+    or None: found once per scope, so a rule asking "a sync before this call?" for each of
+    thousands of calls stays linear."""
+    table = file.memo.get(_FIRST_SYNC, dict)
+    key = (id(root), nested)
+    if key not in table:
+        nodes = ast.walk(root) if nested else scope_nodes(root)
+        table[key] = min(
+            (position(n) for n in nodes if hasattr(n, "lineno") and is_sync(file, n)),
+            default=None,
+        )
+    return table[key]
+
+
+def _is_sync(file: PythonFile, node: ast.AST, depth: int) -> bool:
     if isinstance(node, ast.Subscript) and _boolean_mask(node.slice):
         return True  # x[x[:, 4] > threshold]: the result's size is read back
     if not isinstance(node, ast.Call):
@@ -175,13 +205,18 @@ def is_sync(file: PythonFile, node: ast.AST, depth: int = 1) -> bool:
 def _pipeline(file: PythonFile, name: ast.Name, at: ast.AST) -> bool:
     """`pipe = DiffusionPipeline.from_pretrained(...)` / `pipe = pipeline("text-generation")`."""
     scope = file.enclosing_function(at) or file.tree
-    for node in scope_nodes(scope):
-        if isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == name.id for t in node.targets
-        ):
-            if re.search(r"Pipeline|\bpipeline\(", file.segment(node.value)):
-                return True
-    return False
+    table = file.memo.get(_PIPELINES, dict)
+    names = table.get(id(scope))
+    if names is None:  # once per scope, not once per call in it
+        names = table[id(scope)] = frozenset(
+            t.id
+            for node in scope_nodes(scope)
+            if isinstance(node, ast.Assign)
+            and re.search(r"Pipeline|\bpipeline\(", file.segment(node.value))
+            for t in node.targets
+            if isinstance(t, ast.Name)
+        )
+    return name.id in names
 
 
 def _boolean_mask(index: ast.AST) -> bool:
