@@ -236,3 +236,11 @@ def test_whole_rows_are_not_tiles_of_a_larger_extent():
         "    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n    tl.store(x + o, 0, mask=o < n)\n"
     )
     assert tt.tile_sizes(f, kernel) == {"BLOCK"}  # bounded by a mask against n; D only by itself
+
+
+def test_flags_passed_after_a_starred_argument_fill_the_last_parameters():
+    f, kernel = _kernel(
+        "@triton.jit\ndef k(x, s0, s1, m, BLOCK: tl.constexpr, M_MASK: tl.constexpr):\n    pass\n"
+        "def run(x, m):\n    k[(1,)](x, *x.stride(), m, 128, m % 128 != 0)\n"
+    )
+    assert tt.divisibility_flags(f, kernel) == {"M_MASK": False}

@@ -1285,8 +1285,15 @@ def divisibility_flags(file, kernel: Kernel) -> dict[str, bool]:
             continue
         params = kernel.params
         passed = [(params[i], a) for i, a in enumerate(call.args) if i < len(params)]
-        if any(isinstance(a, ast.Starred) for a in call.args):
-            passed = []
+        starred = [i for i, a in enumerate(call.args) if isinstance(a, ast.Starred)]
+        if starred:
+            # `*q.stride()` hides how many parameters it fills: the arguments after the last
+            # one fill the last parameters (unless an autotuner appends meta-parameters).
+            tail = call.args[starred[-1] + 1 :]
+            fits = kernel.autotune is None and len(tail) <= len(params)
+            passed = (
+                list(zip(params[len(params) - len(tail) :], tail, strict=False)) if fits else []
+            )
         passed += [(k.arg, k.value) for k in call.keywords if k.arg]
         for arg, value in passed:
             if arg not in kernel.constexprs:
