@@ -121,9 +121,12 @@ def _inside_package(path: str, lever: Lever) -> bool:
     next to `TransformerEngine/transformer_engine/`)."""
     parts = path.replace("\\", "/").split("/")
     names = {_normal(n) for n in lever.packages_about()}
-    tokens = re.split(r"[_\-.]", parts[-1].rsplit(".", 1)[0].lower())
+    stem = parts[-1].rsplit(".", 1)[0]
+    tokens = re.split(r"[_\-.]", stem.lower())
     named = {_normal(n) for n in lever.about}  # a file is named after an explicit `about` only
-    if any(_normal(p) in names for p in parts[:-1]) or named & set(tokens):
+    if _normal(stem) in names or any(_normal(p) in names for p in parts[:-1]):
+        return True  # the package's own module, or a wrapper module named after it
+    if named & set(tokens):
         return True
     return _project_holds(str(Path(path).resolve().parent), tuple(sorted(lever.packages_about())))
 

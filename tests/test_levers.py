@@ -95,6 +95,8 @@ def test_never_inside_the_package_it_is_about():
     fa = "import flash_attn\n"
     assert not _gpu901(fa, ("sm_121",), "flash_attn/cute/interface.py", FLEET)
     assert not _gpu901("import flash_attn_interface\n", ("sm_121",), "hopper/benchmark_attn.py")
+    wrapper = "from flash_attn_interface import flash_attn_varlen_func as _f\n"
+    assert not _gpu901(wrapper, ("sm_121",), "serve/kernels/flash_attn_interface.py")
 
 
 def test_never_in_files_that_target_other_hardware():
