@@ -1,11 +1,10 @@
 import re
 
 from gpulint.diagnostics import Severity
-from gpulint.frontends.cuda.idioms import function_name, launch_check_for
+from gpulint.frontends.cuda.idioms import VALIDATES, function_name, launch_check_for
 from gpulint.frontends.cuda.project import launch_checked_in
 from gpulint.rule import Rule
 
-_VALIDATES = re.compile(rb"(?i)validat|verif|compare|assert|expect_|allclose|check_result")
 _RUNTIME_CALL = re.compile(r"\bcuda[A-Z]\w*\s*\(")
 
 
@@ -139,7 +138,7 @@ int main() {
         if (
             file.is_test
             and function is not None
-            and _VALIDATES.search(file.data[node.end_byte : function.end_byte])
+            and VALIDATES.search(file.data[node.end_byte : function.end_byte])
         ):
             return  # a test that validates the output: a failed launch fails the test
         check = launch_check_for(file)

@@ -14,7 +14,8 @@ class DiscardedCudaError(Rule):
     Left alone: a call the next statement checks (`getLastCudaError("...")`,
     `cudaCheckError();`, `if (cudaGetLastError() != cudaSuccess)`), an explicit `(void)` cast,
     the project's own wrappers (`cudaFreeCheck(p)`, functions the project defines with a
-    runtime-like name), and device code. Other runtime calls (synchronisation, events, streams,
+    runtime-like name), device code, and in test files calls whose results the test then
+    validates (a failure fails the test). Other runtime calls (synchronisation, events, streams,
     frees outside teardown, queries whose result is never read) are GPU811, off by default.
     The suggested check is the macro the file already uses, `C10_CUDA_CHECK` in a PyTorch
     extension, else a plain `if (... != cudaSuccess)`.

@@ -382,3 +382,16 @@ int main() {
 """
     assert "GPU802" not in codes(lint_text(text, "tests/test_k.cu"))
     assert "GPU802" in codes(lint_text(text, "src/k.cu"))
+
+
+def test_test_driver_that_validates_output_needs_no_status_check():
+    text = """
+int main() {
+  float* d;
+  cudaMalloc(&d, 512);
+  run_op(d);
+  return validate(d) ? 0 : 1;
+}
+"""
+    assert "GPU803" not in codes(lint_text(text, "tests/test_op.cu"))
+    assert "GPU803" in codes(lint_text(text, "src/op.cu"))
