@@ -119,6 +119,7 @@ class SemanticModel:
         self.file = file
         self.memo = Memo()
         self._tables: dict[int, dict[str, list[Binding]]] = {}
+        self._tables_built = False
         self._scope_of: dict[int, ast.AST] = {}
         self._calls: dict[str, list[ast.Call]] | None = None
         self._functions: dict[str, list[Function]] | None = None
@@ -157,11 +158,45 @@ class SemanticModel:
     # -- bindings ----------------------------------------------------------------------------
     def table(self, scope: ast.AST) -> dict[str, list[Binding]]:
         """Every binding in `scope`'s own body by name, in source order."""
+        if not self._tables_built:
+            self._build_tables()
         key = id(scope)
         table = self._tables.get(key)
         if table is None:
-            table = self._tables[key] = _bindings_table(scope)
+            table = self._tables[key] = {}
+            if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                _add_params(table, scope)
         return table
+
+    def _build_tables(self) -> None:
+        """All scopes' tables in one pass over the binding nodes the file's index already
+        holds (no walk of the tree per scope): each goes to the scope around it."""
+        self._tables_built = True
+        by_type = self.file.nodes_by_type
+        tables = self._tables
+        tree = self.file.tree
+        parent = self.file.parent
+        scope_cache = self._scope_of
+        for kind in _BINDING_KINDS:
+            for node in by_type.get(kind, ()):
+                # The scope around the node: its nearest function/lambda/class ancestor.
+                found: ast.AST = tree
+                up = parent(node)
+                while up is not None:
+                    if isinstance(up, SCOPES):
+                        found = up
+                        break
+                    up = parent(up)
+                scope_cache.setdefault(id(node), found)
+                table = tables.get(id(found))
+                if table is None:
+                    table = tables[id(found)] = {}
+                    if isinstance(found, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                        _add_params(table, found)
+                _add_node(table, node)
+        for table in tables.values():
+            for bindings in table.values():
+                bindings.sort(key=_by_position)
 
     def bindings_in(self, scope: ast.AST, name: str) -> list[Binding]:
         return self.table(scope).get(name, [])
@@ -287,58 +322,73 @@ def _inside(node: ast.AST, outer: ast.AST) -> bool:
     return position(outer) <= position(node) and end_position(node) <= end_position(outer)
 
 
-def _bindings_table(scope: ast.AST) -> dict[str, list[Binding]]:
-    table: dict[str, list[Binding]] = {}
+_BINDING_KINDS = (
+    ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor, ast.comprehension, ast.With,
+    ast.AsyncWith, ast.NamedExpr, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import,
+    ast.ImportFrom, ast.ExceptHandler,
+)  # fmt: skip
 
-    def add(name: str, kind: str, node: ast.AST, value: ast.expr | None, at: ast.AST) -> None:
-        table.setdefault(name, []).append(Binding(name, kind, node, value, position(at)))
 
-    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-        args = scope.args
-        positional = [*args.posonlyargs, *args.args]
-        defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults))
-        defaults += list(args.defaults)
-        for arg, default in zip(positional, defaults, strict=False):
-            add(arg.arg, "param", arg, default, arg)
-        for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=False):
-            add(arg.arg, "param", arg, default, arg)
-        for star in (args.vararg, args.kwarg):
-            if star is not None:
-                add(star.arg, "param", star, None, star)
-    for node in scope_nodes(scope):
-        kind = type(node)
-        if kind is ast.Assign:
-            for target in node.targets:  # type: ignore[attr-defined]
-                if type(target) is ast.Name:
-                    add(target.id, "assign", node, node.value, target)  # type: ignore[attr-defined]
-                else:
-                    for t in _names_in(target):
-                        add(t.id, "assign", node, None, t)
-        elif kind is ast.AnnAssign or kind is ast.AugAssign:
-            target = node.target  # type: ignore[attr-defined]
+def _by_position(binding: Binding) -> Position:
+    return binding.position
+
+
+def _add(
+    table: dict[str, list[Binding]],
+    name: str,
+    kind: str,
+    node: ast.AST,
+    value: ast.expr | None,
+    at: ast.AST,
+) -> None:
+    table.setdefault(name, []).append(Binding(name, kind, node, value, position(at)))
+
+
+def _add_params(table: dict[str, list[Binding]], scope: ast.AST) -> None:
+    args = scope.args  # type: ignore[attr-defined]
+    positional = [*args.posonlyargs, *args.args]
+    defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults))
+    defaults += list(args.defaults)
+    for arg, default in zip(positional, defaults, strict=False):
+        _add(table, arg.arg, "param", arg, default, arg)
+    for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=False):
+        _add(table, arg.arg, "param", arg, default, arg)
+    for star in (args.vararg, args.kwarg):
+        if star is not None:
+            _add(table, star.arg, "param", star, None, star)
+
+
+def _add_node(table: dict[str, list[Binding]], node: ast.AST) -> None:
+    kind = type(node)
+    if kind is ast.Assign:
+        for target in node.targets:  # type: ignore[attr-defined]
             if type(target) is ast.Name:
-                tag = "annassign" if kind is ast.AnnAssign else "augassign"
-                if node.value is not None:  # type: ignore[attr-defined]
-                    add(target.id, tag, node, node.value, target)  # type: ignore[attr-defined]
-        elif kind is ast.For or kind is ast.AsyncFor or kind is ast.comprehension:
-            for t in _names_in(node.target):  # type: ignore[attr-defined]
-                add(t.id, "for", node, None, t)
-        elif kind is ast.With or kind is ast.AsyncWith:
-            for item in node.items:  # type: ignore[attr-defined]
-                if item.optional_vars is not None:
-                    for t in _names_in(item.optional_vars):
-                        add(t.id, "with", node, None, t)
-        elif kind is ast.NamedExpr:
-            add(node.target.id, "assign", node, node.value, node)  # type: ignore[attr-defined]
-        elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
-            add(node.name, "def", node, None, node)  # type: ignore[attr-defined]
-        elif kind is ast.ClassDef:
-            add(node.name, "class", node, None, node)  # type: ignore[attr-defined]
-        elif kind is ast.Import or kind is ast.ImportFrom:
-            for alias in node.names:  # type: ignore[attr-defined]
-                if alias.name != "*":
-                    bound = alias.asname or alias.name.split(".")[0]
-                    add(bound, "import", node, None, node)
-        elif kind is ast.ExceptHandler and node.name:  # type: ignore[attr-defined]
-            add(node.name, "other", node, None, node)  # type: ignore[attr-defined]
-    return table
+                _add(table, target.id, "assign", node, node.value, target)  # type: ignore[attr-defined]
+            else:
+                for t in _names_in(target):
+                    _add(table, t.id, "assign", node, None, t)
+    elif kind is ast.AnnAssign or kind is ast.AugAssign:
+        target = node.target  # type: ignore[attr-defined]
+        if type(target) is ast.Name and node.value is not None:  # type: ignore[attr-defined]
+            tag = "annassign" if kind is ast.AnnAssign else "augassign"
+            _add(table, target.id, tag, node, node.value, target)  # type: ignore[attr-defined]
+    elif kind is ast.For or kind is ast.AsyncFor or kind is ast.comprehension:
+        for t in _names_in(node.target):  # type: ignore[attr-defined]
+            _add(table, t.id, "for", node, None, t)
+    elif kind is ast.With or kind is ast.AsyncWith:
+        for item in node.items:  # type: ignore[attr-defined]
+            if item.optional_vars is not None:
+                for t in _names_in(item.optional_vars):
+                    _add(table, t.id, "with", node, None, t)
+    elif kind is ast.NamedExpr:
+        _add(table, node.target.id, "assign", node, node.value, node)  # type: ignore[attr-defined]
+    elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+        _add(table, node.name, "def", node, None, node)  # type: ignore[attr-defined]
+    elif kind is ast.ClassDef:
+        _add(table, node.name, "class", node, None, node)  # type: ignore[attr-defined]
+    elif kind is ast.Import or kind is ast.ImportFrom:
+        for alias in node.names:  # type: ignore[attr-defined]
+            if alias.name != "*":
+                _add(table, alias.asname or alias.name.split(".")[0], "import", node, None, node)
+    elif kind is ast.ExceptHandler and node.name:  # type: ignore[attr-defined]
+        _add(table, node.name, "other", node, None, node)  # type: ignore[attr-defined]
