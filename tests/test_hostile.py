@@ -552,3 +552,28 @@ def test_the_cache_follows_the_evidence_records_a_finding_cites(tmp_path, monkey
     assert created != missing
     record.unlink()
     assert findings() == missing  # deleted again: judged again, not served from the cache
+
+
+@pytest.mark.slow
+def test_fuzz_command_nothing_escapes_a_file(tmp_path):
+    """A short run of the fuzz command (tests/fuzz.py; the full run is 10,000 + 10,000)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(Path(__file__).with_name("fuzz.py")),
+            "--programs",
+            "1000",
+            "--mutations",
+            "1000",
+            "--out",
+            str(tmp_path / "failures"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "1000 generated programs, 1000 mutated fixtures" in done.stdout
