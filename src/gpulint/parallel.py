@@ -4,6 +4,7 @@ order the workers finish in."""
 
 from __future__ import annotations
 
+import gc
 import hashlib
 from pathlib import Path
 
@@ -11,6 +12,13 @@ from gpulint.diagnostics import unanalysable
 from gpulint.supervisor import FILE_TIME_BUDGET_S, Outcome, Supervisor
 
 _worker_linter = None
+# Objects allocated between two young-generation collections of Python's cyclic collector while
+# workers lint (the default is 700). A parse allocates hundreds of thousands of nodes that live
+# until the file is done, and each collection re-examines them; analysis state holds no reference
+# cycles (tests/test_speed.py), so reference counting frees every file and the collector has
+# nothing to find. Measured on transformers (2,214 files, one process): collections 9,200 -> 299,
+# CPU 14.5 s -> 12.5 s with the freeze below, peak memory unchanged (59 MB).
+GC_YOUNG_THRESHOLD = 10_000
 
 
 def _work(path: Path):
@@ -54,12 +62,21 @@ def lint_many(
         global _worker_linter
         _worker_linter = linter  # the workers are forked with it
         workers = min(max(1, jobs), len(todo))
-        with Supervisor(workers, budget) as supervisor:
-            outcomes = supervisor.map(_work, [(path,) for _, path in todo])
-            for i, outcome in outcomes:
-                index, path = todo[i]
-                ok = outcome.status == "ok"
-                results[index] = outcome.value if ok else _failed(path, outcome, budget)
+        threshold = gc.get_threshold()
+        # Workers are forked with what is alive now (modules, rules, the linter): frozen, the
+        # collector leaves it out of every full collection in them (and pages stay shared).
+        gc.freeze()
+        gc.set_threshold(max(threshold[0], GC_YOUNG_THRESHOLD), *threshold[1:])
+        try:
+            with Supervisor(workers, budget) as supervisor:
+                outcomes = supervisor.map(_work, [(path,) for _, path in todo])
+                for i, outcome in outcomes:
+                    index, path = todo[i]
+                    ok = outcome.status == "ok"
+                    results[index] = outcome.value if ok else _failed(path, outcome, budget)
+        finally:
+            gc.set_threshold(*threshold)
+            gc.unfreeze()
 
     if cache is not None:
         for index, path in todo:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from gpulint.frontends import BackLink
 from gpulint.frontends.python.loops import is_step_marker
-from gpulint.frontends.python.model import FUNCTIONS, Function, MemoKey, scope_nodes
+from gpulint.frontends.python.model import FUNCTIONS, Function, MemoKey
 from gpulint.frontends.python.names import terminal_name
 from gpulint.frontends.python.syncs import host_sync
 
@@ -168,8 +168,8 @@ class Summaries:
         calls: list[_Call] = []
         params = {a.arg for a in [*f.args.posonlyargs, *f.args.args, *f.args.kwonlyargs]}
         clock = False
-        for node in scope_nodes(f):
-            if not isinstance(node, ast.Call):
+        for node in file.model.members(f):
+            if type(node) is not ast.Call:
                 continue
             func = node.func
             name = terminal_name(func)
