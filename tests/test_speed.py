@@ -24,6 +24,7 @@ def _fixtures():
             yield path
 
 
+@pytest.mark.slow  # a full collection after each of ~150 fixtures: 10-40 s on 2 cores
 def test_linting_a_file_leaves_nothing_for_the_cyclic_collector():
     """Every fixture (all front-ends, every rule on): once a file's findings are out, nothing of
     its analysis is left in a reference cycle. A cycle anywhere in the state hung off a parsed
