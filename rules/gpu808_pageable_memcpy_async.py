@@ -10,6 +10,9 @@ _PAGEABLE = re.compile(
     r"^\(?\s*(\([^()]*\)\s*)?(std::)?(malloc|calloc|realloc|aligned_alloc)\s*\(|^new\b"
 )
 _PINNED = ("cudaMallocHost", "cudaHostAlloc", "cudaHostRegister", "cudaMallocManaged")
+# `name = value;` (not `==`): the value read in a lookahead, so `a = b = malloc(n)` gives both;
+# bounded, so a statement of `a=a=a=...` cannot make the scan quadratic.
+_ASSIGNMENT = re.compile(r"(?<![\w.>])([A-Za-z_]\w*)\s*=(?!=)(?=\s*([^;]{0,1000}))")
 _VECTOR = re.compile(r"\bstd::vector\s*<|^vector\s*<")
 _ARG = re.compile(
     r"^\s*(?:\([^()]*\)\s*)?&?\s*([A-Za-z_]\w*)\s*(?:\.data\s*\(\s*\)|\[\s*0\s*\])?\s*(?:\+.*)?$"
@@ -130,12 +133,34 @@ void f(float* d, size_t n, cudaStream_t s) {
             return not file.is_test
         return any(a.type in LOOP_TYPES for a in file.ancestors(node))
 
-    @staticmethod
-    def _origin(file, name: str, function) -> str | None:
+    def _pinned_names(self, file) -> set[str]:
+        """Every name inside the arguments of a pinning call (cudaHostRegister(...), ...),
+        found in one pass over the file (per copy, a search of the whole file: quadratic)."""
+        if getattr(self, "_pinned", None) is None:
+            self._pinned = {
+                word
+                for m in re.finditer(rf"\b(?:{'|'.join(_PINNED)})\s*\(([^;]*)", file.text)
+                for word in re.findall(r"\w+", m.group(1))
+            }
+        return self._pinned
+
+    def _assignments(self, file, scope) -> dict[str, list[str]]:
+        """name -> right-hand sides of `name = ...` in `scope`, read once per scope (nested
+        assignments `a = b = malloc(n)` too: the right-hand side is read in a lookahead)."""
+        memo = self.__dict__.setdefault("_assigned", {})
+        key = (scope.start_byte, scope.end_byte)  # tree-sitter hands out a new node each time
+        found = memo.get(key)
+        if found is None:
+            text = file.data[scope.start_byte : scope.end_byte].decode("utf-8", "replace")
+            found = memo[key] = {}
+            for m in _ASSIGNMENT.finditer(text):
+                found.setdefault(m.group(1), []).append(m.group(2))
+        return found
+
+    def _origin(self, file, name: str, function) -> str | None:
         """'malloc'/'new'/'std::vector' when every visible definition of `name` is pageable."""
         scope = function if function is not None else file.root
-        scope_text = file.data[scope.start_byte : scope.end_byte].decode("utf-8", "replace")
-        if re.search(rf"\b({'|'.join(_PINNED)})\s*\([^;]*\b{re.escape(name)}\b", file.text):
+        if name in self._pinned_names(file):
             return None
         origins = set()
         for decl in file.consts.declarations.get(name, ()):
@@ -158,8 +183,8 @@ void f(float* d, size_t n, cudaStream_t s) {
                 continue
             m = _PAGEABLE.search(" ".join(file.node_text(value).split()))
             origins.add(("new" if m.group(0).startswith("new") else m.group(3)) if m else None)  # type: ignore[arg-type]
-        for m in re.finditer(rf"(?<![\w.>]){re.escape(name)}\s*=(?!=)\s*([^;]*)", scope_text):
-            p = _PAGEABLE.search(m.group(1).strip())
+        for value in self._assignments(file, scope).get(name, ()):
+            p = _PAGEABLE.search(value.strip())
             origins.add(("new" if p.group(0).startswith("new") else p.group(3)) if p else None)  # type: ignore[arg-type]
         if len(origins) == 1 and None not in origins:
             return origins.pop()
