@@ -147,9 +147,11 @@ void f(float* d, size_t n, cudaStream_t s) {
     def _assignments(self, file, scope) -> dict[str, list[str]]:
         """name -> right-hand sides of `name = ...` in `scope`, read once per scope (nested
         assignments `a = b = malloc(n)` too: the right-hand side is read in a lookahead)."""
-        memo = self.__dict__.setdefault("_assigned", {})
+        memo: dict[tuple[int, int], dict[str, list[str]]] = self.__dict__.setdefault(
+            "_assigned", {}
+        )
         key = (scope.start_byte, scope.end_byte)  # tree-sitter hands out a new node each time
-        found = memo.get(key)
+        found: dict[str, list[str]] | None = memo.get(key)
         if found is None:
             text = file.data[scope.start_byte : scope.end_byte].decode("utf-8", "replace")
             found = memo[key] = {}
