@@ -128,7 +128,11 @@ def _inside_package(path: str, lever: Lever) -> bool:
         return True  # the package's own module, or a wrapper module named after it
     if named & set(tokens):
         return True
-    return _project_holds(str(Path(path).resolve().parent), tuple(sorted(lever.packages_about())))
+    try:
+        folder = str(Path(path).resolve().parent)
+    except (OSError, RuntimeError, ValueError):  # an unreadable or looping path: no project
+        return False
+    return _project_holds(folder, tuple(sorted(lever.packages_about())))
 
 
 def _normal(name: str) -> str:
@@ -139,11 +143,14 @@ def _normal(name: str) -> str:
 def _project_holds(folder: str, packages: tuple[str, ...]) -> bool:
     """A folder above the file (up to the repository root) holds one of the packages."""
     here = Path(folder)
-    for directory in [here, *here.parents][:8]:
-        if any((directory / name / "__init__.py").is_file() for name in packages):
-            return True
-        if (directory / ".git").exists() or (directory / "pyproject.toml").is_file():
-            break
+    try:
+        for directory in [here, *here.parents][:8]:
+            if any((directory / name / "__init__.py").is_file() for name in packages):
+                return True
+            if (directory / ".git").exists() or (directory / "pyproject.toml").is_file():
+                break
+    except OSError:
+        pass
     return False
 
 
