@@ -7,6 +7,7 @@ from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.loops import is_step_marker
 from gpulint.frontends.python.model import scope_nodes
 from gpulint.frontends.python.names import keyword, terminal_name
+from gpulint.frontends.python.summaries import summaries
 from gpulint.frontends.python.timing import CLOCK_TRIGGERS, cuda_work, intervals, is_sync
 from gpulint.rule import Rule
 
@@ -32,7 +33,8 @@ class UnsynchronizedWallClockTiming(Rule):
     work is a model call, `.backward()`, an optimizer step, a `non_blocking` copy to the device,
     a Triton launch, or a torch op (not a tensor factory) in a function that uses CUDA. Also
     `timeit.timeit`/`timeit.repeat`/`timeit.Timer` of a callable (a lambda, or a function of the
-    file) that does CUDA work and never syncs.
+    file) that does CUDA work and never syncs, and the same through a helper of the project that
+    reads the clock before and after calling a callable it is given (`bench(lambda: model(x))`).
 
     Left alone: a sync anywhere in the interval; CPU-only work (modules without CUDA, branches
     under `if device == "cpu":`); whole training steps (forward plus backward or optimizer step,
@@ -73,6 +75,11 @@ class UnsynchronizedWallClockTiming(Rule):
     code = "GPU601"
     name = "unsynchronized-wall-clock-timing"
     triggers = (*CLOCK_TRIGGERS, "timeit")
+    helper_message = (
+        "`{helper}()` reads the wall clock around the callable it is given, and neither syncs: "
+        "the time is that of the kernel launches, not their execution; end the callable with "
+        "`torch.cuda.synchronize()` or time it with `torch.utils.benchmark.Timer`"
+    )
     timeit_message = (
         "`{call}` times CUDA work with no sync in the timed callable: it measures kernel "
         "launches, not execution; end the callable with `torch.cuda.synchronize()` or use "
@@ -104,20 +111,37 @@ class UnsynchronizedWallClockTiming(Rule):
     ]
 
     def visit_Call(self, node: ast.Call, file: PythonFile) -> Iterator[Finding]:
-        """`timeit.timeit(lambda: model(x), number=100)`, `timeit.Timer(run).timeit(10)`."""
+        """`timeit.timeit(lambda: model(x), number=100)`, `timeit.Timer(run).timeit(10)`, and
+        a helper of the project that reads a clock around a callable it is given
+        (`bench(lambda: model(x))`)."""
+        if file.is_test or not file.uses_cuda:
+            return
         q = file.qualname(node)
-        if q not in _TIMEIT or file.is_test or not file.uses_cuda:
+        if q in _TIMEIT:
+            stmt = node.args[0] if node.args else getattr(keyword(node, "stmt"), "value", None)
+            if self._unsynced_work(file, stmt, node):
+                yield self.report(file, node, self.timeit_message, call=q)
             return
-        stmt = node.args[0] if node.args else getattr(keyword(node, "stmt"), "value", None)
-        body = _callable_body(file, stmt, node)
+        if q is not None or not any(isinstance(a, (ast.Lambda, ast.Name)) for a in node.args):
+            return
+        summary = summaries(file).of_call(node)
+        if summary is None or not summary.times:
+            return
+        for arg in node.args:
+            if isinstance(arg, (ast.Lambda, ast.Name)) and self._unsynced_work(file, arg, node):
+                helper = terminal_name(node.func) or "the helper"
+                yield self.report(file, node, self.helper_message, helper=helper)
+                return
+
+    @staticmethod
+    def _unsynced_work(file: PythonFile, stmt: ast.AST | None, at: ast.Call) -> bool:
+        body = _callable_body(file, stmt, at)
         if body is None:
-            return
-        scope = file.enclosing_function(node) or file.tree
-        if not any(cuda_work(file, n, scope) for n in body):
-            return
-        if any(is_sync(file, n) for n in body):
-            return
-        yield self.report(file, node, self.timeit_message, call=q)
+            return False
+        scope = file.enclosing_function(at) or file.tree
+        return any(cuda_work(file, n, scope) for n in body) and not any(
+            is_sync(file, n) for n in body
+        )
 
     def visit_Module(self, node: ast.Module, file: PythonFile):
         if file.is_test or not file.uses_cuda:

@@ -51,7 +51,7 @@ class Summary:
     steps: bool = False  # runs backward or an optimizer step
     launches: bool = False  # queues GPU work (a model call, a torch op, a kernel)
     moves: bool = False  # moves tensors to a device
-    times: bool = False  # reads a clock around a callable it was given
+    times: bool = False  # reads a clock before and after calling a callable it was given, no sync
 
     def merge(self, callee: Summary, callee_name: str) -> Summary:
         sync = self.sync
@@ -88,6 +88,8 @@ class Summary:
 
 
 EMPTY = Summary()
+# Names of calls that wait for the device: a timer helper with one of them measures honestly.
+_WAITS = re.compile(r"sync|item$|cpu$|numpy$|tolist$|block_until_ready|elapsed_time", re.I)
 # `synchronize()` in a helper is left to the timing rules: it is how code times itself.
 _NOT_READBACKS = {None, "`synchronize()`", "`torch.cuda.synchronize()`"}
 _CLOCK_NAMES = {"time", "perf_counter", "monotonic", "default_timer", "time_ns", "perf_counter_ns"}
@@ -167,7 +169,10 @@ class Summaries:
         steps = launches = moves = times = False
         calls: list[_Call] = []
         params = {a.arg for a in [*f.args.posonlyargs, *f.args.args, *f.args.kwonlyargs]}
-        clock = False
+        clocks = 0  # clock reads so far
+        timed = False  # a parameter called between two clock reads
+        waits = False  # anything that waits for the device
+        called_at = 0
         for node in file.model.members(f):
             if type(node) is not ast.Call:
                 continue
@@ -181,9 +186,12 @@ class Summaries:
             elif name in ("to", "cuda") and isinstance(func, ast.Attribute):
                 moves = True
             elif name in _CLOCK_NAMES:
-                clock = True
-            elif isinstance(func, ast.Name) and func.id in params:
-                times = times or clock  # calls a callable it was given, after reading a clock
+                clocks += 1
+                timed = timed or (called_at > 0 and clocks > called_at)
+            elif isinstance(func, ast.Name) and func.id in params and clocks:
+                called_at = clocks  # `fn(*args)` after a clock read: timed if one follows
+            if name and _WAITS.search(name):
+                waits = True
             if sync is None:
                 what = host_sync(file, node, with_events=False)
                 if (
@@ -202,6 +210,7 @@ class Summaries:
                 # A call in a step loop of `f` is reported there (GPU101): not `f`'s own sync.
                 quiet = _guarded(file, node, f) or _in_step_loop(file, node, f)
                 calls.append(_Call(node, callee, quiet, _in_loop(file, node, f)))
+        times = timed and not waits and sync is None
         return Summary(sync, steps, launches, moves, times), calls
 
     def _solve(self, functions: list[Function]) -> None:
