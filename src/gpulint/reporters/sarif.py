@@ -108,7 +108,8 @@ def _artifact(path: str, base: Path) -> dict:
             rel = candidate.relative_to(base)
         except ValueError:
             continue
-        return {"uri": quote(rel.as_posix()), "uriBaseId": "%SRCROOT%"}
+        # The name's own bytes, percent-encoded (a file name need not be UTF-8).
+        return {"uri": quote(os.fsencode(rel.as_posix())), "uriBaseId": "%SRCROOT%"}
     return {"uri": absolute.as_uri()}
 
 
