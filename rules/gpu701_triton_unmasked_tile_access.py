@@ -204,6 +204,7 @@ def k(x_ptr, n, BLOCK: tl.constexpr):
                 continue
             flow = tt.flow(file, kernel)
             known = tt.tile_sizes(file, kernel)
+            divided = tt.launch_divided_tiles(file, kernel)
             flags = tt.divisibility_flags(file, kernel)
             returns_before = _early_return_lines(file, kernel, flow)
             for call in ast.walk(kernel.node):
@@ -240,6 +241,11 @@ def k(x_ptr, n, BLOCK: tl.constexpr):
                         if not bounded or not tiles:
                             continue  # bounded, or a mask not built from offsets: trusted
                         partial = True
+                tiles = [t for t in tiles if t[0] not in divided]
+                if unchecked is not None:
+                    unchecked = [u for u in unchecked if u[1] not in divided]
+                if not tiles:
+                    continue  # every launch keeps these tiles whole
                 if _guarded(file, call, kernel, flow, flags) or any(
                     line < call.lineno for line in returns_before
                 ):

@@ -905,6 +905,8 @@ class OffsetFlow:
         return out
 
     def _param_value(self, name: str) -> Offsets:
+        if name in launch_padded_buffers(self.file, self.kernel):
+            return Offsets(PADDED)  # the launcher allocated it rounded up to the block
         if self.kernel.name not in _calls_to(self.file):
             return NOTHING
         callers = []
@@ -1363,3 +1365,322 @@ def _tests_mod(node: ast.AST) -> bool:
 
 def is_power_of_two(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
+
+
+# Launch sites: what the host code in the same file proves about a kernel's tiles ------------
+
+
+def launch_bindings(kernel: Kernel, call: ast.Call) -> dict[str, ast.AST]:
+    """The kernel parameter each argument of `kernel[grid](...)` binds (keywords, positions; after
+    a `*starred` argument the trailing ones fill the last parameters unless autotuned)."""
+    params = kernel.params
+    passed = [(params[i], a) for i, a in enumerate(call.args) if i < len(params)]
+    starred = [i for i, a in enumerate(call.args) if isinstance(a, ast.Starred)]
+    if starred:
+        tail = call.args[starred[-1] + 1 :]
+        fits = kernel.autotune is None and len(tail) <= len(params)
+        passed = list(zip(params[len(params) - len(tail) :], tail, strict=False)) if fits else []
+    passed += [(k.arg, k.value) for k in call.keywords if k.arg]
+    return dict(passed)
+
+
+def launches(file, kernel: Kernel) -> list[ast.Call]:
+    """`kernel[grid](...)` calls in the file."""
+    return [
+        call
+        for call in file.nodes(ast.Call)
+        if isinstance(call.func, ast.Subscript) and label(call.func.value) == kernel.name
+    ]
+
+
+def _host_value(file, scope, node: ast.AST, line: int, depth: int = 0) -> ast.AST:
+    """A name in host code replaced by the value of its last assignment above `line` in the
+    launcher (tuple unpacking of a tuple included); anything else as it is."""
+    if depth > 4 or not isinstance(node, ast.Name):
+        return node
+    found = None
+    for n in ast.walk(scope):
+        if isinstance(n, ast.Assign) and n.lineno < line:
+            for t in n.targets:
+                if isinstance(t, ast.Name) and t.id == node.id:
+                    found = (n.lineno, n.value)
+                elif isinstance(t, (ast.Tuple, ast.List)) and isinstance(
+                    n.value, (ast.Tuple, ast.List)
+                ):
+                    for te, ve in zip(t.elts, n.value.elts, strict=False):
+                        if isinstance(te, ast.Name) and te.id == node.id:
+                            if found is None or found[0] <= n.lineno:
+                                found = (n.lineno, ve)
+    if found is None:
+        return node
+    return _host_value(file, scope, found[1], line, depth + 1)
+
+
+def _host_int(file, scope, node: ast.AST, line: int) -> int | None:
+    """An integer the host code fixes (literals, constants of the launcher or the module)."""
+    env: dict[str, object] = {}
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name) and n.id not in env:
+            v = _host_value(file, scope, n, line)
+            if v is not n:
+                try:
+                    env[n.id] = evaluate(v, {}, file)
+                except Unknown:
+                    pass
+    try:
+        value = evaluate(node, env, file)
+    except Unknown:
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _checked_multiples(file, scope, call: ast.Call) -> list[tuple[ast.AST, int]]:
+    """`(dim, C)` for each `dim % C == 0` the launcher makes sure of before the launch:
+    `assert dim % C == 0`, `torch._check(dim % C == 0)`, `if dim % C: raise ...`."""
+    out: list[tuple[ast.AST, int]] = []
+
+    def facts(test: ast.AST, holds: bool) -> None:
+        # the divisibility tests that hold when `test` evaluates to `holds`
+        if isinstance(test, ast.BoolOp):
+            if isinstance(test.op, ast.And) == holds:  # all parts hold / all parts fail
+                for v in test.values:
+                    facts(v, holds)
+            return
+        polarity = mod_polarity(test)
+        if polarity is None or polarity != holds:
+            return
+        for n in ast.walk(test):
+            if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod):
+                c = _host_int(file, scope, n.right, call.lineno)
+                if c:
+                    out.append((n.left, c))
+                break
+
+    for n in ast.walk(scope):
+        if getattr(n, "lineno", call.lineno) >= call.lineno:
+            continue
+        if isinstance(n, ast.Assert):
+            facts(n.test, True)
+        elif isinstance(n, ast.If) and n.body and isinstance(n.body[-1], ast.Raise):
+            facts(n.test, False)
+        elif isinstance(n, ast.Call) and n.args:
+            f = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
+            if f in ("_check", "_check_with", "check"):
+                facts(n.args[0], True)
+    return out
+
+
+def _divisor_function(file, name: str) -> bool:
+    """A function of the file that returns only 1 or a `d` it has tested with
+    `n % d == 0` on its first parameter `n` (a divisor of `n`, found by search)."""
+    fn = next(
+        (f for f in file.nodes(ast.FunctionDef) if f.name == name and f.args.args),
+        None,
+    )
+    if fn is None:
+        return False
+    first = fn.args.args[0].arg
+    returns = [r for r in ast.walk(fn) if isinstance(r, ast.Return) and r.value is not None]
+    if not returns:
+        return False
+    for r in returns:
+        v = r.value
+        if isinstance(v, ast.Constant) and v.value == 1:
+            continue
+        if not isinstance(v, ast.Name):
+            return False
+        proven = False
+        for anc in file.ancestors(r):
+            if anc is fn:
+                break
+            if isinstance(anc, ast.If) and r in list(ast.walk(ast.Module(anc.body, []))):
+                tests = anc.test.values if isinstance(anc.test, ast.BoolOp) else [anc.test]
+                if isinstance(anc.test, ast.BoolOp) and not isinstance(anc.test.op, ast.And):
+                    continue
+                for t in tests:
+                    if (
+                        mod_polarity(t) is True
+                        and isinstance(t, ast.Compare)
+                        and isinstance(t.left, ast.BinOp)
+                        and isinstance(t.left.op, ast.Mod)
+                        and label(t.left.left) == first
+                        and label(t.left.right) == v.id
+                    ):
+                        proven = True
+        if not proven:
+            return False
+    return True
+
+
+def _divides_dim(file, value: ast.AST) -> ast.AST | None:
+    """The dimension a host value divides by construction: `math.gcd(n, X)`, or a divisor
+    function of the file called on `n`."""
+    if not isinstance(value, ast.Call) or not value.args:
+        return None
+    f = value.func.attr if isinstance(value.func, ast.Attribute) else getattr(value.func, "id", "")
+    if f == "gcd" or (isinstance(value.func, ast.Name) and _divisor_function(file, f)):
+        return value.args[0]
+    return None
+
+
+def _rounded_to(file, scope, node: ast.AST, line: int, depth: int = 0) -> list[ast.AST]:
+    """The multiples a host size is rounded up to: `cdiv(n, B) * B`, `((n + B - 1) // B) * B`,
+    `math.ceil(n / B) * B`, `n + (B - n % B) % B`, `n + -n % B`, through local names."""
+    if depth > 4:
+        return []
+    node = _host_value(file, scope, node, line)
+    if not isinstance(node, ast.BinOp):
+        return []
+    if isinstance(node.op, ast.Mult):
+        for ceil, other in ((node.left, node.right), (node.right, node.left)):
+            ceil = _host_value(file, scope, ceil, line)
+            if not ceil_division(ceil):
+                continue
+            if isinstance(ceil, ast.Call) and len(ceil.args) == 2:
+                d = ceil.args[1]
+            elif isinstance(ceil, ast.Call) and ceil.args and isinstance(ceil.args[0], ast.BinOp):
+                d = ceil.args[0].right  # math.ceil(n / B)
+            elif isinstance(ceil, ast.BinOp) and isinstance(ceil.op, ast.FloorDiv):
+                d = ceil.right
+            else:
+                continue
+            if label(d) == label(other) or (
+                _host_int(file, scope, d, line) is not None
+                and _host_int(file, scope, d, line) == _host_int(file, scope, other, line)
+            ):
+                return [other]
+    if isinstance(node.op, ast.Add):
+        for pad in (node.left, node.right):
+            pad = _host_value(file, scope, pad, line)
+            if isinstance(pad, ast.BinOp) and isinstance(pad.op, ast.Mod):
+                inner = pad.left
+                if any(
+                    isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(inner)
+                ) or (isinstance(inner, ast.UnaryOp) and isinstance(inner.op, ast.USub)):
+                    return [pad.right]
+    return []
+
+
+_ALLOCATORS = ("empty", "zeros", "ones", "full", "new_empty", "new_zeros", "new_ones", "new_full")
+
+
+def _allocated_dims(file, scope, node: ast.AST, line: int) -> list[ast.AST]:
+    """The sizes of a buffer allocated in the launcher (`torch.empty((a, b), ...)`)."""
+    value = _host_value(file, scope, node, line)
+    if not isinstance(value, ast.Call) or not isinstance(value.func, (ast.Attribute, ast.Name)):
+        return []
+    f = value.func.attr if isinstance(value.func, ast.Attribute) else value.func.id
+    if f not in _ALLOCATORS:
+        return []
+    shape = next((k.value for k in value.keywords if k.arg == "size"), None)
+    if shape is None and value.args:
+        shape = value.args[0] if isinstance(value.args[0], (ast.Tuple, ast.List)) else None
+        if shape is None:
+            return list(value.args)
+    return list(shape.elts) if isinstance(shape, (ast.Tuple, ast.List)) else []
+
+
+def _same_size(file, scope, a: ast.AST, b: ast.AST, line: int) -> bool:
+    """Whether block `b` divides `a`: the same expression, or integers with `a % b == 0`."""
+    if label(_host_value(file, scope, a, line)) == label(_host_value(file, scope, b, line)):
+        return True
+    ia, ib = _host_int(file, scope, a, line), _host_int(file, scope, b, line)
+    return ia is not None and ib is not None and ib > 0 and ia % ib == 0
+
+
+def _tile_values(file, kernel: Kernel, bound: dict[str, ast.AST], param: str) -> list[ast.AST]:
+    """What a constexpr tile is at one launch: the argument bound to it, else the values every
+    autotune config gives it."""
+    if param in bound:
+        return [bound[param]]
+    if kernel.autotune is None:
+        return []
+    configs = autotune_configs(file, kernel.autotune)
+    if not configs or any(not isinstance(c.kwargs.get(param), int) for c in configs):
+        return []
+    return [ast.Constant(c.kwargs[param]) for c in configs]
+
+
+def _names(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def launch_divided_tiles(file, kernel: Kernel) -> frozenset:
+    """Constexpr tiles every launch in the file keeps in bounds: the launcher makes sure a
+    dimension it passes is a multiple of C (`assert n % C == 0`, `if n % C: raise`) and the tile
+    is a constant dividing C; or the tile is computed from a dimension it passes so that it
+    divides it (`math.gcd(n, 256)`, a divisor-search helper of the file)."""
+    cache = _CACHE.setdefault(file, {})
+    key = ("launch_divided", id(kernel.node))
+    if key in cache:
+        return cache[key]
+    calls = launches(file, kernel)
+    out: set[str] | None = None
+    for call in calls:
+        scope = file.enclosing_function(call)
+        if scope is None:
+            out = set()
+            break
+        bound = launch_bindings(kernel, call)
+        passed = set().union(*(_names(v) for v in bound.values())) if bound else set()
+        checks = [
+            (dim, c) for dim, c in _checked_multiples(file, scope, call) if _names(dim) & passed
+        ]
+        here = set()
+        for param in kernel.constexprs:
+            values = _tile_values(file, kernel, bound, param)
+            if not values:
+                continue
+            ints = [_host_int(file, scope, v, call.lineno) for v in values]
+            if all(b for b in ints) and any(all(c % b == 0 for b in ints) for _, c in checks):
+                here.add(param)
+                continue
+            if len(values) == 1:
+                dim = _divides_dim(file, _host_value(file, scope, values[0], call.lineno))
+                if dim is not None and _names(dim) & passed:
+                    here.add(param)
+        out = here if out is None else out & here
+    cache[key] = frozenset(out or ())
+    return cache[key]
+
+
+def launch_padded_buffers(file, kernel: Kernel) -> frozenset:
+    """Pointer parameters that every launch binds to a buffer the launcher allocated with a size
+    rounded up to a multiple of a tile it passes (`torch.empty((cdiv(m, B) * B, n))`)."""
+    cache = _CACHE.setdefault(file, {})
+    key = ("launch_padded", id(kernel.node))
+    if key in cache:
+        return cache[key]
+    out: set[str] | None = None
+    for call in launches(file, kernel):
+        scope = file.enclosing_function(call)
+        if scope is None:
+            out = set()
+            break
+        bound = launch_bindings(kernel, call)
+        tiles = [
+            v
+            for p in kernel.constexprs
+            for v in _tile_values(file, kernel, bound, p)
+            if len(_tile_values(file, kernel, bound, p)) == 1
+        ]
+        here = set()
+        for param, arg in bound.items():
+            if param in kernel.constexprs:
+                continue
+            base = (
+                arg.func.value
+                if isinstance(arg, ast.Call)
+                and isinstance(arg.func, ast.Attribute)
+                and arg.func.attr == "contiguous"
+                else arg
+            )
+            for dim in _allocated_dims(file, scope, base, call.lineno):
+                multiples = _rounded_to(file, scope, dim, call.lineno)
+                if any(
+                    _same_size(file, scope, m, t, call.lineno) for m in multiples for t in tiles
+                ):
+                    here.add(param)
+        out = here if out is None else out & here
+    cache[key] = frozenset(out or ())
+    return cache[key]
