@@ -34,7 +34,13 @@ class TritonUnmaskedTileAccess(Rule):
     bound is rounded down to a multiple (`n // X * X`) or comes from a helper it cannot read;
     `tl.static_assert`/`tl.assume` of divisibility in the kernel; a launcher in the same file
     that asserts divisibility (`assert n % BLOCK == 0`, or `if n % BLOCK: raise ...`) or launches
-    an exact grid (`kernel[(n // BLOCK,)]`, no `cdiv`); pointers into a buffer strided by a size
+    an exact grid (`kernel[(n // BLOCK,)]`, no `cdiv`); a tile that every launch in the file keeps
+    whole: a constant (or every autotune value) dividing a multiple the launcher makes sure of, before
+    the launch, for a dimension it passes (`assert n % 128 == 0`, `if n % C: raise`,
+    `torch._check(n % C == 0)`), or a block computed as a divisor of a dimension it passes
+    (`math.gcd(n, 256)`, or a helper of the file that returns only a `d` it tested with
+    `n % d == 0`); a pointer the launcher binds to a buffer it allocated rounded up to a multiple
+    of a tile it passes (`torch.empty((triton.cdiv(m, B) * B, k))`, `m + (B - m % B) % B`); pointers into a buffer strided by a size
     named as rounded or padded (`seqlen_q_rounded`: allocated up to a multiple of the block),
     also through a `@triton.jit` helper whose callers all pass such a pointer; test code.
     A definition under `if MODE == "a":` on a constexpr does not reach a use under
