@@ -68,3 +68,42 @@ def test_models_cached_on_a_file_refer_back_weakly(attr):
     model = getattr(parsed, attr)
     assert model.file is parsed
     assert parsed not in gc.get_referents(model)
+
+
+def _check(tmp_path, *extra):
+    from gpulint.cli import main
+
+    return main(["check", "--cache-dir", str(tmp_path / "cache"), "--exit-zero", *extra])
+
+
+def test_warm_run_serves_unchanged_files_from_their_stamp_without_reading(
+    tmp_path, monkeypatch, capsys
+):
+    """An unchanged file (size, mtime, ctime, inode as recorded) is served from the cache
+    without its bytes being hashed; an edit that keeps size and mtime still changes its ctime,
+    and the file is linted again."""
+    import os
+
+    from gpulint.engine import Linter
+
+    monkeypatch.chdir(tmp_path)
+    src = tmp_path / "train.py"
+    src.write_text("import torch\n\nscaler = torch.cuda.amp.GradScaler()\n")
+    old = 1_600_000_000_000_000_000
+    os.utime(src, ns=(old, old))  # older than the racy window
+    _check(tmp_path, str(src))
+    cold = capsys.readouterr().out
+    assert "GPU201" in cold
+
+    def no_hash(self, shown, data):
+        raise AssertionError(f"hashed {shown}")
+
+    with monkeypatch.context() as m:  # (the report still reads a file to quote its lines)
+        m.setattr(Linter, "digest", no_hash)
+        _check(tmp_path, str(src))
+    assert capsys.readouterr().out == cold
+
+    src.write_text("import torch\n\nscaler = torch.xxxx.amp.GradScaler()\n")  # same size
+    os.utime(src, ns=(old, old))
+    _check(tmp_path, str(src))
+    assert "GPU201" not in capsys.readouterr().out

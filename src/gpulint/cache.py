@@ -36,6 +36,13 @@ def evidence_stamp(path: str) -> list | None:
     return [st.st_size, st.st_mtime_ns]
 
 
+def file_stamp(st: os.stat_result) -> list[int]:
+    """What says a file is unchanged without reading it, as git's index and ruff's cache do:
+    size, modification and change times, inode. An edit, a rename over it, a `touch` or a
+    checkout changes one of them."""
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
 class ResultCache:
     def __init__(self, directory: Path, fingerprint: str):
         self.directory = directory
@@ -82,17 +89,36 @@ class ResultCache:
         findings: list[Finding],
         deps: dict[str, str] | None = None,
         evidence: dict | None = None,
+        stamp: list[int] | None = None,
     ) -> None:
         self.entries[relpath] = {
             "digest": digest,
             "findings": [{k: v for k, v in f.to_dict().items() if k != "path"} for f in findings],
         }
+        if stamp:
+            self.entries[relpath]["stat"] = stamp
         if deps:
             # Other files whose function summaries these findings used (gpulint.project).
             self.entries[relpath]["deps"] = deps
         if evidence:
             self.entries[relpath]["evidence"] = evidence
         self.dirty = True
+
+    def stamped(self, relpath: str, stamp: list[int]) -> str | None:
+        """The digest the cached entry was made from, when the file's stamp is the one recorded
+        with it (the bytes need not be read and hashed again); else None."""
+        entry = self.entries.get(relpath)
+        if isinstance(entry, dict) and entry.get("stat") == stamp:
+            digest = entry.get("digest")
+            return digest if isinstance(digest, str) else None
+        return None
+
+    def restamp(self, relpath: str, stamp: list[int]) -> None:
+        """Record a stamp for an entry whose bytes were just hashed and found unchanged."""
+        entry = self.entries.get(relpath)
+        if isinstance(entry, dict) and entry.get("stat") != stamp:
+            entry["stat"] = stamp
+            self.dirty = True
 
     def deps(self, relpath: str) -> dict[str, str]:
         """relpath -> sha256 of each other file the cached findings depend on."""

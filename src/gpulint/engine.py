@@ -164,7 +164,10 @@ class Linter:
     def digest(self, shown: str, data: bytes) -> str:
         """The cache key of a file: its bytes, and what its findings depend on in other files
         (a CUDA launcher is judged by its callers: `CudaFrontend.cache_salt`)."""
-        digest = hashlib.sha256(data).hexdigest()
+        return self.salted(shown, hashlib.sha256(data).hexdigest())
+
+    def salted(self, shown: str, digest: str) -> str:
+        """`digest` (the sha256 of a file's bytes) with what else the file's findings depend on."""
         frontend = frontend_for(shown)
         salt = getattr(frontend, "cache_salt", None)
         extra = salt(self.settings, shown) if salt is not None else ""
