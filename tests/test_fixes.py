@@ -151,6 +151,17 @@ def test_alias_used_as_a_value_is_reported_not_fixed(tmp_path):
     assert len(findings) == 2 and not any(f.fix for f in findings)
 
 
+def test_show_fixes_says_what_was_not_fixed_and_why(tmp_path):
+    (tmp_path / "a.py").write_text(AMP)
+    (tmp_path / "b.py").write_text(
+        "from torch.cuda.amp import autocast\nctx = autocast if fp16 else None\n"
+    )
+    run = _gpulint("check", "--fix", "--show-fixes", "--no-cache", ".", cwd=tmp_path)
+    assert "Fixed 1 finding:" in run.stdout
+    assert "Not fixed (1):\n- b.py:2: GPU201 no safe fix for this use" in run.stdout
+    assert run.returncode == 1  # b.py's finding is still there
+
+
 def test_an_insertion_that_glues_onto_a_token_is_refused():
     old = "x = ab + c\n"
     glued = Edit(6, 6, "1")  # `ab` -> `ab1`: parses, and is another name

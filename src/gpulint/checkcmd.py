@@ -14,7 +14,7 @@ import re
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpulint.cli import UsageError
@@ -59,6 +59,9 @@ class Run:
     linters: dict[str, Linter]
     root: Path  # where paths in the report are anchored (SARIF, GitHub, GitLab)
     fixed: Counter  # (path, code) -> fixes applied
+    # (path, line, code, why) for findings a fix was offered for and not applied, or that their
+    # rule could fix in other shapes but not in this one; `--show-fixes` lists them.
+    not_fixed: list[tuple[str, int, str, str]] = field(default_factory=list)
 
 
 class Checker:
@@ -236,6 +239,10 @@ def apply_fixes(args, run: Run) -> int | None:
         outcome = fix_until_stable(
             path, result.findings, _content_digest(result), write, lint, linter.config.root
         )
+        for fix, why in outcome.refused:
+            for f in result.findings:
+                if f.fix == fix:
+                    run.not_fixed.append((result.path, f.line, f.code, why))
         if outcome.error:
             print(f"{escape(result.path)}: {escape(outcome.error)}", file=sys.stderr)
         elif args.diff:
@@ -295,8 +302,8 @@ def emit(args, run: Run, findings: list[Finding], stdin_text: dict[str, str] | N
             color=use_color(args),
             quiet=args.quiet,
         )
-    if args.show_fixes and run.fixed:
-        shown = show_fixes(run.fixed)
+    if args.show_fixes and (run.fixed or run.not_fixed or any(f.fix for f in findings)):
+        shown = show_fixes(run.fixed, _not_fixed(run, findings))
         if args.format in MACHINE_FORMATS and not args.statistics:
             sys.stderr.write(shown)
         else:
@@ -343,12 +350,28 @@ def statistics(findings: list[Finding]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def show_fixes(fixed: Counter) -> str:
-    """ruff's `--show-fixes`: what was fixed, per file and code."""
+def _not_fixed(run: Run, findings: list[Finding]) -> list[tuple[str, int, str, str]]:
+    """What is left unfixed and why: fixes that were refused, and findings of fixable rules
+    that came with no fix (the rule's page says which shapes it leaves to you)."""
+    from gpulint.rule import rule_by_code
+
+    out = list(run.not_fixed)
+    refused = {(p, line, code) for p, line, code, _ in out}
+    for f in findings:
+        rule = rule_by_code(f.code)
+        if f.fix is None and rule is not None and rule.fixable:
+            if (f.path, f.line, f.code) not in refused:
+                why = f"no safe fix for this use; see `gpulint rule {f.code}`"
+                out.append((f.path, f.line, f.code, why))
+    return sorted(set(out))
+
+
+def show_fixes(fixed: Counter, not_fixed: list[tuple[str, int, str, str]] | None = None) -> str:
+    """ruff's `--show-fixes`: what was fixed, per file and code, then what was not, and why."""
     from gpulint.rule import rule_by_code
 
     total = sum(fixed.values())
-    lines = [f"Fixed {total} finding{'s' if total != 1 else ''}:"]
+    lines = [f"Fixed {total} finding{'s' if total != 1 else ''}:"] if total else []
     by_path: dict[str, list[tuple[str, int]]] = {}
     for (path, code), n in sorted(fixed.items()):
         by_path.setdefault(path, []).append((code, n))
@@ -357,6 +380,10 @@ def show_fixes(fixed: Counter) -> str:
         for code, n in codes:
             rule = rule_by_code(code)
             lines.append(f"    {n} × {code} ({rule.name if rule else code})")
+    if not_fixed:
+        lines.append(f"Not fixed ({len(not_fixed)}):")
+        for path, line, code, why in not_fixed:
+            lines.append(f"- {escape(path)}:{line}: {code} {escape(why)}")
     return "\n".join(lines) + "\n\n"
 
 
