@@ -1440,21 +1440,24 @@ def _checked_multiples(file, scope, call: ast.Call) -> list[tuple[ast.AST, int]]
     out: list[tuple[ast.AST, int]] = []
 
     def facts(test: ast.AST, holds: bool) -> None:
-        # the divisibility tests that hold when `test` evaluates to `holds`
-        if isinstance(test, ast.BoolOp):
-            if isinstance(test.op, ast.And) == holds:  # all parts hold / all parts fail
-                for v in test.values:
-                    facts(v, holds)
-            return
-        polarity = mod_polarity(test)
-        if polarity is None or polarity != holds:
-            return
-        for n in ast.walk(test):
-            if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod):
-                c = _host_int(file, scope, n.right, call.lineno)
-                if c:
-                    out.append((n.left, c))
-                break
+        # the divisibility tests that hold when `test` evaluates to `holds`. A stack, not
+        # recursion: a closure that calls itself is a reference cycle holding the file's tree.
+        stack = [test]
+        while stack:
+            part = stack.pop()
+            if isinstance(part, ast.BoolOp):
+                if isinstance(part.op, ast.And) == holds:  # all parts hold / all parts fail
+                    stack.extend(reversed(part.values))
+                continue
+            polarity = mod_polarity(part)
+            if polarity is None or polarity != holds:
+                continue
+            for n in ast.walk(part):
+                if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod):
+                    c = _host_int(file, scope, n.right, call.lineno)
+                    if c:
+                        out.append((n.left, c))
+                    break
 
     for n in ast.walk(scope):
         if getattr(n, "lineno", call.lineno) >= call.lineno:
