@@ -14,8 +14,10 @@ class DiscardedCudaError(Rule):
     Left alone: a call the next statement checks (`getLastCudaError("...")`,
     `cudaCheckError();`, `if (cudaGetLastError() != cudaSuccess)`), an explicit `(void)` cast,
     the project's own wrappers (`cudaFreeCheck(p)`, functions the project defines with a
-    runtime-like name), device code, and in test files calls whose results the test then
-    validates (a failure fails the test). Other runtime calls (synchronisation, events, streams,
+    runtime-like name), device code, and standalone programs with their harness code, where a
+    failure shows as soon as the program runs: a file that defines `main` (or the `#if` branch
+    that holds it, such as `#ifdef RUN_MAIN`, and the functions of the file only it calls), and
+    files under test, benchmark, demo or example paths. Other runtime calls (synchronisation, events, streams,
     frees outside teardown, queries whose result is never read) are GPU811, off by default.
     The suggested check is the macro the file already uses, `C10_CUDA_CHECK` in a PyTorch
     extension, else a plain `if (... != cudaSuccess)`.
@@ -86,6 +88,8 @@ void f(float** d, size_t n) {
         found = discarded_call(file, node)
         if found is None or found[1] != self.grade:
             return
+        if self.grade == "corrupting" and (file.is_driver or file.in_program(node)):
+            return  # a test, benchmark or demo program: a failure shows when it runs
         name = found[0]
         call = " ".join(file.node_text(node).split())
         if len(call) > 60:

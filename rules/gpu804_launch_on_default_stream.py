@@ -14,7 +14,8 @@ class LaunchOnDefaultStream(Rule):
     `cudaStream_t` parameter, a stream it was handed and did not use. Launches on
     `at::cuda::getCurrentCUDAStream()` or on any other stream expression are left alone, and so
     are plain CUDA functions with no stream parameter (or several: which one is meant is not
-    clear).
+    clear), and a standalone program's code (a file that defines `main`, or the `#ifdef
+    RUN_MAIN`-like branch holding it beside the extension code), whose default stream is its own.
 
     ## Why is this bad?
     PyTorch runs each op on the *current* stream, which users change with `torch.cuda.stream(s)`,
@@ -92,6 +93,8 @@ void run(float* x, cudaStream_t stream) {
         if len(config) >= 4 and " ".join(file.node_text(config[3]).split()) not in _DEFAULT:
             return
         smem = file.node_text(config[2]) if len(config) >= 3 else "0"
+        if file.in_program(node):
+            return  # a standalone program's path (`#ifdef RUN_MAIN`): the default stream is its own
         if file.is_torch_extension:
             yield self.report(file, node, smem=smem)
             return

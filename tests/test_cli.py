@@ -186,6 +186,20 @@ def test_gitignore_and_exclude_are_honoured(project):
     assert paths == {"bad.py"}
 
 
+def test_vendored_folders_are_excluded_by_default_and_exclude_brings_them_back(project):
+    for vendored in ("third_party", "vendor", "deps/lib", "src/external"):
+        (project / vendored).mkdir(parents=True)
+        (project / vendored / "v.py").write_text(BAD)
+    (project / "src" / "deps.py").write_text(BAD)  # a file of that name is the project's own
+    _, out = run("check", "--no-cache", "--format", "json", ".")
+    assert {f["path"] for f in json.loads(out)["findings"]} == {"bad.py", "src/deps.py"}
+    # Setting `exclude` replaces the defaults: the vendored code is checked again.
+    (project / "pyproject.toml").write_text('[tool.gpulint]\nexclude = [".venv"]\n')
+    _, out = run("check", "--no-cache", "--format", "json", ".")
+    paths = {f["path"] for f in json.loads(out)["findings"]}
+    assert {"third_party/v.py", "vendor/v.py", "deps/lib/v.py", "src/external/v.py"} <= paths
+
+
 def test_missing_path_is_reported(project):
     code, out = run("check", "--no-cache", "nope.py")
     assert code == 1 and "GPU000" in out and "no such file" in out

@@ -9,8 +9,15 @@ from gpulint.config import load_config
 from gpulint.engine import Linter
 from gpulint.frontends import frontend_for
 from gpulint.frontends.cuda import FRONTEND
+from gpulint.frontends.cuda.idioms import function_name
 from gpulint.settings import Settings
+from gpulint.source import is_driver_path
 from gpulint.testing import example_config, lint_text
+
+
+def parse(text: str):
+    return FRONTEND.parse("x.cu", text.encode(), Settings())
+
 
 LAUNCH = """
 __global__ void k(float* x) {}
@@ -253,16 +260,52 @@ def test_test_paths_are_recognised_the_same_way_in_every_language():
         assert not is_test_path(path), path
 
 
+def test_driver_paths_are_tests_benchmarks_demos_and_examples():
+    for path in (
+        "repo/tests/helpers.cuh",
+        "repo/benchmarks/gemm.cu",
+        "repo/bench/util.h",
+        "repo/examples/01_basic/main.cu",
+        "repo/samples/x.cpp",
+        "repo/demos/relu.cu",
+        "repo/kernels/bench_gemm.cu",
+        "repo/kernels/gemm_benchmark.cu",
+        "repo/demo.cu",
+    ):
+        assert is_driver_path(path), path
+    for path in ("csrc/gemm.cu", "kernels/benchmark_utils_lib/x.cu", "ops/exemplar.cu"):
+        assert not is_driver_path(path), path
+
+
+def test_program_ranges_are_the_file_or_the_branch_holding_main():
+    guarded = (
+        "void lib() {}\n#ifdef RUN_MAIN\nvoid h() {}\nint main() { h(); }\n#else\n"
+        "void bind() { lib(); }\n#endif\n"
+    )
+    file = parse(guarded)
+    fns = {function_name(file, f): f for f in file.nodes("function_definition")}
+    assert file.in_program(fns["main"]) and file.in_program(fns["h"])
+    assert not file.in_program(fns["lib"]) and not file.in_program(fns["bind"])
+    plain = parse("void lib() {}\nint main() { lib(); }\n")
+    assert plain.program_ranges == [(0, len(plain.data))]
+    assert parse("void lib() {}\n").program_ranges == []
+
+
+def test_a_broken_line_in_a_header_guard_does_not_take_the_whole_header():
+    text = "#ifndef G_H\n#define G_H\nvoid ok(float* d) { cudaMemset(d, 0, 4); }\nDEVICE T\nF(const T& x) { return x; }\n#endif\n"
+    file = parse(text)
+    assert file.lines_not_analysed and 3 not in file.lines_not_analysed
+
+
 def test_gpu803_suggests_the_check_the_file_already_uses():
     text = (
         "#include <cuda_runtime.h>\n"
-        "int main() {\n"
+        "void upload() {\n"
         "  float* d;\n"
         "  cudaCheck(cudaMalloc(&d, 1024));\n"
         "  cudaCheck(cudaMemset(d, 0, 1024));\n"
         "  cudaMemcpy(d, d, 4, cudaMemcpyDeviceToDevice);\n"
         "  cudaFree(d);\n"
-        "  return 0;\n"
         "}\n"
     )
     [finding] = [f for f in lint_text(text, "x.cu") if f.code == "GPU803"]
@@ -274,7 +317,8 @@ def test_gpu803_suggests_the_check_the_file_already_uses():
     [finding] = [f for f in lint_text(bare, "x.cu") if f.code == "GPU803"]
     assert "`if (cudaMemcpy(d, d, 4, cudaMemcpyDeviceToDevice) != cudaSuccess)" in finding.message
     # The end of `main` is teardown: the free is not reported, even opt-in.
-    assert "GPU811" not in codes(lint_text(text, "x.cu"))
+    program = text.replace("void upload() {", "int main() {")
+    assert "GPU811" not in codes(lint_text(program, "x.cu"))
 
 
 def test_gpu802_suggests_the_check_the_file_already_uses():
@@ -394,4 +438,8 @@ int main() {
 }
 """
     assert "GPU803" not in codes(lint_text(text, "tests/test_op.cu"))
-    assert "GPU803" in codes(lint_text(text, "src/op.cu"))
+    # A standalone program anywhere: its failure shows when it runs.
+    assert "GPU803" not in codes(lint_text(text, "src/op.cu"))
+    library = text.replace("int main() {", "int prepare() {")
+    assert "GPU803" in codes(lint_text(library, "src/op.cu"))
+    assert "GPU803" not in codes(lint_text(library, "benchmarks/op.cu"))

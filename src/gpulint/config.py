@@ -17,6 +17,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from gpulint.hardware import Target, UnknownTargetError, resolve_targets
+from gpulint.source import VENDORED_DIRS
 
 
 class ConfigError(Exception):
@@ -207,6 +208,8 @@ DEFAULT_EXCLUDE = [
     ".ruff_cache",
     ".pytest_cache",
     "*.egg-info",
+    # vendored copies of other projects (folders only): someone else's code
+    *(f"{name}/" for name in VENDORED_DIRS),
 ]
 
 

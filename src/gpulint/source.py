@@ -24,6 +24,50 @@ def is_test_path(display_path: str) -> bool:
     )
 
 
+# Folders of someone else's code copied into a project: its maintainers do not patch it. Excluded
+# from checking by default (`config.DEFAULT_EXCLUDE`); the claims of documents in them are not
+# the project's own (`frontends/docs.py`).
+VENDORED_DIRS = (
+    "third_party",
+    "third-party",
+    "thirdparty",
+    "3rdparty",
+    "vendor",
+    "vendored",
+    "external",
+    "extern",
+    "deps",
+    "dependencies",
+)
+
+_DRIVER_DIRS = {
+    "bench",
+    "benches",
+    "benchmark",
+    "benchmarks",
+    "demo",
+    "demos",
+    "example",
+    "examples",
+    "sample",
+    "samples",
+}
+_DRIVER_STEM = re.compile(r"^(?:bench|benchmark|demo)(?:_|$)|_(?:bench|benchmark|demo)$")
+
+
+def is_driver_path(display_path: str) -> bool:
+    """Code that drives other code rather than being called by it: tests (`is_test_path`),
+    benchmarks, demos and examples, by directory (`benchmarks/`, `examples/`, ...) or file name
+    (`bench_gemm.cu`, `gemm_benchmark.cu`). Rules about failures a user would miss use it; a
+    failure in a driver shows when the driver runs."""
+    if is_test_path(display_path):
+        return True
+    path = PurePath(display_path)
+    return bool(_DRIVER_STEM.search(path.stem.lower())) or any(
+        part.lower() in _DRIVER_DIRS for part in path.parts[:-1]
+    )
+
+
 class SourceText:
     """A decoded file. Converts between (line, column) positions and character offsets.
 

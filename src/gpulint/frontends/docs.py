@@ -26,7 +26,7 @@ from gpulint.claims import ABSOLUTE, EVIDENCE_TAG, Claim, EvidenceContext, Unit,
 from gpulint.diagnostics import Finding
 from gpulint.frontends import decode, noqa_by_line, run_rules
 from gpulint.settings import Settings
-from gpulint.source import SourceText
+from gpulint.source import VENDORED_DIRS, SourceText
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _HEADING = re.compile(r"^ {0,3}#{1,6}(\s|$)")
@@ -147,16 +147,7 @@ _OTHER_DIRS = {
     "release-notes",
     "release_notes",
     "history",
-    "third_party",
-    "third-party",
-    "thirdparty",
-    "3rdparty",
-    "vendor",
-    "vendored",
-    "external",
-    "extern",
-    "deps",
-    "dependencies",
+    *VENDORED_DIRS,
 }
 _OTHER_NAME = re.compile(r"^(blog|news|posts?)(?![a-z])", re.IGNORECASE)
 # Markdown images, HTML images and videos, RST image/figure directives: a figure.

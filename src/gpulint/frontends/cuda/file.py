@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from tree_sitter import Node, QueryCursor, Tree
 
 from gpulint.frontends.cuda.grammar import COMMON_TYPES, LANGUAGE, query
-from gpulint.source import SourceText, is_test_path
+from gpulint.source import SourceText, is_driver_path, is_test_path
 
 FUNCTION_TYPES = ("function_definition",)
 LOOP_TYPES = ("for_statement", "for_range_loop", "while_statement", "do_statement")
@@ -19,7 +19,21 @@ _STATEMENT_CONTAINERS = {
     "translation_unit",
     "field_declaration_list",
     "declaration_list",
+    # a branch of `#if`/`#ifdef` (a header guard) holds statements as the file does: a broken
+    # one does not take the whole branch with it
+    "preproc_if",
+    "preproc_ifdef",
+    "preproc_else",
+    "preproc_elif",
+    "preproc_elifdef",
 }
+_PREPROC_BRANCHES = (
+    "preproc_if",
+    "preproc_ifdef",
+    "preproc_else",
+    "preproc_elif",
+    "preproc_elifdef",
+)
 _MAIN = re.compile(r"(?m)^\s*(?:int|void|auto)\s+main\s*\(")
 _TORCH_INCLUDE = re.compile(r"^[<\"](torch|ATen|c10)/")
 
@@ -428,10 +442,58 @@ class CudaFile:
         return is_test_path(self.display_path)
 
     @functools.cached_property
+    def is_driver(self) -> bool:
+        """A test, benchmark, demo or example by its path (see `is_driver_path`)."""
+        return is_driver_path(self.display_path)
+
+    @functools.cached_property
     def is_program(self) -> bool:
         """The file defines `main`: a standalone program (a sample, a test or benchmark driver),
         not library code other programs call on their hot paths."""
         return bool(_MAIN.search(self.text))
+
+    @functools.cached_property
+    def program_ranges(self) -> list[tuple[int, int]]:
+        """Byte ranges of standalone-program code: the whole file when it defines `main` outside
+        any `#if`, else each `#if`/`#ifdef`/`#else` branch that holds a `main` definition (a
+        `#ifdef RUN_MAIN` benchmark path beside the extension code)."""
+        spans = []
+        for fn in self.nodes("function_definition"):
+            name = self.function_name_node(fn)
+            name = name.child_by_field_name("declarator") if name is not None else None
+            if name is None or self.node_text(name) != "main":
+                continue
+            branch = next((a for a in self.ancestors(fn) if a.type in _PREPROC_BRANCHES), None)
+            if branch is None:
+                return [(0, len(self.data))]
+            alternative = branch.child_by_field_name("alternative")
+            end = alternative.start_byte if alternative is not None else branch.end_byte
+            spans.append((branch.start_byte, end))
+        return _merge(spans)
+
+    def in_program(self, node: Node) -> bool:
+        """`node` is standalone-program code: in a program's `main` branch (see
+        `program_ranges`), or in a function of this file called only from there (a harness's
+        loader, timer or checker)."""
+        if not self.program_ranges:
+            return False
+        return self._in_program(node, 0)
+
+    def _in_program(self, node: Node, depth: int) -> bool:
+        if _overlaps(self.program_ranges, node.start_byte, node.end_byte):
+            return True
+        function = self.enclosing_function(node)
+        declarator = self.function_name_node(function) if function is not None else None
+        name = declarator.child_by_field_name("declarator") if declarator is not None else None
+        if name is None or depth >= 2:
+            return False
+        text = self.node_text(name)
+        calls = [c for c in self.all_calls if self.call_name(c) == text]
+        return bool(calls) and all(
+            not function.start_byte <= c.start_byte < function.end_byte
+            and self._in_program(c, depth + 1)
+            for c in calls
+        )
 
     def comment_before(self, node: Node, lines: int = 3) -> str:
         """The comments on the node's line and on the few lines just above it, within its
