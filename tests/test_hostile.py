@@ -207,6 +207,7 @@ def build_hostile_tree(root: Path) -> dict[str, str]:
     )
     (root / ".gitignore").write_text("bin\\\n\\\n!\n*.log\n")  # lines git rejects
     (root / "good.py").write_text(GOOD_PY)
+    (root / "levers.toml").write_text('[[levers]]\nname = 5\nfact = "x"\n')  # off-schema
     (root / "good.md").write_text("Our kernel is 3x faster.\n")
     (root / "run.sh").write_text("export NCCL_DEBUG=INFO\ntorchrun train.py\n")
     # Escape sequences in a name and in the text a message quotes; a newline in a name.
@@ -253,6 +254,7 @@ def build_hostile_tree(root: Path) -> dict[str, str]:
         "sub/machine": "outside the project",
         "sub/.gitignore": "FIFO",
         ".gitignore": "invalid pattern",
+        "levers.toml": "lever registry not used",
         "sparse.py": "too large",
         "deep.py": "nested",
         "nested/pyproject.toml": "nested",

@@ -135,7 +135,10 @@ class Checker:
             for result in lint_many(linter, group, jobs=jobs, cache=cache):
                 owners[result.path] = linter
                 results.append(result)
-        for path, why in dict([*self.resolver.problems, *self.evidence_problems]).items():
+        config_problems = [*root.problems]
+        config_problems += [p for linter, _ in groups.values() for p in linter.config.problems]
+        reported = [*self.resolver.problems, *config_problems, *self.evidence_problems]
+        for path, why in dict(reported).items():
             shown = display_path(Path(path))
             results.append(FileResult(shown, [unanalysable(shown, why)]))
         self.evidence_problems.clear()

@@ -168,7 +168,10 @@ def _user_levers_file(config: Config) -> None:
     try:
         entries = load_user_file(path)
     except LeverError as e:
-        raise ConfigError(str(e)) from None
+        # A data file of the repository, not the configuration: reported once as its GPU000
+        # and left out, so a stranger's levers.toml cannot stop the run.
+        config.problems.append((str(path), f"lever registry not used: {e}"))
+        return
     config.options["levers"] = [*config.options.get("levers", []), *entries]
 
 
@@ -227,6 +230,8 @@ class Config:
     jobs: int = 0  # 0: one per core
     evidence: list[str] = field(default_factory=list)
     options: dict[str, Any] = field(default_factory=dict)  # per-language tables (cuda, levers)
+    # (path, why) of files beside the configuration that were left out (a bad levers.toml)
+    problems: list[tuple[str, str]] = field(default_factory=list, compare=False)
 
     # -- selection ---------------------------------------------------------------------------
     def is_enabled(self, code: str, default_enabled: bool = True) -> bool:
