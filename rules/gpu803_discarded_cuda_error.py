@@ -16,8 +16,9 @@ class DiscardedCudaError(Rule):
     the project's own wrappers (`cudaFreeCheck(p)`, functions the project defines with a
     runtime-like name), device code, and standalone programs with their harness code, where a
     failure shows as soon as the program runs: a file that defines `main` (or the `#if` branch
-    that holds it, such as `#ifdef RUN_MAIN`, and the functions of the file only it calls), and
-    files under test, benchmark, demo or example paths. Other runtime calls (synchronisation, events, streams,
+    that holds it, such as `#ifdef RUN_MAIN`, and the functions of the file only it calls), a
+    header the project includes only from such code, and files under test, benchmark, demo or
+    example paths. Other runtime calls (synchronisation, events, streams,
     frees outside teardown, queries whose result is never read) are GPU811, off by default.
     The suggested check is the macro the file already uses, `C10_CUDA_CHECK` in a PyTorch
     extension, else a plain `if (... != cudaSuccess)`.

@@ -443,3 +443,27 @@ int main() {
     library = text.replace("int main() {", "int prepare() {")
     assert "GPU803" in codes(lint_text(library, "src/op.cu"))
     assert "GPU803" not in codes(lint_text(library, "benchmarks/op.cu"))
+
+
+def test_a_header_only_programs_include_is_their_harness(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    helper = "#pragma once\nvoid upload(float** d, int n) {\n  cudaMalloc(d, n);\n}\n"
+    for folder in ("gemm/utils", "attn/utils"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "utils.h").write_text(helper)
+    bench = (
+        "#include <torch/extension.h>\n__global__ void k(float* x) {}\nvoid lib(float* x) {\n"
+        "  k<<<1, 1, 0, at::cuda::getCurrentCUDAStream()>>>(x);\n"
+        '  C10_CUDA_KERNEL_LAUNCH_CHECK();\n}\n#ifndef NO_BIN\n#include "utils.h"\n'
+        "int main() { float* d; upload(&d, 4); lib(d); }\n#endif\n"
+    )
+    (tmp_path / "gemm" / "gemm.cu").write_text(bench)
+    # attn/ includes its own utils.h from library code: a different header of the same name.
+    (tmp_path / "attn" / "attn.cu").write_text(
+        bench.replace("#ifndef NO_BIN\n", "")
+        .replace("#endif\n", "")
+        .replace("int main()", "void run()")
+    )
+    report = Linter(example_config(root=tmp_path)).run([tmp_path], jobs=1)
+    paths = {f.path for f in report.findings if f.code == "GPU803"}
+    assert paths == {"attn/utils/utils.h"}

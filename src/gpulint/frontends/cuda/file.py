@@ -475,9 +475,18 @@ class CudaFile:
         """`node` is standalone-program code: in a program's `main` branch (see
         `program_ranges`), or in a function of this file called only from there (a harness's
         loader, timer or checker)."""
-        if not self.program_ranges:
-            return False
-        return self._in_program(node, 0)
+        return self.in_program_code(node) or self.is_harness_header
+
+    def in_program_code(self, node: Node) -> bool:
+        """`in_program` judged from this file alone (what the project's facts record)."""
+        return bool(self.program_ranges) and self._in_program(node, 0)
+
+    @functools.cached_property
+    def is_harness_header(self) -> bool:
+        """A header the project `#include`s only from standalone programs' code (see
+        `program_ranges`): their timing and checking helpers."""
+        path = self.display_path.replace("\\", "/")
+        return path in getattr(self.project, "harness_headers", ())
 
     def _in_program(self, node: Node, depth: int) -> bool:
         if _overlaps(self.program_ranges, node.start_byte, node.end_byte):

@@ -38,6 +38,9 @@ class CudaProject:
     launchers: dict[str, str] = field(default_factory=dict)  # launcher -> path defining it
     # names several host functions share (methods, overloads, CPU twins): not followed by name
     ambiguous: frozenset[str] = frozenset()
+    # file names of headers `#include`d only from a standalone program's code (a benchmark's
+    # timing and checking helpers), never from library code
+    harness_headers: frozenset[str] = frozenset()
 
     def callers(self, name: str) -> tuple[CallSite, ...]:
         return self.calls.get(name, ())
@@ -66,6 +69,7 @@ class CudaProject:
             "checks": sorted(self.checks),
             "defined": sorted(self.defined),
             "sites": {n: sorted(map(_site_key, self._closure(n))) for n in own},
+            "harness": path in self.harness_headers,
         }
         return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -76,6 +80,10 @@ class CudaProject:
                 if site.caller and site.caller != name:
                     out.extend(self._closure(site.caller, depth + 1))
         return out
+
+
+def _basename(path: str) -> str:
+    return path.replace("\\", "/").rsplit("/", 1)[-1]
 
 
 def _site_key(site: CallSite) -> tuple:
@@ -126,7 +134,16 @@ def file_facts(file, configured: tuple[str, ...] = ()) -> dict:
         for fn in file.nodes("function_definition")
         if (n := function_name(file, fn)) and n.startswith("cuda")
     }
+    includes = sorted(
+        {
+            (_include_name(file.node_text(path)), file.in_program_code(inc))
+            for inc in file.nodes("preproc_include")
+            if (path := inc.child_by_field_name("path")) is not None
+            and path.type == "string_literal"
+        }
+    )
     return {
+        "includes": includes,
         "launchers": {n: len(v) for n, v in sorted(launchers.items())},
         "defs": defs,
         "methods": sorted(methods),
@@ -268,6 +285,7 @@ def build(
             rest.append((path, data))
     # Then the files that call a launcher, and those that call an unchecked caller of one
     # (whose own caller may check), a few levels up.
+    paths = [p for p in facts] + [p for p, _ in rest]
     wanted = {n for f in facts.values() for n in f["launchers"]}
     done: set[str] = set()
     called: dict[int, set[str]] = {}
@@ -291,7 +309,47 @@ def build(
                 "defined": [],
                 "checks": _macro_checks(data),
             }
-    return merge(facts)
+    project = merge(facts)
+    project.harness_headers = harness_headers(facts, paths)
+    return project
+
+
+def harness_headers(facts_by_path: dict[str, dict], paths: list[str]) -> frozenset[str]:
+    """Headers `#include`d only from standalone programs' code: each `#include "x/y.h"` is
+    resolved to the checked file ending in `x/y.h` nearest the including file (two
+    `utils.h` in different folders are different headers)."""
+    by_name: dict[str, list[str]] = {}
+    for path in paths:
+        by_name.setdefault(_basename(path), []).append(path.replace("\\", "/"))
+    from_program: set[str] = set()
+    from_library: set[str] = set()
+    for includer, facts in facts_by_path.items():
+        here = includer.replace("\\", "/").split("/")[:-1]
+        for entry in facts.get("includes", ()):
+            if not (isinstance(entry, list | tuple) and len(entry) == 2):
+                continue
+            name = str(entry[0])
+            found = [p for p in by_name.get(_basename(name), ()) if ("/" + p).endswith("/" + name)]
+            if not found:
+                continue
+            nearest = max(found, key=lambda p: _shared_prefix(here, p.split("/")[:-1]))
+            (from_program if entry[1] else from_library).add(nearest)
+    return frozenset(from_program - from_library)
+
+
+def _shared_prefix(a: list[str], b: list[str]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _include_name(written: str) -> str:
+    """`"../utils/utils.h"` as the path tail it names: `utils/utils.h`."""
+    parts = [p for p in written.strip().strip('"').replace("\\", "/").split("/")]
+    return "/".join(p for p in parts if p not in ("", ".", ".."))
 
 
 _CALL_BYTES = re.compile(rb"\b([A-Za-z_]\w*)\s*(?:<[^;(]*>\s*)?\(")
