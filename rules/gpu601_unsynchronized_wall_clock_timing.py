@@ -147,7 +147,7 @@ class UnsynchronizedWallClockTiming(Rule):
         if file.is_test or not file.uses_cuda:
             return
         for interval in intervals(file):
-            region = interval.region()
+            region = interval.region(file)
             work = [n for n in region if cuda_work(file, n, interval.scope)]
             if not work:
                 continue

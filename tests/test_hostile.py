@@ -584,3 +584,63 @@ def test_fuzz_command_nothing_escapes_a_file(tmp_path):
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "1000 generated programs, 1000 mutated fixtures" in done.stdout
+
+
+N_READS = 2000
+SCALING = {
+    "GPU601": (
+        "a.py",
+        "import time, torch\nmodel = torch.nn.Linear(4, 4).cuda()\ndef f(x):\n"
+        + "".join(
+            f"    t{i} = time.perf_counter()\n    y = model(x)\n"
+            f"    print(time.perf_counter() - t{i})\n"
+            for i in range(N_READS)
+        ),
+    ),
+    "GPU603": (
+        "b.py",
+        "import torch\ndef f(x):\n"
+        + "".join(
+            f"    s{i} = torch.cuda.Event(enable_timing=True)\n"
+            f"    e{i} = torch.cuda.Event(enable_timing=True)\n    s{i}.record()\n    y = x @ x\n"
+            f"    e{i}.record()\n    print(s{i}.elapsed_time(e{i}))\n"
+            for i in range(N_READS)
+        ),
+    ),
+    "GPU806": (
+        "a.cu",
+        "__global__ void k(float* x) {\n"
+        + "".join(
+            f"  if (threadIdx.x < {i}) {{ x[{i}] = 1; __syncthreads(); }}\n" for i in range(N_READS)
+        )
+        + "}\n",
+    ),
+    "GPU808": (
+        "b.cu",
+        "#include <cstdlib>\nvoid f(cudaStream_t s) {\n"
+        + "".join(
+            f"  float* h{i} = (float*)malloc(4);\n  float* d{i}; cudaMalloc(&d{i}, 4);\n"
+            f"  cudaMemcpyAsync(d{i}, h{i}, 4, cudaMemcpyHostToDevice, s);\n"
+            for i in range(N_READS)
+        )
+        + "}\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("code", sorted(SCALING))
+def test_rules_that_were_quadratic_are_linear(code):
+    """2,000 timed regions, event reads, divergent syncs or pageable copies in one function:
+    each rule still reports every one, in seconds (GPU601 took a minute, GPU603 and GPU808 ran
+    past the 30 s budget)."""
+    import time
+
+    from gpulint.engine import Linter
+    from gpulint.testing import example_config
+
+    name, text = SCALING[code]
+    linter = Linter(example_config(("sm_90",), root=Path.cwd()))
+    start = time.process_time()
+    findings, _ = linter.lint_bytes(name, text.encode())
+    assert time.process_time() - start < 5.0
+    assert sum(f.code == code for f in findings) == N_READS

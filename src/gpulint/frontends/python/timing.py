@@ -9,6 +9,7 @@ the second, positionally, not descending into nested functions or classes.
 from __future__ import annotations
 
 import ast
+import bisect
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -79,13 +80,30 @@ class Interval:
     end: ast.Call  # the second clock read
     scope: ast.AST
 
-    def region(self) -> list[ast.AST]:
+    def region(self, file: PythonFile | None = None) -> list[ast.AST]:
+        """The scope's nodes between the two clock reads, in the scope's own order. Found by
+        bisection in the scope's nodes sorted once by position: a function with thousands of
+        timed regions rescanned the whole scope for each (2,000 regions took a minute)."""
         lo, hi = end_position(self.start), position(self.end)
-        return [
-            n
-            for n in scope_nodes(self.scope)
-            if hasattr(n, "lineno") and lo <= position(n) and position(n) < hi
-        ]
+        positions, entries = _positioned(self.scope, file)
+        picked = entries[bisect.bisect_left(positions, lo) : bisect.bisect_left(positions, hi)]
+        return [node for _, node in sorted(picked, key=lambda e: e[0])]
+
+
+# id(scope) -> (positions sorted, [(index in scope order, node)] in the same order)
+_BY_POSITION: MemoKey[dict[int, tuple[list, list]]] = MemoKey("scope nodes by position")
+
+
+def _positioned(scope: ast.AST, file: PythonFile | None) -> tuple[list, list]:
+    table = file.memo.get(_BY_POSITION, dict) if file is not None else {}
+    found = table.get(id(scope))
+    if found is None:
+        ordered = sorted(
+            ((position(n), i, n) for i, n in enumerate(scope_nodes(scope)) if hasattr(n, "lineno")),
+            key=lambda e: (e[0], e[1]),
+        )
+        found = table[id(scope)] = ([p for p, _, _ in ordered], [(i, n) for _, i, n in ordered])
+    return found
 
 
 def _clock_assignments(file: PythonFile, scope: ast.AST) -> dict[str, list[ast.Call]]:
