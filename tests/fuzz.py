@@ -182,19 +182,19 @@ def fixtures() -> list[Path]:
 _linter = None
 
 
-def _check(name: str, data: bytes) -> str | None:
-    """None when the input stayed inside its file, else what escaped."""
+def _check(name: str, data: bytes) -> tuple[str | None, bool, int]:
+    """(what escaped the file or None, whether it was parsed, how many findings)."""
     from gpulint.diagnostics import Finding
 
-    findings, _ = _linter.lint_bytes(name, data, prefilter=True)
+    findings, parsed = _linter.lint_bytes(name, data, prefilter=True)
     for f in findings:
         if not isinstance(f, Finding) or not _CODE.match(f.code) or f.path != name:
-            return f"malformed finding {f!r}"
+            return f"malformed finding {f!r}", parsed, len(findings)
         if f.line < 1 or f.col < 1:
-            return f"position {f.line}:{f.col} in {f.code}"
+            return f"position {f.line}:{f.col} in {f.code}", parsed, len(findings)
         if f.code == "GPU000" and "internal error" in f.message:
-            return f.message
-    return None
+            return f.message, parsed, len(findings)
+    return None, parsed, len(findings)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         name, data = corpus[k % len(corpus)]
         inputs.append(("mutation", name, mutate(rng, data, rng.choice(corpus)[1])))
 
-    counts = {"program": 0, "mutation": 0}
+    counts = {"program": 0, "mutation": 0, "parsed": 0, "findings": 0}
     failures: list[tuple[str, str, bytes, str]] = []
     start = time.monotonic()
     with Supervisor(args.jobs, BUDGET_S) as supervisor:
@@ -235,8 +235,12 @@ def main(argv: list[str] | None = None) -> int:
             if outcome.status != "ok":
                 why = outcome.status if outcome.value is None else str(outcome.value)
                 failures.append((kind, name, data, why))
-            elif outcome.value is not None:
-                failures.append((kind, name, data, outcome.value))
+            else:
+                escaped, parsed, found = outcome.value
+                counts["parsed"] += parsed
+                counts["findings"] += found
+                if escaped is not None:
+                    failures.append((kind, name, data, escaped))
     seconds = time.monotonic() - start
     if failures:
         args.out.mkdir(parents=True, exist_ok=True)
@@ -245,8 +249,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"FAIL {kind} {name} ({n:05d}): {why[:300]}")
     print(
         f"fuzz: {counts['program']} generated programs, {counts['mutation']} mutated fixtures "
-        f"(from {len(corpus)} fixtures), every rule on, seed {args.seed}: "
-        f"{len(failures)} escaped their file, {seconds:.0f} s"
+        f"(from {len(corpus)} fixtures), every rule on, seed {args.seed}: {counts['parsed']} "
+        f"parsed, {counts['findings']} findings, {len(failures)} escaped their file, "
+        f"{seconds:.0f} s"
     )
     return 1 if failures else 0
 
