@@ -5,6 +5,7 @@ from collections.abc import Iterator
 from gpulint.diagnostics import Finding, Related
 from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.loops import Loop
+from gpulint.frontends.python.model import FUNCTIONS, MemoKey
 from gpulint.frontends.python.names import terminal_name
 from gpulint.frontends.python.summaries import summaries
 from gpulint.frontends.python.syncs import READBACK_METHODS, host_sync, python_side
@@ -37,6 +38,19 @@ class HostSyncInStepLoop(Rule):
     left alone, and so are conversions of values that are plainly Python numbers. A
     `torch.cuda.synchronize()` next to a clock read or a CUDA event record is there to time the
     step (GPU601 asks for it) and is left alone too.
+
+    Only syncs the default path pays on every step are reported. A helper's sync counts at the
+    call only where it runs on every call of the helper (not under an `if` of the helper's,
+    unless both sides of that `if` sync), where the call itself is not under an `if` in the loop
+    (a branch a config value or a flag may never take), and where the caller hands it device
+    data (`all_reduce_mean(loss_value)` with `loss_value = loss.item()` gets a Python number). A
+    sync that follows an unconditional `torch.cuda.synchronize()` of the same iteration, with
+    only host work between them, costs nothing extra: the device is already idle, so the host
+    waits for nothing. A value read before the statement that moves its batch to the device
+    (`batch = move_to_device(batch, device)`) is still on the CPU. A warm-up loop, a profiler
+    pass or a loop under a `--profile`/`--benchmark` flag is opt-in measurement, not a per-step
+    cost of training. One line with two reads is one finding, and a helper called from several
+    places of one loop is reported once, at the first call.
 
     ## Why is this bad?
     CUDA runs asynchronously: the CPU queues kernels and races ahead. Reading a value back makes
@@ -183,6 +197,8 @@ for x, y in loader:
             return  # an eval loop copying its outputs to the host: the copy is the point
         if isinstance(node.func, ast.Attribute) and _host_value(file, node.func.value, loop):
             return
+        if _after_sync(file, node, loop) or not self._first_on_line(file, node):
+            return
         yield self.report(file, node, what=what, loop=loop.lineno)
 
     def visit_JoinedStr(self, node: ast.JoinedStr, file: PythonFile) -> Iterator[Finding]:
@@ -248,16 +264,33 @@ for x, y in loader:
 
     def _implicit(self, node: ast.AST, file: PythonFile, what: str) -> Iterator[Finding]:
         loop = self._every_step(node, file)
-        if loop is not None:
+        if (
+            loop is not None
+            and not _after_sync(file, node, loop)
+            and self._first_on_line(file, node)
+        ):
             yield self.report(
                 file, node, what=what.capitalize() if what[0] != "`" else what, loop=loop.lineno
             )
 
     def _every_step(self, node: ast.AST, file: PythonFile) -> Loop | None:
         loop = file.loops.runs_every_step(node)
-        if loop is None or _only_when_failing(node, file, loop):
+        if loop is None or _only_when_failing(node, file, loop) or _opt_in(file, node, loop):
             return None
         return loop
+
+    def _first_on_line(self, file: PythonFile, node: ast.AST, key: object = None) -> bool:
+        """One finding per line (`f"{a.item()} {b.item()}"` is one fix), and one per callee
+        sync site per step loop (a helper called from four places of one loop is one fix, in the
+        helper; a second training loop that calls it pays it again and is reported there)."""
+        seen = file.memo.get(_REPORTED, set)
+        line = (getattr(node, "lineno", 0), key)
+        if line in seen or (key is not None and key in seen):
+            return False
+        seen.add(line)
+        if key is not None:
+            seen.add(key)
+        return True
 
     def _callee_sync(self, node: ast.Call, file: PythonFile) -> Iterator[Finding]:
         """`log_metrics(d)` / `self.clip_grads()` every step, where the callee (or its callee)
@@ -277,6 +310,12 @@ for x, y in loader:
             return
         site = summary.sync
         if site.what in _BULK and not file.loops.trains(loop):
+            return
+        if _conditional_in_loop(file, node, loop) or _host_arguments(file, node):
+            return  # a branch the default path may not take; a callee given Python numbers
+        if _after_sync(file, node, loop):
+            return
+        if not self._first_on_line(file, node, (site.path, site.line, loop.lineno)):
             return
         callee = terminal_name(node.func) or "the callee"
         where = f"{_short(site.path, file.display_path)}:{site.line}"
@@ -311,6 +350,140 @@ for x, y in loader:
         what = host_sync(file, node, with_events=False)
         # Event and stream syncs are the timing rules' business; a step loop's cost is the device.
         return None if what == "`synchronize()`" else what
+
+
+_REPORTED: MemoKey[set] = MemoKey("GPU101 reported lines and callee sites")
+# Opt-in measurement paths: a warm-up loop, a profiler pass, a `--benchmark` flag.
+_OPT_IN = re.compile(r"warm_?up|profil|benchmark|\bbench\b|\btiming\b", re.IGNORECASE)
+
+
+def _opt_in(file: PythonFile, node: ast.AST, loop: ast.AST) -> bool:
+    """The loop is a warm-up (`for _ in range(warmup_steps)`), or the sync runs under a flag
+    that turns on profiling or benchmarking (`if args.profile:`, `with profile(...)`): not a
+    per-step cost of training."""
+    iterable = getattr(loop, "iter", None)
+    if iterable is not None:
+        texts = [file.segment(iterable)]
+        if isinstance(iterable, ast.Name):
+            texts += [
+                file.segment(b.value)
+                for b in file.model.bindings_of(iterable.id, before=iterable)
+                if b.value is not None
+            ]
+        if any(_OPT_IN.search(t) for t in texts):
+            return True
+    child = node
+    for parent in file.ancestors(node):
+        if isinstance(parent, (ast.If, ast.While)) and child is not parent.test:
+            if _OPT_IN.search(file.segment(parent.test)):
+                return True
+        elif isinstance(parent, (ast.With, ast.AsyncWith)):
+            if any(_OPT_IN.search(file.segment(item.context_expr)) for item in parent.items):
+                return True
+        elif isinstance(parent, FUNCTIONS):
+            break
+        child = parent
+    return False
+
+
+def _conditional_in_loop(file: PythonFile, node: ast.AST, loop: ast.AST) -> bool:
+    """The call runs under an `if` inside the loop (`if clip: clip_() else: norm = f()`,
+    `if is_rank0: acc(...)`): the default path may never take it."""
+    child = node
+    for parent in file.ancestors(node):
+        if parent is loop:
+            return False
+        if isinstance(parent, (ast.If, ast.IfExp)) and child is not parent.test:
+            return True
+        child = parent
+    return False
+
+
+def _host_arguments(file: PythonFile, call: ast.Call) -> bool:
+    """Every argument is a Python value already on the host (`all_reduce_mean(loss_value)`
+    with `loss_value = loss.item()`): the callee has no device data of the caller's to wait
+    for."""
+    args = [*call.args, *(k.value for k in call.keywords)]
+    if (
+        not args
+        or isinstance(call.func, ast.Attribute)
+        and not isinstance(call.func.value, ast.Name)
+    ):
+        return False
+    if isinstance(call.func, ast.Attribute) and call.func.value.id == "self":  # type: ignore[union-attr]
+        return False  # a method reads the object's tensors too
+    return all(_host_scalar(file, a) for a in args)
+
+
+def _host_scalar(file: PythonFile, expr: ast.AST) -> bool:
+    if isinstance(expr, ast.Constant):
+        return True
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        if isinstance(func, ast.Attribute) and func.attr in {"item", "tolist"}:
+            return True
+        return isinstance(func, ast.Name) and func.id in {"float", "int", "len", "round"}
+    if isinstance(expr, ast.Name):
+        bound = file.model.bindings_of(expr.id, before=expr)
+        return bool(bound) and all(
+            b.value is not None and b.value is not expr and _host_scalar(file, b.value)
+            for b in bound
+        )
+    return False
+
+
+def _after_sync(file: PythonFile, node: ast.AST, loop: ast.AST) -> bool:
+    """An explicit `torch.cuda.synchronize()` earlier in the same iteration, with nothing but
+    host work between it and this statement: the device is already idle, so this sync waits
+    for nothing."""
+    statement: ast.AST = node  # the statement of the loop's body that holds `node`
+    for parent in file.ancestors(node):
+        if parent is loop:
+            break
+        statement = parent
+    else:
+        return False
+    block = getattr(loop, "body", None)
+    if not isinstance(block, list) or statement not in block:
+        return False
+    for previous in reversed(block[: block.index(statement)]):
+        if (
+            isinstance(previous, ast.Expr)
+            and isinstance(previous.value, ast.Call)
+            and file.qualname(previous.value.func) == "torch.cuda.synchronize"
+        ):
+            return True
+        if not _host_only(file, previous):
+            return False
+    return False
+
+
+def _host_only(file: PythonFile, statement: ast.stmt) -> bool:
+    """A statement that queues no GPU work: no calls but host bookkeeping (`meter.update(
+    loss=loss_value)`, `print(...)`) on Python values."""
+    if isinstance(statement, (ast.For, ast.While, ast.With, ast.If, ast.Try)):
+        return False
+    for sub in ast.walk(statement):
+        if not isinstance(sub, ast.Call):
+            continue
+        func = sub.func
+        if isinstance(func, ast.Attribute) and func.attr in {"item", "tolist"}:
+            continue
+        args = [*sub.args, *(k.value for k in sub.keywords)]
+        if not args or not all(_host_scalar(file, a) or _host_name(file, a) for a in args):
+            return False
+    return True
+
+
+def _host_name(file: PythonFile, name: ast.AST) -> bool:
+    """`lr = optimizer.param_groups[0]["lr"]`: optimizer settings are Python numbers."""
+    if not isinstance(name, ast.Name):
+        return False
+    bound = file.model.bindings_of(name.id, before=name)
+    return bool(bound) and all(
+        isinstance(b.value, ast.Subscript) and "param_groups" in file.segment(b.value)
+        for b in bound
+    )
 
 
 def _times_something(node: ast.Call, file: PythonFile) -> bool:

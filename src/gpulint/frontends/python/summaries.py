@@ -200,6 +200,10 @@ class Summaries:
                     and device_rooted(file, _read_value(node), 0)  # type: ignore[arg-type]
                     and not _guarded(file, node, f)
                     and not _in_step_loop(file, node, f)
+                    # Only a sync on every call counts for the caller: one under an `if` waits on
+                    # a parameter, a config value or the data the caller may never set.
+                    and _branch(file, node, f) is None
+                    and not _moved_later(file, f, node, _read_value(node))  # type: ignore[arg-type]
                 ):
                     line, col, _, _ = file.span(node)
                     sync = SyncSite(what, file.display_path, line, col)  # type: ignore[arg-type]
@@ -209,7 +213,9 @@ class Summaries:
             if callee is not None or self.external is not None:
                 # A call in a step loop of `f` is reported there (GPU101): not `f`'s own sync.
                 quiet = _guarded(file, node, f) or _in_step_loop(file, node, f)
-                calls.append(_Call(node, callee, quiet, _in_loop(file, node, f)))
+                calls.append(
+                    _Call(node, callee, quiet, _in_loop(file, node, f), _branch(file, node, f))
+                )
         times = timed and not waits and sync is None
         return Summary(sync, steps, launches, moves, times), calls
 
@@ -238,11 +244,33 @@ class Summaries:
                         continue
                     if site.in_loop and other.steps:
                         other = replace(other, steps=False)
+                    if other.sync is not None and site.branch is not None:
+                        if not self._both_branches_sync(key, site.branch, final):
+                            other = replace(other, sync=None)
                     merged = current.merge(other, callee_name)
                     if merged != current:
                         current = merged
                         changed = True
                 final[key] = current
+
+    def _both_branches_sync(self, key: int, branch: tuple, final: dict[int, Summary]) -> bool:
+        """`if use_fp16: self.opt_fp16() else: self.opt_normal()` where both sides sync: the
+        sync runs whichever way the `if` goes. One side only (`if clip: clip_() else: norm()`)
+        is a sync the default path may never take."""
+        if_node, _ = branch
+        if not isinstance(if_node, ast.If):
+            return False
+        sides = set()
+        for other in self._calls[key]:
+            if other.branch is None or other.branch[0] is not if_node or other.guarded:
+                continue
+            if other.callee is not None:
+                summary: Summary | None = final.get(id(other.callee), EMPTY)
+            else:
+                summary = self._external_summary(other.call)
+            if summary is not None and summary.sync is not None:
+                sides.add(other.branch[1])
+        return sides == {0, 1}
 
     def _external_summary(self, call: ast.Call) -> Summary | None:
         if self.external is None:
@@ -259,6 +287,9 @@ class _Call:
     callee: Function | None  # in this file; None: ask the project index
     guarded: bool  # runs only some calls of `f`, or in a step loop of its own
     in_loop: bool
+    branch: tuple | None = (
+        None  # (the `if`, 0 body / 1 else) when under one `if` of `f`; see _branch
+    )
 
 
 def _read_value(call: ast.Call) -> ast.AST | None:
@@ -379,6 +410,58 @@ def _guarded(file: PythonFile, node: ast.AST, function: ast.AST) -> bool:
         ):
             return True
         child = parent
+    return False
+
+
+def _branch(file: PythonFile, node: ast.AST, function: ast.AST) -> tuple | None:
+    """None where `node` runs on every call of `function` (as far as `if`s go); else the one
+    `if` it sits under and the side (0 body, 1 else), or `("nested", 0)`: under several `if`s,
+    a conditional expression or `and`/`or`, never paired with another side."""
+    found: tuple | None = None
+    child = node
+    for parent in file.ancestors(node):
+        if parent is function:
+            return found
+        if isinstance(parent, ast.If) and child is not parent.test:
+            if found is not None:
+                return ("nested", 0)
+            found = (parent, 0 if child in parent.body else 1)
+        elif isinstance(parent, ast.IfExp) and child is not parent.test:
+            return ("nested", 0)
+        elif isinstance(parent, ast.BoolOp) and child is not parent.values[0]:
+            return ("nested", 0)  # `ok and x.item()`: the first operand always runs
+        elif isinstance(parent, ast.comprehension) and child in parent.ifs:
+            return ("nested", 0)
+        child = parent
+    return found
+
+
+_TO_DEVICE = re.compile(r"^(to|cuda)$|to_device$|^(move|place|put)_to", re.IGNORECASE)
+
+
+def _moved_later(file: PythonFile, function: ast.AST, node: ast.AST, read: ast.AST | None) -> bool:
+    """`batch.get("mask").sum().item()` and only then `batch = move_to_device(batch, dev)`: the
+    value read is still on the CPU. True where a name the read depends on (or the name its
+    binding comes from) is rebound later in `function` from a device move of itself."""
+    if read is None:
+        return False
+    names = {n.id for n in ast.walk(read) if isinstance(n, ast.Name)}
+    for name in list(names):
+        for b in file.model.bindings_of(name, before=node):
+            source = b.value if b.value is not None else getattr(b.node, "value", None)
+            if source is not None:
+                names |= {n.id for n in ast.walk(source) if isinstance(n, ast.Name)}
+    line = getattr(node, "lineno", 0)
+    for stmt in ast.walk(function):
+        if not (isinstance(stmt, ast.Assign) and getattr(stmt, "lineno", 0) > line):
+            continue
+        value = stmt.value
+        if not (isinstance(value, ast.Call) and _TO_DEVICE.search(terminal_name(value.func) or "")):
+            continue
+        targets = {t.id for t in stmt.targets if isinstance(t, ast.Name)}
+        moved = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)} & targets
+        if moved & names:
+            return True
     return False
 
 
