@@ -404,14 +404,13 @@ def _host_arguments(file: PythonFile, call: ast.Call) -> bool:
     with `loss_value = loss.item()`): the callee has no device data of the caller's to wait
     for."""
     args = [*call.args, *(k.value for k in call.keywords)]
-    if (
-        not args
-        or isinstance(call.func, ast.Attribute)
-        and not isinstance(call.func.value, ast.Name)
-    ):
+    func = call.func
+    if not args:
         return False
-    if isinstance(call.func, ast.Attribute) and call.func.value.id == "self":  # type: ignore[union-attr]
-        return False  # a method reads the object's tensors too
+    if isinstance(func, ast.Attribute) and not (
+        isinstance(func.value, ast.Name) and func.value.id != "self"
+    ):
+        return False  # a method of `self` reads the object's tensors too
     return all(_host_scalar(file, a) for a in args)
 
 
