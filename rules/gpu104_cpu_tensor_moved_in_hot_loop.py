@@ -24,7 +24,9 @@ class CpuTensorMovedInHotLoop(Rule):
     Finds a tensor built on the CPU by a `torch` factory and moved to the GPU at once, such as
     `torch.zeros(n).cuda()` or `torch.tensor(x).to(device)`, where it runs on every iteration of
     a step loop or in a module's `forward`. The same pattern in one-time setup (before the loop,
-    in `__init__`) is left alone.
+    in `__init__`) is left alone, and so is a fallback on one side of a conditional expression
+    (`logp if is_last_stage else torch.zeros(n).cuda()`): it runs only where the condition
+    fails, not on every step of the default path.
 
     ## Why is this bad?
     The tensor is allocated and filled in host memory, then copied to the device through a
@@ -153,6 +155,8 @@ class Net(nn.Module):
     def _hot(node, file: PythonFile) -> str | None:
         loop = file.loops.runs_every_step(node)
         if loop is not None:
+            if _fallback(file, node, loop):
+                return None
             return f"on every iteration of the step loop at line {loop.lineno}"
         function = file.enclosing_function(node)
         if (
@@ -190,3 +194,17 @@ def _suggestion(factory: str, device: str) -> str:
     if name in _LEGACY:
         return f"torch.tensor(..., {_LEGACY[name]}device={device})"
     return f"{factory}(..., device={device})"
+
+
+def _fallback(file: PythonFile, node: ast.AST, loop: ast.AST) -> bool:
+    """`logp if logits is not None else torch.zeros(n).cuda()`: the other side of a conditional
+    expression is the usual value; the copy runs only where the condition fails (another
+    pipeline stage, an empty batch), not on every step of the default path."""
+    child = node
+    for parent in file.ancestors(node):
+        if parent is loop:
+            return False
+        if isinstance(parent, ast.IfExp) and child is not parent.test:
+            return True
+        child = parent
+    return False
