@@ -26,7 +26,10 @@ class UncheckedKernelLaunch(Rule):
     allocates or copies, or any function of a PyTorch extension (PyTorch checks after every
     launch), fires unless callers are found and every one of them checks. In test files, a
     launch whose output the test then validates (`validate(...)`, `ASSERT_*`, `allclose`) is
-    left alone: a failed launch fails the test.
+    left alone: a failed launch fails the test. Standalone programs are left alone too (a file
+    defining `main`, the `#if` branch holding `main` beside library code, the functions only it
+    calls, headers only programs include): demos and benchmark drivers print what they measured,
+    and whether to check is their author's choice, not a hot-path bug.
 
     ## Why is this bad?
     A launch returns nothing. A bad configuration (too many threads, too much shared memory, a
@@ -93,6 +96,16 @@ void run(float* x) {
 }
 """,
     ]
+    VALID.append(
+        """
+__global__ void k(float* x) {}
+int main() {  // a demo program: left to its author
+  float* x;
+  k<<<1, 128>>>(x);
+  return 0;
+}
+"""
+    )
     INVALID = [
         """
 __global__ void k(float* x) {}
@@ -115,14 +128,6 @@ void run(float* x, cudaStream_t s) {
   k<<<1, 128, 0, s>>>(x);
 }
 """,
-        """
-__global__ void k(float* x) {}
-int main() {
-  float* x;
-  k<<<1, 128>>>(x);
-  return 0;
-}
-""",
     ]
 
     def visit_call_expression(self, node, file):
@@ -134,6 +139,11 @@ int main() {
         configured = tuple(self.settings.option("cuda", "check-macros", []))
         scope = function or file.root
         if launch_checked_in(file, node, scope, configured):
+            return
+        if file.in_program(node):
+            # A standalone program (a demo, sample or benchmark driver: the file or `#if`
+            # branch defining `main`, functions only it calls, headers only it includes): a
+            # failed launch shows in its printed results, and its author chose no checking.
             return
         if (
             file.is_test

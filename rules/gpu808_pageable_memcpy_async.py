@@ -30,6 +30,14 @@ class PageableMemcpyAsync(Rule):
     a sample, a benchmark or test driver), in test files, and in reference implementations that
     check results (`reference_*`, `verify_*`).
 
+    A one-off setup copy is left alone everywhere: not in a loop, and followed by a
+    synchronisation of the same stream (`cudaStreamSynchronize(stream)`, or
+    `cudaDeviceSynchronize()`) before the host buffer is touched again. The rule's cost is that
+    the copy cannot overlap with other work; a copy whose stream is waited on right after
+    overlaps with nothing either way, and made once, its staging costs little. Standalone
+    programs (a file defining `main`, its `#if` branch, helpers and headers only it uses) are
+    left alone too.
+
     ## Why is this bad?
     An async copy from pageable memory is not async: the driver first copies the data into a
     pinned staging buffer on the CPU, synchronously, and the transfer cannot overlap with
@@ -111,6 +119,10 @@ void f(float* d, size_t n, cudaStream_t s) {
         function = file.enclosing_function(node)
         if not self._repeated(file, node, function):
             return
+        if file.in_program(node):
+            return  # a standalone program's (or its harness's) copy: a sample's data, not a hot path
+        if self._one_off(file, node, function, values):
+            return
         for arg in candidates:
             m = _ARG.match(" ".join(file.node_text(arg).split()))
             if not m:
@@ -132,6 +144,28 @@ void f(float* d, size_t n, cudaStream_t s) {
         if file.is_test or not file.is_program:
             return not file.is_test
         return any(a.type in LOOP_TYPES for a in file.ancestors(node))
+
+    @staticmethod
+    def _one_off(file, node, function, values) -> bool:
+        """A setup copy: not in a loop, and the same stream (or the device) is synchronised
+        after it before the copied buffer is touched again. Nothing can overlap with it anyway,
+        so pinning only buys bandwidth on a copy made once."""
+        if function is None or any(a.type in LOOP_TYPES for a in file.ancestors(node)):
+            return False
+        stream = " ".join(file.node_text(values[4]).split()) if len(values) > 4 else "0"
+        after = file.data[node.end_byte : function.end_byte].decode("utf-8", "replace")
+        sync = re.search(
+            r"\bcuda(?:DeviceSynchronize\s*\(\s*\)|StreamSynchronize\s*\(\s*"
+            + re.escape(stream)
+            + r"\s*\))",
+            after,
+        )
+        if sync is None:
+            return False
+        between = after[: sync.start()]
+        host = values[1] if "HostToDevice" in file.node_text(values[3]) else values[0]
+        m = _ARG.match(" ".join(file.node_text(host).split()))
+        return m is None or re.search(rf"\b{re.escape(m.group(1))}\b", between) is None
 
     def _pinned_names(self, file) -> set[str]:
         """Every name inside the arguments of a pinning call (cudaHostRegister(...), ...),

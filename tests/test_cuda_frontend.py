@@ -325,7 +325,7 @@ def test_gpu802_suggests_the_check_the_file_already_uses():
     text = (
         "#include <cuda_runtime.h>\n"
         "__global__ void k(float* x) { x[threadIdx.x] = 0; }\n"
-        "int main() {\n"
+        "int setup() {\n"
         "  float* d;\n"
         "  gpuErrchk(cudaMalloc(&d, 1024));\n"
         "  k<<<1, 32>>>(d);\n"
@@ -417,7 +417,7 @@ def test_cli_judges_a_launcher_by_its_callers(tmp_path, monkeypatch, capsys):
 def test_test_driver_that_validates_output_needs_no_launch_check():
     text = """
 __global__ void k(float* x) {}
-int main() {
+int run_k() {
   float* d;
   CUDA_CHECK(cudaMalloc(&d, 512));
   k<<<4, 128>>>(d);
@@ -467,3 +467,16 @@ def test_a_header_only_programs_include_is_their_harness(tmp_path, monkeypatch):
     report = Linter(example_config(root=tmp_path)).run([tmp_path], jobs=1)
     paths = {f.path for f in report.findings if f.code == "GPU803"}
     assert paths == {"attn/utils/utils.h"}
+
+
+def test_launch_check_suggestion_compiles_without_a_conditional_torch():
+    kernel = (
+        "__global__ void k(float* x) {}\nvoid f(float* x, cudaStream_t s) {\n"
+        "  k<<<1, 128, 0, s>>>(x);\n}\n"
+    )
+    guarded = "#ifndef BIN\n#include <torch/extension.h>\n#endif\n" + kernel
+    always = "#ifndef OP_H\n#define OP_H\n#include <torch/extension.h>\n#endif\n" + kernel
+    (found,) = [f for f in lint_text(guarded, "src/op.cu") if f.code == "GPU802"]
+    assert "C10_CUDA" not in found.message and "cudaGetLastError" in found.message
+    (found,) = [f for f in lint_text(always, "src/op.cu") if f.code == "GPU802"]
+    assert "C10_CUDA_KERNEL_LAUNCH_CHECK" in found.message

@@ -438,6 +438,38 @@ class CudaFile:
         return any(_TORCH_INCLUDE.match(i) for i in self.includes)
 
     @functools.cached_property
+    def torch_is_conditional(self) -> bool:
+        """Every torch/ATen/c10 `#include` sits in an `#if` branch (a header guard aside): the
+        file also builds without PyTorch (a benchmark binary beside the extension), so a
+        suggested check must not need it."""
+        found = False
+        for inc in self.nodes("preproc_include"):
+            path = inc.child_by_field_name("path")
+            if path is None or not _TORCH_INCLUDE.match(self.node_text(path).strip()):
+                continue
+            found = True
+            if not any(
+                a.type in _PREPROC_BRANCHES and not self._is_guard(a) for a in self.ancestors(inc)
+            ):
+                return False
+        return found
+
+    def _is_guard(self, branch: Node) -> bool:
+        """`#ifndef X` directly followed by `#define X`: a header guard, not a build option."""
+        name = branch.child_by_field_name("name")
+        if branch.type != "preproc_ifdef" or name is None:
+            return False
+        body = [c for c in branch.named_children if c.type != "comment" and c != name]
+        first = body[0] if body else None
+        defined = first.child_by_field_name("name") if first is not None else None
+        return (
+            first is not None
+            and first.type == "preproc_def"
+            and defined is not None
+            and self.node_text(defined) == self.node_text(name)
+        )
+
+    @functools.cached_property
     def is_test(self) -> bool:
         return is_test_path(self.display_path)
 

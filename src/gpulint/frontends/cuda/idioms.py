@@ -270,7 +270,7 @@ def fix_for(file, call_text: str) -> str:
 
 def launch_check_for(file) -> str:
     """The launch check to suggest, in a spelling that compiles in this file."""
-    if file.is_torch_extension:
+    if file.is_torch_extension and not file.torch_is_conditional:
         return "C10_CUDA_KERNEL_LAUNCH_CHECK();"
     macro = house_check_macro(file, default=None)
     if macro is not None:
