@@ -28,7 +28,8 @@ class UncheckedKernelLaunch(Rule):
     launch whose output the test then validates (`validate(...)`, `ASSERT_*`, `allclose`) is
     left alone: a failed launch fails the test. Standalone programs are left alone too (a file
     defining `main`, the `#if` branch holding `main` beside library code, the functions only it
-    calls, headers only programs include): demos and benchmark drivers print what they measured,
+    calls, headers only programs include, a file that `#include`s a driver source defining
+    `main`, such as a tutorial step's `#include "launch.cu"`): demos and benchmark drivers print what they measured,
     and whether to check is their author's choice, not a hot-path bug.
 
     ## Why is this bad?

@@ -480,3 +480,24 @@ def test_launch_check_suggestion_compiles_without_a_conditional_torch():
     assert "C10_CUDA" not in found.message and "cudaGetLastError" in found.message
     (found,) = [f for f in lint_text(always, "src/op.cu") if f.code == "GPU802"]
     assert "C10_CUDA_KERNEL_LAUNCH_CHECK" in found.message
+
+
+def test_a_file_that_includes_its_program_driver_is_that_program(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "gemm").mkdir()
+    level = (
+        "__global__ void k(float* x) {}\nvoid matmul(float* x, int smem) {\n"
+        "  cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);\n"
+        "  k<<<1, 128, smem>>>(x);\n}\n"
+    )
+    driver = (
+        "int main() {\n  float* d;\n  matmul(d, 0);\n  cudaError_t e = cudaGetLastError();\n"
+        "  return e != cudaSuccess;\n}\n"
+    )
+    (tmp_path / "gemm" / "launch.cu").write_text(driver)
+    for step in ("level_01.cu", "level_02.cu"):  # each a step of a tutorial, one driver
+        (tmp_path / "gemm" / step).write_text(level + '#include "launch.cu"\n')
+    (tmp_path / "gemm" / "op.cu").write_text(level.replace("matmul", "op_matmul"))
+    report = Linter(example_config(root=tmp_path)).run([tmp_path], jobs=1)
+    for code in ("GPU802", "GPU803"):  # the driver's code is the program's: left alone
+        assert {f.path for f in report.findings if f.code == code} == {"gemm/op.cu"}

@@ -278,7 +278,10 @@ def build(
     facts (parsed, or from the facts store)."""
     facts: dict[str, dict] = {}
     rest: list[tuple[str, bytes]] = []
+    drivers: set[str] = set()  # sources defining `main`, which other files may `#include`
     for path, data in files:
+        if _MAIN_BYTES.search(data) and not path.endswith((".h", ".cuh", ".hpp")):
+            drivers.add(path.replace("\\", "/"))
         if b"<<<" in data:
             facts[path] = facts_of(path, data)
         else:
@@ -310,11 +313,16 @@ def build(
                 "checks": _macro_checks(data),
             }
     project = merge(facts)
-    project.harness_headers = harness_headers(facts, paths)
+    project.harness_headers = harness_headers(facts, paths, drivers)
     return project
 
 
-def harness_headers(facts_by_path: dict[str, dict], paths: list[str]) -> frozenset[str]:
+_MAIN_BYTES = re.compile(rb"(?m)^\s*(?:int|void|auto)\s+main\s*\(")
+
+
+def harness_headers(
+    facts_by_path: dict[str, dict], paths: list[str], drivers: Iterable[str] = ()
+) -> frozenset[str]:
     """Headers `#include`d only from standalone programs' code: each `#include "x/y.h"` is
     resolved to the checked file ending in `x/y.h` nearest the including file (two
     `utils.h` in different folders are different headers)."""
@@ -323,6 +331,9 @@ def harness_headers(facts_by_path: dict[str, dict], paths: list[str]) -> frozens
         by_name.setdefault(_basename(path), []).append(path.replace("\\", "/"))
     from_program: set[str] = set()
     from_library: set[str] = set()
+    # a file that `#include`s a program's source (`#include "launch.cu"`, the driver holding
+    # `main` that runs and checks it) is compiled into that program: its code is the program's
+    driven: set[str] = set()
     for includer, facts in facts_by_path.items():
         here = includer.replace("\\", "/").split("/")[:-1]
         for entry in facts.get("includes", ()):
@@ -334,7 +345,9 @@ def harness_headers(facts_by_path: dict[str, dict], paths: list[str]) -> frozens
                 continue
             nearest = max(found, key=lambda p: _shared_prefix(here, p.split("/")[:-1]))
             (from_program if entry[1] else from_library).add(nearest)
-    return frozenset(from_program - from_library)
+            if nearest in drivers:
+                driven.add(includer.replace("\\", "/"))
+    return frozenset(from_program - from_library) | frozenset(driven)
 
 
 def _shared_prefix(a: list[str], b: list[str]) -> int:
