@@ -1,6 +1,4 @@
-// A first CUDA program: allocate, copy, launch, copy back.
-#include <cstdio>
-#include <cstdlib>
+// A small CUDA library: a kernel and the host function that uploads its inputs and launches it.
 #include <cuda_runtime.h>
 
 __global__ void vector_add(const float* a, const float* b, float* out, int n) {
@@ -8,18 +6,11 @@ __global__ void vector_add(const float* a, const float* b, float* out, int n) {
   if (i < n) out[i] = a[i] + b[i];
 }
 
-int main() {
-  const int n = 1 << 20;
-  float* h_a = (float*)malloc(n * sizeof(float));
-  float *d_a, *d_b, *d_out;
-  cudaMalloc(&d_a, n * sizeof(float));
-  cudaMalloc(&d_b, n * sizeof(float));
-  cudaMalloc(&d_out, n * sizeof(float));
-  cudaStream_t stream;
-  cudaStreamCreate(&stream);
+// Adds two host vectors on the device; the result stays in d_out.
+cudaError_t vector_add_on_device(const float* h_a, const float* h_b, float* d_a, float* d_b,
+                                 float* d_out, int n, cudaStream_t stream) {
   cudaMemcpyAsync(d_a, h_a, n * sizeof(float), cudaMemcpyHostToDevice, stream);
+  cudaMemcpyAsync(d_b, h_b, n * sizeof(float), cudaMemcpyHostToDevice, stream);
   vector_add<<<(n + 999) / 1000, 1000, 0, stream>>>(d_a, d_b, d_out, n);
-  cudaDeviceSynchronize();
-  printf("done\n");
-  return 0;
+  return cudaSuccess;
 }

@@ -1213,11 +1213,35 @@ def _file_tile_sizes(file) -> frozenset:
         ):
             divisors.add(label(n.right))
     sizes |= divisors
+    # A block rounded up from a size (`triton.next_power_of_2(n)`) covers that size and, unless
+    # n is a power of two, overruns it: it is a tile of n as much as a cdiv divisor is.
+    rounded_up = {
+        label(a.targets[0])
+        for a in file.nodes(ast.Assign)
+        if len(a.targets) == 1 and _rounds_up(a.value)
+    }
     for call in file.nodes(ast.Call):
         if isinstance(call.func, ast.Subscript):  # kernel[grid](..., BLOCK=block)
-            sizes |= {k.arg for k in call.keywords if k.arg and label(k.value) in divisors}
+            sizes |= {
+                k.arg
+                for k in call.keywords
+                if k.arg
+                and (
+                    label(k.value) in divisors
+                    or label(k.value) in rounded_up
+                    or _rounds_up(k.value)
+                )
+            }
     cache["file_tiles"] = frozenset(sizes)
     return cache["file_tiles"]
+
+
+def _rounds_up(node: ast.AST) -> bool:
+    """`triton.next_power_of_2(n)` (any spelling): a size rounded up to a power of two."""
+    if not isinstance(node, ast.Call):
+        return False
+    f = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+    return f == "next_power_of_2"
 
 
 def tile_sizes(file, kernel: Kernel) -> frozenset:
