@@ -1,3 +1,4 @@
+import bisect
 import re
 
 from gpulint.frontends.cuda.file import LOOP_TYPES
@@ -17,6 +18,13 @@ _VECTOR = re.compile(r"\bstd::vector\s*<|^vector\s*<")
 _ARG = re.compile(
     r"^\s*(?:\([^()]*\)\s*)?&?\s*([A-Za-z_]\w*)\s*(?:\.data\s*\(\s*\)|\[\s*0\s*\])?\s*(?:\+.*)?$"
 )
+
+
+# cudaDeviceSynchronize() (group 1 empty) or cudaStreamSynchronize(<stream>) (group 1: stream).
+_SYNC = re.compile(
+    rb"\bcuda(?:DeviceSynchronize\s*\(\s*\)|StreamSynchronize\s*\(\s*([^()]*?)\s*\))"
+)
+_WORD = re.compile(rb"\w+")
 
 
 class PageableMemcpyAsync(Rule):
@@ -145,27 +153,47 @@ void f(float* d, size_t n, cudaStream_t s) {
             return not file.is_test
         return any(a.type in LOOP_TYPES for a in file.ancestors(node))
 
-    @staticmethod
-    def _one_off(file, node, function, values) -> bool:
+    def _one_off(self, file, node, function, values) -> bool:
         """A setup copy: not in a loop, and the same stream (or the device) is synchronised
         after it before the copied buffer is touched again. Nothing can overlap with it anyway,
         so pinning only buys bandwidth on a copy made once."""
         if function is None or any(a.type in LOOP_TYPES for a in file.ancestors(node)):
             return False
+        syncs, words = self._function_index(file, function)
         stream = " ".join(file.node_text(values[4]).split()) if len(values) > 4 else "0"
-        after = file.data[node.end_byte : function.end_byte].decode("utf-8", "replace")
-        sync = re.search(
-            r"\bcuda(?:DeviceSynchronize\s*\(\s*\)|StreamSynchronize\s*\(\s*"
-            + re.escape(stream)
-            + r"\s*\))",
-            after,
-        )
-        if sync is None:
+        after = [p for key in ("", stream) for p in syncs.get(key, ()) if p >= node.end_byte]
+        if not after:
             return False
-        between = after[: sync.start()]
+        sync = min(after)
         host = values[1] if "HostToDevice" in file.node_text(values[3]) else values[0]
         m = _ARG.match(" ".join(file.node_text(host).split()))
-        return m is None or re.search(rf"\b{re.escape(m.group(1))}\b", between) is None
+        if m is None:
+            return True
+        uses = words.get(m.group(1).encode(), [])
+        i = bisect.bisect_left(uses, node.end_byte)
+        return i == len(uses) or uses[i] >= sync
+
+    def _function_index(
+        self, file, function
+    ) -> tuple[dict[str, list[int]], dict[bytes, list[int]]]:
+        """Per function, once: where the device or each stream is synchronised, and where each
+        word occurs (sorted byte offsets), so each copy's question costs a bisection instead of
+        a scan of the rest of the function (2,000 copies in one function were quadratic)."""
+        cache = self.__dict__.setdefault("_index_by_function", {})
+        key = function.start_byte
+        if key not in cache:
+            body = file.data[function.start_byte : function.end_byte]
+            syncs: dict[str, list[int]] = {}
+            for m in _SYNC.finditer(body):
+                stream = (
+                    " ".join(m.group(1).decode("utf-8", "replace").split()) if m.group(1) else ""
+                )
+                syncs.setdefault(stream, []).append(function.start_byte + m.start())
+            words: dict[bytes, list[int]] = {}
+            for m in _WORD.finditer(body):
+                words.setdefault(m.group(), []).append(function.start_byte + m.start())
+            cache[key] = (syncs, words)
+        return cache[key]
 
     def _pinned_names(self, file) -> set[str]:
         """Every name inside the arguments of a pinning call (cudaHostRegister(...), ...),
