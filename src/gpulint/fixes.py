@@ -30,6 +30,7 @@ from pathlib import Path
 
 from gpulint.diagnostics import Edit, Finding, Fix
 from gpulint.frontends import ParseError, decode
+from gpulint.frontends.python.edits import tokenizer_line_starts
 
 MAX_PASSES = 4  # fixes iterate to a fixed point; a few passes at most
 
@@ -136,10 +137,7 @@ def decode_for_rewrite(data: bytes) -> tuple[str, Encoding]:
 # -- verification ------------------------------------------------------------------------------
 def _tokens(text: str) -> list[tuple[int, str, int]] | None:
     """(type, string, start offset) of each token with text, or None when it does not tokenize."""
-    starts = [0]
-    for i, ch in enumerate(text):
-        if ch == "\n":
-            starts.append(i + 1)
+    starts = tokenizer_line_starts(text)
     out = []
     try:
         for tok in tokenize.generate_tokens(io.StringIO(text).readline):

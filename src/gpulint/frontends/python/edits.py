@@ -55,7 +55,7 @@ def call_arguments(file, call: ast.Call) -> CallArguments | None:
         tokens = list(tokenize.generate_tokens(io.StringIO(segment[lead:]).readline))
     except (tokenize.TokenError, SyntaxError):
         return None
-    line_starts = _line_starts(segment[lead:])
+    line_starts = tokenizer_line_starts(segment[lead:])
     depth = 0
     starts: list[int] = []
     after_separator = True  # the next significant token at depth 1 starts an argument
@@ -117,7 +117,10 @@ def _end_before_comma(tokens, base: int, line_starts: list[int], close: int) -> 
     return best[0]
 
 
-def _line_starts(text: str) -> list[int]:
+def tokenizer_line_starts(text: str) -> list[int]:
+    """Offsets where the rows of `tokenize.generate_tokens(io.StringIO(text).readline)` begin.
+    StringIO splits at \\n only, so this is not `SourceText.line_starts` (which also ends lines
+    at a lone \\r): token rows must be mapped with the tokenizer's own line split."""
     starts = [0]
     for i, ch in enumerate(text):
         if ch == "\n":
