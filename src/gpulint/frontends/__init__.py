@@ -9,32 +9,75 @@ import importlib
 import pkgutil
 import weakref
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar, overload
 
 from gpulint.diagnostics import Finding, unanalysable
 from gpulint.settings import Settings
 from gpulint.source import SourceText
 from gpulint.suppression import noqa_codes
 
+T = TypeVar("T")
+F = TypeVar("F")
 
-class BackLink:
-    """An attribute that refers back to the parsed file weakly: `file = BackLink()` in the class
-    body, then `self.file = file` as usual. Models a file caches on itself (loops, semantic
-    model, summaries, constant folding) hold their file this way, so a file and everything hung
-    off it form no reference cycle: reference counting frees them the moment the engine drops
-    the file, and Python's cyclic collector has nothing to walk (it once took half the CPU of a
-    cold run). The file outlives such a model by construction."""
+
+class BackLink(Generic[F]):
+    """An attribute that refers back to the parsed file weakly: `file: BackLink[PythonFile] =
+    BackLink()` in the class body, then `self.file = file` as usual. Models a file caches on
+    itself (loops, semantic model, summaries, constant folding, a memo entry) hold their file
+    this way, so a file and everything hung off it form no reference cycle: reference counting
+    frees them the moment the engine drops the file, and Python's cyclic collector has nothing
+    to walk (it once took half the CPU of a cold run). The file outlives such a model by
+    construction."""
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.slot = f"_{name}_ref"
 
-    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> BackLink[F]: ...
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> F: ...
+    def __get__(self, obj: object, owner: type | None = None) -> BackLink[F] | F:
         if obj is None:
             return self
-        return obj.__dict__[self.slot]()
+        return obj.__dict__[self.slot]()  # type: ignore[no-any-return]
 
-    def __set__(self, obj: Any, value: Any) -> None:
+    def __set__(self, obj: object, value: F) -> None:
         obj.__dict__[self.slot] = weakref.ref(value)
+
+
+class MemoKey(Generic[T]):
+    """A typed key for `Memo`: `_INTERVALS: MemoKey[list[Interval]] = MemoKey("intervals")`."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"MemoKey({self.name!r})"
+
+
+class Memo:
+    """The one place for a rare per-file cache (computed once per file, asked many times): every
+    front-end's parsed file has one (`file.memo`), so that no rule or helper stashes facts on
+    the file object or keeps a private table keyed by it. A value that refers back to its file
+    holds it through a `BackLink`."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self) -> None:
+        self._values: dict[MemoKey[Any], object] = {}
+
+    def get(self, key: MemoKey[T], build: Callable[[], T]) -> T:
+        try:
+            return self._values[key]  # type: ignore[return-value]  # the key's type says what it holds
+        except KeyError:
+            value = self._values[key] = build()
+            return value
+
+    def pop(self, key: MemoKey[Any]) -> None:
+        """Forget `key` (a fact whose inputs changed: a file re-checked with its project)."""
+        self._values.pop(key, None)
 
 
 class ParseError(Exception):

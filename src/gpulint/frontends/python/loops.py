@@ -94,7 +94,7 @@ _BATCH_FETCH = re.compile(r"^(get|next|sample|fetch|load|draw)_?(train_)?batch(e
 
 
 class LoopModel:
-    file: PythonFile = BackLink()  # type: ignore[assignment]  # weak: the file caches this model
+    file: BackLink[PythonFile] = BackLink()  # weak: the file caches this model
 
     def __init__(self, file: PythonFile):
         self.file = file

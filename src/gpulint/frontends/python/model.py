@@ -12,11 +12,12 @@ bound there resolves through the enclosing functions to the module, skipping cla
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING
 
-from gpulint.frontends import BackLink
+from gpulint.frontends import BackLink, Memo
+from gpulint.frontends import MemoKey as MemoKey  # re-exported: rules import it from here
 
 if TYPE_CHECKING:
     from gpulint.frontends.python.file import PythonFile
@@ -26,36 +27,6 @@ SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 LOOPS = (ast.For, ast.AsyncFor, ast.While)
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 Position = tuple[int, int]
-
-T = TypeVar("T")
-
-
-class MemoKey(Generic[T]):
-    """A typed key for `Memo`: `_INTERVALS: MemoKey[list[Interval]] = MemoKey("intervals")`."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def __repr__(self) -> str:
-        return f"MemoKey({self.name!r})"
-
-
-class Memo:
-    """The one place for a rare per-file cache (computed once per file, asked many times)."""
-
-    __slots__ = ("_values",)
-
-    def __init__(self) -> None:
-        self._values: dict[MemoKey, object] = {}
-
-    def get(self, key: MemoKey[T], build: Callable[[], T]) -> T:
-        try:
-            return self._values[key]  # type: ignore[return-value]
-        except KeyError:
-            value = self._values[key] = build()
-            return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +95,7 @@ def _names_in(target: ast.AST) -> Iterator[ast.Name]:
 
 
 class SemanticModel:
-    file: PythonFile = BackLink()  # type: ignore[assignment]  # weak: the file caches this model
+    file: BackLink[PythonFile] = BackLink()  # weak: the file caches this model
 
     def __init__(self, file: PythonFile):
         self.file = file

@@ -104,7 +104,7 @@ class Summaries:
     theirs...), then solves that set to a fixed point; the rest of the file is never looked at.
     """
 
-    file: PythonFile = BackLink()  # type: ignore[assignment]  # weak: the file's memo holds this
+    file: BackLink[PythonFile] = BackLink()  # weak: the file's memo holds this
 
     def __init__(self, file: PythonFile, external: External | None = None):
         self.file = file
