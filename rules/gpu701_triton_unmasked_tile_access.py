@@ -2,6 +2,7 @@ import ast
 
 from gpulint.diagnostics import Severity
 from gpulint.frontends.python import triton as tt
+from gpulint.frontends.python.file import PythonFile
 from gpulint.rule import Rule
 
 
@@ -198,7 +199,7 @@ def k(x_ptr, n, BLOCK: tl.constexpr):
 """,
     ]
 
-    def finish(self, file):
+    def finish(self, file: PythonFile):
         if file.is_test:
             return
         kernels = tt.kernels(file)
@@ -258,7 +259,7 @@ def k(x_ptr, n, BLOCK: tl.constexpr):
                     continue
                 yield self._finding(file, call, op, tiles[0], unchecked, partial)
 
-    def _finding(self, file, call, op, tile, unchecked, partial):
+    def _finding(self, file: PythonFile, call, op, tile, unchecked, partial):
         size, origin = tile
         by = "the program id" if origin == tt.PROGRAM else "a loop over blocks"
         verb = "reads" if op == "load" else "writes"
@@ -322,7 +323,7 @@ def _has_mod(node: ast.AST) -> bool:
     return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(node))
 
 
-def _launcher_asserts_divisibility(file, kernels) -> bool:
+def _launcher_asserts_divisibility(file: PythonFile, kernels) -> bool:
     """`assert n % BLOCK == 0`, or `if n % BLOCK != 0: raise ...`, anywhere in the module (a
     modulus that is one of the kernels' tile sizes, or a literal of 32 or more: `% 16` is
     alignment, `% nheads_k` a shape check)."""
@@ -351,14 +352,15 @@ def _block_mod(test: ast.AST, sizes) -> bool:
     return False
 
 
-def _exact_grid_kernels(file) -> set[str]:
+def _exact_grid_kernels(file: PythonFile) -> set[str]:
     """Kernels launched as `kernel[grid]` with a grid of floor divisions (`n // BLOCK`) and no
     ceiling division (`cdiv`, `(n + B - 1) // B`): the launcher relies on divisibility."""
     out = set()
     for sub in file.nodes(ast.Subscript):
-        if not isinstance(sub.value, ast.Name) or not isinstance(file.parent(sub), ast.Call):
+        call = file.parent(sub)
+        if not isinstance(sub.value, ast.Name) or not isinstance(call, ast.Call):
             continue
-        if file.parent(sub).func is not sub:
+        if call.func is not sub:
             continue
         grid = _resolve_grid(file, sub.slice, sub)
         if grid is None:
@@ -371,7 +373,7 @@ def _exact_grid_kernels(file) -> set[str]:
     return out
 
 
-def _resolve_grid(file, node, at):
+def _resolve_grid(file: PythonFile, node, at):
     if isinstance(node, ast.Lambda):
         return node.body
     if isinstance(node, ast.Name):
@@ -387,7 +389,7 @@ def _resolve_grid(file, node, at):
     return node
 
 
-def _position_test(file, test: ast.AST, flow) -> bool:
+def _position_test(file: PythonFile, test: ast.AST, flow) -> bool:
     """A test on the program's own position (`pid * BLOCK + BLOCK <= n`)."""
     pos = (test.lineno, test.col_offset)  # type: ignore[attr-defined]
     names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
@@ -398,7 +400,7 @@ def _position_test(file, test: ast.AST, flow) -> bool:
     )
 
 
-def _early_return_lines(file, kernel, flow) -> list[int]:
+def _early_return_lines(file: PythonFile, kernel, flow) -> list[int]:
     """`if pid_m * BLOCK_M >= n: return` in the kernel: later tiles are in bounds."""
     return [
         stmt.lineno
@@ -410,7 +412,7 @@ def _early_return_lines(file, kernel, flow) -> list[int]:
     ]
 
 
-def _kernel_declares_divisibility(file, kernel) -> bool:
+def _kernel_declares_divisibility(file: PythonFile, kernel) -> bool:
     """`tl.static_assert(n % BLOCK == 0)` / `tl.assume(...)` / `tl.device_assert(...)`."""
     for call in ast.walk(kernel.node):
         if not isinstance(call, ast.Call):
@@ -463,7 +465,7 @@ def _divisible_when(test: ast.AST, flags: dict[str, bool]) -> bool | None:
     return None
 
 
-def _guarded(file, call: ast.AST, kernel, flow, flags) -> bool:
+def _guarded(file: PythonFile, call: ast.AST, kernel, flow, flags) -> bool:
     """In the branch of an `if` where a divisibility test holds, or under a test of the tile's
     own position."""
     child = call

@@ -1,6 +1,7 @@
 import ast
 
 from gpulint.frontends.python import triton as tt
+from gpulint.frontends.python.file import PythonFile
 from gpulint.rule import Invalid, Rule, Valid
 
 
@@ -145,7 +146,7 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
         Invalid(_KERNEL.replace("{prune}", ""), targets=("RTX 5090", "H100")),
     ]
 
-    def finish(self, file):
+    def finish(self, file: PythonFile):
         targets = self.settings.targets
         local = ""
         if not targets and self.settings.option("local_gpu", "target") is not None:
@@ -195,7 +196,7 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
                 yield self.report(file, node, details="; ".join(over), why=why)
 
 
-def _estimate(file, kernel, config, arch, nbytes) -> tuple[int, str] | None:
+def _estimate(file: PythonFile, kernel, config, arch, nbytes) -> tuple[int, str] | None:
     """Every tile feeding a `tl.dot` in the loop, per pipeline buffer; where the tiles cannot be
     read, the A and B tiles of a matmul from its BLOCK_M/N/K."""
     found = tt.shared_memory_estimate(file, kernel, config, arch, nbytes)
@@ -212,7 +213,7 @@ def _estimate(file, kernel, config, arch, nbytes) -> tuple[int, str] | None:
     )
 
 
-def _calls_dot(file, kernel) -> bool:
+def _calls_dot(file: PythonFile, kernel) -> bool:
     return any(
         isinstance(n, ast.Call) and tt.tl_name(file, n) == "dot" for n in ast.walk(kernel.node)
     )

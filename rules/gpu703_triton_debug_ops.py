@@ -1,10 +1,13 @@
 import ast
 
 from gpulint.diagnostics import Severity
+from gpulint.frontends import MemoKey
 from gpulint.frontends.python import triton as tt
+from gpulint.frontends.python.file import PythonFile
 from gpulint.rule import Rule
 
 _TRUTHY = {"1", "true", "yes", "on"}
+_DEBUG_HELPERS: MemoKey[dict[str, str]] = MemoKey("gpu703.debug_helpers")
 
 
 class TritonDebugOps(Rule):
@@ -115,7 +118,7 @@ def k(x_ptr):
         ),
     }
 
-    def visit_Call(self, node: ast.Call, file):
+    def visit_Call(self, node: ast.Call, file: PythonFile):
         if file.is_test:
             return
         name = _debug_op(file, node)
@@ -145,7 +148,7 @@ def k(x_ptr):
         severity, why = self._WHY[name]
         yield self.report(file, node, what=f"`{_label(name)}`", why=why, severity=severity)
 
-    def visit_Assign(self, node: ast.Assign, file):
+    def visit_Assign(self, node: ast.Assign, file: PythonFile):
         if file.is_test:
             return
         for target in node.targets:
@@ -158,7 +161,7 @@ def k(x_ptr):
             ):
                 yield self._report_interpret(file, node)
 
-    def _interpret(self, node: ast.Call, file):
+    def _interpret(self, node: ast.Call, file: PythonFile):
         func = node.func
         if not isinstance(func, ast.Attribute) or _conditional(file, node):
             return
@@ -179,7 +182,7 @@ def k(x_ptr):
         if hit:
             yield self._report_interpret(file, node)
 
-    def _report_interpret(self, file, node):
+    def _report_interpret(self, file: PythonFile, node):
         return self.report(
             file,
             node,
@@ -192,7 +195,7 @@ def _label(name: str) -> str:
     return "print" if name == "print" else f"tl.{name}"
 
 
-def _debug_op(file, node: ast.Call) -> str | None:
+def _debug_op(file: PythonFile, node: ast.Call) -> str | None:
     name = tt.tl_name(file, node)
     if name in ("device_print", "static_print", "device_assert"):
         return name
@@ -201,33 +204,34 @@ def _debug_op(file, node: ast.Call) -> str | None:
     return None
 
 
-def _debug_helpers(file) -> dict[str, str]:
+def _debug_helpers(file: PythonFile) -> dict[str, str]:
     """`@triton.jit` functions that do nothing but debug output (`print_tensor_dim`), mapped to
     the op they call. They cost nothing until a kernel calls them, so calls are reported."""
-    cache = tt._CACHE.setdefault(file, {})
-    if "debug_helpers" not in cache:
-        helpers = {}
-        for kernel in tt.kernels(file):
-            ops = []
-            only_debug = True
-            for stmt in ast.walk(kernel.node):
-                if isinstance(stmt, ast.stmt) and stmt is not kernel.node:
-                    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
-                        op = _debug_op(file, stmt.value)
-                        if op:
-                            ops.append(op)
-                        elif not isinstance(stmt.value, ast.Constant):
-                            only_debug = False
-                    elif isinstance(stmt, (ast.If, ast.Pass)) or (
-                        isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
-                    ):
-                        continue
-                    else:
+    return file.memo.get(_DEBUG_HELPERS, lambda: _find_debug_helpers(file))
+
+
+def _find_debug_helpers(file: PythonFile) -> dict[str, str]:
+    helpers = {}
+    for kernel in tt.kernels(file):
+        ops = []
+        only_debug = True
+        for stmt in ast.walk(kernel.node):
+            if isinstance(stmt, ast.stmt) and stmt is not kernel.node:
+                if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+                    op = _debug_op(file, stmt.value)
+                    if op:
+                        ops.append(op)
+                    elif not isinstance(stmt.value, ast.Constant):
                         only_debug = False
-            if ops and only_debug:
-                helpers[kernel.name] = ops[0]
-        cache["debug_helpers"] = helpers
-    return cache["debug_helpers"]
+                elif isinstance(stmt, (ast.If, ast.Pass)) or (
+                    isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
+                ):
+                    continue
+                else:
+                    only_debug = False
+        if ops and only_debug:
+            helpers[kernel.name] = ops[0]
+    return helpers
 
 
 def _const(node) -> object:
@@ -241,15 +245,15 @@ def _truthy(node) -> bool:
     return isinstance(value, str) and value.strip().lower() in _TRUTHY
 
 
-def _is_environ(file, node) -> bool:
+def _is_environ(file: PythonFile, node) -> bool:
     return file.qualname(node) == "os.environ"
 
 
-def _conditional(file, node) -> bool:
+def _conditional(file: PythonFile, node) -> bool:
     return any(isinstance(a, (ast.If, ast.IfExp, ast.Try)) for a in file.ancestors(node))
 
 
-def _under_constexpr_flag(file, node, kernel) -> bool:
+def _under_constexpr_flag(file: PythonFile, node, kernel) -> bool:
     for anc in file.ancestors(node):
         if anc is kernel.node:
             return False

@@ -11,15 +11,31 @@ from __future__ import annotations
 
 import ast
 import re
-import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from gpulint.frontends import BackLink, MemoKey
 from gpulint.frontends.python.names import terminal_name
 
+if TYPE_CHECKING:
+    from gpulint.frontends.python.file import PythonFile
+
 TL = "triton.language."
-_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _MAX_COMBINATIONS = 4096  # a config comprehension larger than this is not expanded
+
+# What this module computes once per file, in the file's memo (by kernel or scope node id).
+_KERNELS: MemoKey[list[Kernel]] = MemoKey("triton.kernels")
+_CONSTANTS: MemoKey[dict[str, ast.expr]] = MemoKey("triton.constants")
+_CALLS: MemoKey[dict[str, list[tuple[Kernel, ast.Call]]]] = MemoKey("triton.calls")
+_FLOWS: MemoKey[dict[int, OffsetFlow]] = MemoKey("triton.flows")
+_FILE_TILES: MemoKey[frozenset[str]] = MemoKey("triton.file_tiles")
+_TILES: MemoKey[dict[int, frozenset[str]]] = MemoKey("triton.tiles")
+_ASSIGNMENTS: MemoKey[dict[int, dict[str, list[tuple[int, ast.expr]]]]] = MemoKey(
+    "triton.assignments"
+)
+_LAUNCH_DIVIDED: MemoKey[dict[int, frozenset[str]]] = MemoKey("triton.launch_divided")
+_LAUNCH_PADDED: MemoKey[dict[int, frozenset[str]]] = MemoKey("triton.launch_padded")
 
 
 # -- kernels ---------------------------------------------------------------------------------
@@ -40,7 +56,7 @@ class Kernel:
         return [p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
 
 
-def tl_name(file, node: ast.AST) -> str | None:
+def tl_name(file: PythonFile, node: ast.AST) -> str | None:
     """`load` for `tl.load(...)` / `triton.language.load(...)` / `from triton.language import load`."""
     q = file.qualname(node)
     if q and q.startswith(TL):
@@ -48,18 +64,18 @@ def tl_name(file, node: ast.AST) -> str | None:
     return None
 
 
-def _is_triton(file, node: ast.AST, *names: str) -> bool:
+def _is_triton(file: PythonFile, node: ast.AST, *names: str) -> bool:
     q = file.qualname(node.func if isinstance(node, ast.Call) else node)
     return q is not None and q in {f"triton.{n}" for n in names}
 
 
-def is_jit_decorator(file, dec: ast.expr) -> bool:
+def is_jit_decorator(file: PythonFile, dec: ast.expr) -> bool:
     """`@triton.jit`, `@triton.jit(...)`, `@tr.jit`, `@jit` (from triton import jit)."""
     target = dec.func if isinstance(dec, ast.Call) else dec
     return _is_triton(file, target, "jit", "runtime.jit.jit")
 
 
-def is_autotune_decorator(file, dec: ast.expr) -> bool:
+def is_autotune_decorator(file: PythonFile, dec: ast.expr) -> bool:
     """`@triton.autotune(configs=...)`, or a project wrapper named `*autotune` taking `configs=`."""
     if not isinstance(dec, ast.Call):
         return False
@@ -69,27 +85,34 @@ def is_autotune_decorator(file, dec: ast.expr) -> bool:
     return name.endswith("autotune") and any(k.arg == "configs" for k in dec.keywords)
 
 
-def kernels(file) -> list[Kernel]:
+def kernels(file: PythonFile) -> list[Kernel]:
     """Every `@triton.jit` function in the file (cached per parsed file)."""
-    cache = _CACHE.setdefault(file, {})
-    if "kernels" in cache:
-        return cache["kernels"]
+    return file.memo.get(_KERNELS, lambda: _kernels(file))
+
+
+def _kernels(file: PythonFile) -> list[Kernel]:
     found = []
     for fn in file.nodes(ast.FunctionDef):
         if not any(is_jit_decorator(file, d) for d in fn.decorator_list):
             continue
-        autotune = next((d for d in fn.decorator_list if is_autotune_decorator(file, d)), None)
+        autotune = next(
+            (
+                d
+                for d in fn.decorator_list
+                if isinstance(d, ast.Call) and is_autotune_decorator(file, d)
+            ),
+            None,
+        )
         heur = [
             d
             for d in fn.decorator_list
             if isinstance(d, ast.Call) and _is_triton(file, d, "heuristics")
         ]
         found.append(Kernel(fn, autotune, heur, _constexprs(file, fn)))
-    cache["kernels"] = found
     return found
 
 
-def kernel_of(file, node: ast.AST) -> Kernel | None:
+def kernel_of(file: PythonFile, node: ast.AST) -> Kernel | None:
     """The `@triton.jit` function that `node` sits in, if any."""
     by_node = {k.node: k for k in kernels(file)}
     for a in file.ancestors(node):
@@ -98,7 +121,7 @@ def kernel_of(file, node: ast.AST) -> Kernel | None:
     return None
 
 
-def _constexprs(file, fn: ast.FunctionDef) -> dict[str, ast.expr | None]:
+def _constexprs(file: PythonFile, fn: ast.FunctionDef) -> dict[str, ast.expr | None]:
     out: dict[str, ast.expr | None] = {}
     a = fn.args
     positional = [*a.posonlyargs, *a.args]
@@ -130,28 +153,27 @@ class Unknown(Exception):
     """A value that cannot be read from the source's literals."""
 
 
-def module_constants(file) -> dict[str, ast.expr]:
+def module_constants(file: PythonFile) -> dict[str, ast.expr]:
     """Module-level `NAME = <expr>` assignments made exactly once (cached per file)."""
-    cache = _CACHE.setdefault(file, {})
-    if "constants" not in cache:
-        seen: dict[str, list[ast.expr]] = {}
-        for stmt in file.tree.body:
-            if isinstance(stmt, ast.Assign):
-                for t in stmt.targets:
-                    if isinstance(t, ast.Name):
-                        seen.setdefault(t.id, []).append(stmt.value)
-            elif (
-                isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value
-            ):
-                seen.setdefault(stmt.target.id, []).append(stmt.value)
-            elif isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
-                seen.setdefault(stmt.target.id, []).append(stmt.value)
-                seen[stmt.target.id].append(stmt.value)  # ambiguous: drop it
-        cache["constants"] = {k: v[0] for k, v in seen.items() if len(v) == 1}
-    return cache["constants"]
+    return file.memo.get(_CONSTANTS, lambda: _module_constants(file))
 
 
-def evaluate(node: ast.AST, env: dict[str, object], file=None, depth: int = 0):
+def _module_constants(file: PythonFile) -> dict[str, ast.expr]:
+    seen: dict[str, list[ast.expr]] = {}
+    for stmt in file.tree.body:
+        if isinstance(stmt, ast.Assign):
+            for t in stmt.targets:
+                if isinstance(t, ast.Name):
+                    seen.setdefault(t.id, []).append(stmt.value)
+        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value:
+            seen.setdefault(stmt.target.id, []).append(stmt.value)
+        elif isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
+            seen.setdefault(stmt.target.id, []).append(stmt.value)
+            seen[stmt.target.id].append(stmt.value)  # ambiguous: drop it
+    return {k: v[0] for k, v in seen.items() if len(v) == 1}
+
+
+def evaluate(node: ast.AST, env: dict[str, object], file: PythonFile | None = None, depth: int = 0):
     """Evaluate a literal expression (numbers, strings, lists, tuples, + - * // ** %, names in
     `env` or module constants). Raises Unknown otherwise."""
     if depth > 20:
@@ -243,7 +265,7 @@ class Config:
 TRITON_DEFAULT_STAGES = 3  # triton.Config(num_stages=3) by default
 
 
-def is_config_call(file, node: ast.AST) -> bool:
+def is_config_call(file: PythonFile, node: ast.AST) -> bool:
     if not isinstance(node, ast.Call):
         return False
     if _is_triton(file, node, "Config", "runtime.Config", "runtime.autotuner.Config"):
@@ -253,7 +275,7 @@ def is_config_call(file, node: ast.AST) -> bool:
     )
 
 
-def autotune_configs(file, autotune: ast.Call) -> list[Config] | None:
+def autotune_configs(file: PythonFile, autotune: ast.Call) -> list[Config] | None:
     """The configs of an autotune decorator, or None when the list cannot be read."""
     arg = next((k.value for k in autotune.keywords if k.arg == "configs"), None)
     if arg is None and autotune.args:
@@ -266,7 +288,7 @@ def autotune_configs(file, autotune: ast.Call) -> list[Config] | None:
         return None
 
 
-def _configs(file, node: ast.AST, env: dict[str, object], depth: int) -> list[Config]:
+def _configs(file: PythonFile, node: ast.AST, env: dict[str, object], depth: int) -> list[Config]:
     if depth > 8:
         raise Unknown
     if isinstance(node, ast.Name) and node.id not in env:
@@ -286,9 +308,13 @@ def _configs(file, node: ast.AST, env: dict[str, object], depth: int) -> list[Co
         return _configs(file, node.left, env, depth + 1) + _configs(
             file, node.right, env, depth + 1
         )
-    if is_config_call(file, node):
+    if isinstance(node, ast.Call) and is_config_call(file, node):
         return [_one_config(file, node, env)]
-    if isinstance(node, ast.ListComp) and is_config_call(file, node.elt):
+    if (
+        isinstance(node, ast.ListComp)
+        and isinstance(node.elt, ast.Call)
+        and is_config_call(file, node.elt)
+    ):
         out = []
         for binding in _comprehension_bindings(file, node.generators, env):
             out.append(_one_config(file, node.elt, binding))
@@ -300,7 +326,7 @@ def _configs(file, node: ast.AST, env: dict[str, object], depth: int) -> list[Co
     raise Unknown
 
 
-def _comprehension_bindings(file, generators, env) -> Iterator[dict[str, object]]:
+def _comprehension_bindings(file: PythonFile, generators, env) -> Iterator[dict[str, object]]:
     combos = [dict(env)]
     for gen in generators:
         if gen.is_async:
@@ -333,7 +359,7 @@ def _bind(target: ast.AST, value: object, env: dict[str, object]) -> None:
         raise Unknown
 
 
-def _one_config(file, call: ast.Call, env: dict[str, object]) -> Config:
+def _one_config(file: PythonFile, call: ast.Call, env: dict[str, object]) -> Config:
     kwargs: dict[str, object] = {}
     meta = (
         call.args[0]
@@ -348,10 +374,10 @@ def _one_config(file, call: ast.Call, env: dict[str, object]) -> Config:
                 except Unknown:
                     pass
     elif isinstance(meta, ast.Call) and isinstance(meta.func, ast.Name) and meta.func.id == "dict":
-        for k in meta.keywords:
-            if k.arg:
+        for kw in meta.keywords:
+            if kw.arg:
                 try:
-                    kwargs[k.arg] = evaluate(k.value, env, file)
+                    kwargs[kw.arg] = evaluate(kw.value, env, file)
                 except Unknown:
                     pass
 
@@ -419,7 +445,7 @@ _EIGHT_BIT = re.compile(r"\b(?:float8\w*|fp8\w*|int8|uint8|e4m3\w*|e5m2\w*)\b", 
 _SUB_BYTE = re.compile(r"\b(?:u?int4|nf4|fp4\w*|\w*e2m1\w*|w4a\d+|mxfp4|nvfp4)\b", re.I)
 
 
-def element_bytes(file, kernel: Kernel) -> tuple[int | None, str]:
+def element_bytes(file: PythonFile, kernel: Kernel) -> tuple[int | None, str]:
     """Bytes per element of the tiles a matmul-like kernel stages, and why; None when unknown.
 
     Packed sub-byte weights (int4/nf4/fp4 named in the file, or any `>>` unpacking in the
@@ -450,7 +476,7 @@ class SmemTile:
     in_loop: bool
 
 
-def dot_operand_tiles(file, kernel: Kernel) -> list[SmemTile] | None:
+def dot_operand_tiles(file: PythonFile, kernel: Kernel) -> list[SmemTile] | None:
     """Every load that feeds an operand of a `tl.dot` in a loop (followed through names,
     conversions and arithmetic, not through another dot's result), with its tile's sizes; None
     when a tile's shape cannot be read (more than two sizes, a pointer from a helper)."""
@@ -476,7 +502,9 @@ def dot_operand_tiles(file, kernel: Kernel) -> list[SmemTile] | None:
     return list(tiles.values())
 
 
-def _feeding_loads(file, f: OffsetFlow, expr: ast.AST, depth: int, seen: set) -> list[ast.Call]:
+def _feeding_loads(
+    file: PythonFile, f: OffsetFlow, expr: ast.AST, depth: int, seen: set
+) -> list[ast.Call]:
     if depth > 8:
         return []
     out: list[ast.Call] = []
@@ -495,7 +523,13 @@ def _feeding_loads(file, f: OffsetFlow, expr: ast.AST, depth: int, seen: set) ->
                 if id(d) in seen:
                     continue
                 seen.add(id(d))
-                value = d.node.value if d.kind == "aug" else d.node if d.kind == "assign" else None
+                value = (
+                    d.node.value
+                    if isinstance(d.node, ast.AugAssign)  # kind "aug"
+                    else d.node
+                    if d.kind == "assign"
+                    else None
+                )
                 if value is not None:
                     out.extend(_feeding_loads(file, f, value, depth + 1, seen))
             continue
@@ -522,7 +556,7 @@ def _tile_sizes_of(f: OffsetFlow, load: ast.Call) -> tuple[str, ...] | None:
     return None
 
 
-def tile_bytes(file, sizes: tuple[str, ...], env: dict[str, object]) -> int | None:
+def tile_bytes(file: PythonFile, sizes: tuple[str, ...], env: dict[str, object]) -> int | None:
     """Elements of a tile with its sizes evaluated in `env` (a config's meta-parameters and
     the kernel's constexpr defaults); None when one is unknown."""
     n = 1
@@ -575,7 +609,8 @@ def shared_memory_estimate(
     tiles = dot_operand_tiles(file, kernel)
     if not tiles or not any(t.in_loop for t in tiles):
         return None
-    per_stage, once = [], []
+    per_stage: list[tuple[tuple[int, ...], str]] = []
+    once: list[tuple[tuple[int, ...], str]] = []
     for t in tiles:
         dims = []
         for size in t.sizes:
@@ -658,7 +693,7 @@ class Offsets:
 
     def keep(self, bits: int) -> Offsets:
         b = self.bits & bits
-        empty = frozenset()
+        empty: frozenset[object] = frozenset()
         return Offsets(
             b,
             self.origins if b & INDEX else empty,
@@ -722,7 +757,7 @@ def ceil_division(node: ast.AST) -> bool:
     return False
 
 
-def _range_args(file, it: ast.AST) -> tuple[ast.AST, ast.AST, ast.AST | None] | None:
+def _range_args(file: PythonFile, it: ast.AST) -> tuple[ast.AST, ast.AST, ast.AST | None] | None:
     """(start, stop, step) of `range(...)` / `tl.range(...)` / `tl.static_range(...)`."""
     if not isinstance(it, ast.Call) or it.keywords and not it.args:
         return None
@@ -760,6 +795,8 @@ class OffsetFlow:
     the tile itself (`tl.multiple_of`, `tl.max_contiguous`) ends the tile: bounded, or declared.
     """
 
+    file: BackLink[PythonFile] = BackLink()  # weak: the file's memo holds this
+
     def __init__(self, file, kernel: Kernel):
         self.file = file
         self.kernel = kernel
@@ -780,7 +817,7 @@ class OffsetFlow:
         for stmt in body:
             self._stmt(stmt, loops)
 
-    def _stmt(self, stmt: ast.AST, loops: tuple) -> None:
+    def _stmt(self, stmt: ast.stmt, loops: tuple) -> None:
         end = (stmt.end_lineno or stmt.lineno, stmt.end_col_offset or 0)
         self._at = (stmt.lineno, stmt.col_offset)
         if isinstance(stmt, ast.If):
@@ -823,12 +860,14 @@ class OffsetFlow:
                     self._target(t, None, kind, end, loops)  # from an unknown value
 
     def _branch(self, stmt: ast.If) -> None:
-        test, value = stmt.test, True
+        test: ast.expr = stmt.test
+        value: object = True
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
             test, value = test.operand, False
         if isinstance(test, ast.Compare) and len(test.ops) == 1:
-            if isinstance(test.ops[0], ast.Eq) and isinstance(test.comparators[0], ast.Constant):
-                test, value = test.left, test.comparators[0].value
+            compared = test.comparators[0]
+            if isinstance(test.ops[0], ast.Eq) and isinstance(compared, ast.Constant):
+                test, value = test.left, compared.value
             else:
                 return
         if not isinstance(test, ast.Name) or test.id not in self.kernel.constexprs:
@@ -938,9 +977,10 @@ class OffsetFlow:
     def _def_value(self, name: str, d: _Def) -> Offsets:
         if d.kind == "assign":
             return self.of(d.node) if d.node is not None else NOTHING
-        if d.kind == "for":
+        if isinstance(d.node, ast.For):  # kind "for"
             return self._loop_variable(d.node)
-        aug: ast.AugAssign = d.node
+        aug = d.node
+        assert isinstance(aug, ast.AugAssign)  # kind "aug": the only kind left
         base = self.name_at(name, (aug.target.lineno, aug.target.col_offset))
         inc = self.of(aug.value)
         if not isinstance(aug.op, (ast.Add, ast.Sub)):
@@ -982,7 +1022,7 @@ class OffsetFlow:
             return True
         return ceil_division(stop)
 
-    def _runs_past(self, stop: ast.AST, at: ast.AST, depth: int = 0) -> bool:
+    def _runs_past(self, stop: ast.AST, at: ast.stmt, depth: int = 0) -> bool:
         """Whether a loop bound can leave a partial last block: a run-time size, possibly
         clamped or rounded up. Not: a compile-time constant, a size rounded down to a multiple
         (`n // X * X`, `n - n % X`), or a value from a helper whose result is not known."""
@@ -1098,7 +1138,7 @@ class OffsetFlow:
         args.update({k.arg: k.value for k in node.keywords if k.arg})
         shape, offsets, blocks = args.get("shape"), args.get("offsets"), args.get("block_shape")
         seq = (ast.Tuple, ast.List)
-        if not all(isinstance(a, seq) for a in (shape, offsets, blocks)):
+        if not (isinstance(shape, seq) and isinstance(offsets, seq) and isinstance(blocks, seq)):
             return Offsets(BLOCKPTR)
         if not len(shape.elts) == len(offsets.elts) == len(blocks.elts):
             return Offsets(BLOCKPTR)
@@ -1141,19 +1181,20 @@ class OffsetFlow:
 _PARAM_STACK: list[tuple[str, str]] = []
 
 
-def _calls_to(file) -> dict[str, list[tuple[Kernel, ast.Call]]]:
+def _calls_to(file: PythonFile) -> dict[str, list[tuple[Kernel, ast.Call]]]:
     """`helper(...)` calls made inside kernels, by the called name (cached per file)."""
-    cache = _CACHE.setdefault(file, {})
-    if "calls" not in cache:
-        out: dict[str, list[tuple[Kernel, ast.Call]]] = {}
-        jit = {k.name for k in kernels(file)}
-        for k in kernels(file):
-            for call in ast.walk(k.node):
-                if isinstance(call, ast.Call) and isinstance(call.func, ast.Name):
-                    if call.func.id in jit:
-                        out.setdefault(call.func.id, []).append((k, call))
-        cache["calls"] = out
-    return cache["calls"]
+    return file.memo.get(_CALLS, lambda: _kernel_calls(file))
+
+
+def _kernel_calls(file: PythonFile) -> dict[str, list[tuple[Kernel, ast.Call]]]:
+    out: dict[str, list[tuple[Kernel, ast.Call]]] = {}
+    jit = {k.name for k in kernels(file)}
+    for k in kernels(file):
+        for call in ast.walk(k.node):
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Name):
+                if call.func.id in jit:
+                    out.setdefault(call.func.id, []).append((k, call))
+    return out
 
 
 def _factors(node: ast.AST) -> list[ast.AST]:
@@ -1168,29 +1209,30 @@ def _factors(node: ast.AST) -> list[ast.AST]:
     return [node]
 
 
-def _inside(pos: tuple[int, int], node: ast.AST) -> bool:
+def _inside(pos: tuple[int, int], node: ast.expr | ast.stmt) -> bool:
     start = (node.lineno, node.col_offset)
     end = (node.end_lineno or node.lineno, node.end_col_offset or 0)
     return start <= pos <= end
 
 
-def _within(inner: ast.AST, outer: ast.AST) -> bool:
+def _within(inner: ast.expr | ast.stmt, outer: ast.expr | ast.stmt) -> bool:
     return _inside((inner.lineno, inner.col_offset), outer)
 
 
-def flow(file, kernel: Kernel) -> OffsetFlow:
-    cache = _CACHE.setdefault(file, {})
-    key = ("flow", id(kernel.node))
+def flow(file: PythonFile, kernel: Kernel) -> OffsetFlow:
+    cache = file.memo.get(_FLOWS, dict)
+    key = id(kernel.node)
     if key not in cache:
         cache[key] = OffsetFlow(file, kernel)
     return cache[key]
 
 
-def _file_tile_sizes(file) -> frozenset:
+def _file_tile_sizes(file: PythonFile) -> frozenset[str]:
     """The file-wide part of `tile_sizes` (cached per file)."""
-    cache = _CACHE.setdefault(file, {})
-    if "file_tiles" in cache:
-        return cache["file_tiles"]
+    return file.memo.get(_FILE_TILES, lambda: _find_file_tile_sizes(file))
+
+
+def _find_file_tile_sizes(file: PythonFile) -> frozenset[str]:
     sizes: set[str] = set()
     for call in file.nodes(ast.Call):
         if is_config_call(file, call) and call.args and isinstance(call.args[0], ast.Dict):
@@ -1232,8 +1274,7 @@ def _file_tile_sizes(file) -> frozenset:
                     or _rounds_up(k.value)
                 )
             }
-    cache["file_tiles"] = frozenset(sizes)
-    return cache["file_tiles"]
+    return frozenset(sizes)
 
 
 def _rounds_up(node: ast.AST) -> bool:
@@ -1244,14 +1285,14 @@ def _rounds_up(node: ast.AST) -> bool:
     return f == "next_power_of_2"
 
 
-def tile_sizes(file, kernel: Kernel) -> frozenset:
+def tile_sizes(file: PythonFile, kernel: Kernel) -> frozenset[str]:
     """Sizes the code itself treats as tiles of a larger extent, so that a program-id tile of
     that size can overrun: autotuned meta-parameters, divisors of a ceiling division anywhere in
     the file (`tl.cdiv(n, X)`, `triton.cdiv(n, meta["X"])`, and launch keywords passed such a
     divisor), loop steps, and sizes the kernel's own masks bound. A size with none of these
     (`row * D + tl.arange(0, D)`: a whole row) is left alone."""
-    cache = _CACHE.setdefault(file, {})
-    key = ("tiles", id(kernel.node))
+    cache = file.memo.get(_TILES, dict)
+    key = id(kernel.node)
     if key in cache:
         return cache[key]
     sizes: set[str] = set(_file_tile_sizes(file))
@@ -1261,8 +1302,9 @@ def tile_sizes(file, kernel: Kernel) -> frozenset:
             r = _range_args(file, node.iter)
             if r and r[2] is not None:
                 sizes.add(label(r[2]))
-        if isinstance(node, ast.Call) and tl_name(file, node) in ("load", "store"):
-            mask = access_mask(node, tl_name(file, node))
+        op = tl_name(file, node) if isinstance(node, ast.Call) else None
+        if isinstance(node, ast.Call) and op in ("load", "store"):
+            mask = access_mask(node, op)
             if mask is not None:
                 sizes |= _mask_bounds(f, mask)
     cache[key] = frozenset(sizes)
@@ -1292,7 +1334,7 @@ def access_mask(call: ast.Call, op: str) -> ast.AST | None:
     return mask
 
 
-def divisibility_flags(file, kernel: Kernel) -> dict[str, bool]:
+def divisibility_flags(file: PythonFile, kernel: Kernel) -> dict[str, bool]:
     """Constexpr flags that say whether a size is a multiple of its block, each with the value
     that means it is: set by a heuristic or a launch keyword that tests `%`
     (`EVEN_K=K % BLOCK_K == 0` -> True, `NEED_MASK = n % BLOCK != 0` -> False), or spelled as
@@ -1338,12 +1380,12 @@ def divisibility_flags(file, kernel: Kernel) -> dict[str, bool]:
     return out
 
 
-def _assignments(file, scope: ast.AST) -> dict[str, list[tuple[int, ast.AST]]]:
+def _assignments(file: PythonFile, scope: ast.AST) -> dict[str, list[tuple[int, ast.expr]]]:
     """`name = value` statements in a function (or module), by name (cached per scope)."""
-    cache = _CACHE.setdefault(file, {})
-    key = ("assignments", id(scope))
+    cache = file.memo.get(_ASSIGNMENTS, dict)
+    key = id(scope)
     if key not in cache:
-        out: dict[str, list[tuple[int, ast.AST]]] = {}
+        out: dict[str, list[tuple[int, ast.expr]]] = {}
         for n in ast.walk(scope):
             if isinstance(n, ast.Assign):
                 for t in n.targets:
@@ -1394,7 +1436,7 @@ def is_power_of_two(n: int) -> bool:
 # Launch sites: what the host code in the same file proves about a kernel's tiles ------------
 
 
-def launch_bindings(kernel: Kernel, call: ast.Call) -> dict[str, ast.AST]:
+def launch_bindings(kernel: Kernel, call: ast.Call) -> dict[str, ast.expr]:
     """The kernel parameter each argument of `kernel[grid](...)` binds (keywords, positions; after
     a `*starred` argument the trailing ones fill the last parameters unless autotuned)."""
     params = kernel.params
@@ -1408,7 +1450,7 @@ def launch_bindings(kernel: Kernel, call: ast.Call) -> dict[str, ast.AST]:
     return dict(passed)
 
 
-def launches(file, kernel: Kernel) -> list[ast.Call]:
+def launches(file: PythonFile, kernel: Kernel) -> list[ast.Call]:
     """`kernel[grid](...)` calls in the file."""
     return [
         call
@@ -1417,7 +1459,7 @@ def launches(file, kernel: Kernel) -> list[ast.Call]:
     ]
 
 
-def _host_value(file, scope, node: ast.AST, line: int, depth: int = 0) -> ast.AST:
+def _host_value(file: PythonFile, scope, node: ast.expr, line: int, depth: int = 0) -> ast.expr:
     """A name in host code replaced by the value of its last assignment above `line` in the
     launcher (tuple unpacking of a tuple included); anything else as it is."""
     if depth > 4 or not isinstance(node, ast.Name):
@@ -1440,7 +1482,7 @@ def _host_value(file, scope, node: ast.AST, line: int, depth: int = 0) -> ast.AS
     return _host_value(file, scope, found[1], line, depth + 1)
 
 
-def _host_int(file, scope, node: ast.AST, line: int) -> int | None:
+def _host_int(file: PythonFile, scope, node: ast.AST, line: int) -> int | None:
     """An integer the host code fixes (literals, constants of the launcher or the module)."""
     env: dict[str, object] = {}
     for n in ast.walk(node):
@@ -1458,7 +1500,7 @@ def _host_int(file, scope, node: ast.AST, line: int) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _checked_multiples(file, scope, call: ast.Call) -> list[tuple[ast.AST, int]]:
+def _checked_multiples(file: PythonFile, scope, call: ast.Call) -> list[tuple[ast.AST, int]]:
     """`(dim, C)` for each `dim % C == 0` the launcher makes sure of before the launch:
     `assert dim % C == 0`, `torch._check(dim % C == 0)`, `if dim % C: raise ...`."""
     out: list[tuple[ast.AST, int]] = []
@@ -1497,7 +1539,7 @@ def _checked_multiples(file, scope, call: ast.Call) -> list[tuple[ast.AST, int]]
     return out
 
 
-def _divisor_function(file, name: str) -> bool:
+def _divisor_function(file: PythonFile, name: str) -> bool:
     """A function of the file that returns only 1 or a `d` it has tested with
     `n % d == 0` on its first parameter `n` (a divisor of `n`, found by search)."""
     fn = next(
@@ -1539,7 +1581,7 @@ def _divisor_function(file, name: str) -> bool:
     return True
 
 
-def _divides_dim(file, value: ast.AST) -> ast.AST | None:
+def _divides_dim(file: PythonFile, value: ast.AST) -> ast.expr | None:
     """The dimension a host value divides by construction: `math.gcd(n, X)`, or a divisor
     function of the file called on `n`."""
     if not isinstance(value, ast.Call) or not value.args:
@@ -1550,7 +1592,9 @@ def _divides_dim(file, value: ast.AST) -> ast.AST | None:
     return None
 
 
-def _rounded_to(file, scope, node: ast.AST, line: int, depth: int = 0) -> list[ast.AST]:
+def _rounded_to(
+    file: PythonFile, scope, node: ast.expr, line: int, depth: int = 0
+) -> list[ast.expr]:
     """The multiples a host size is rounded up to: `cdiv(n, B) * B`, `((n + B - 1) // B) * B`,
     `math.ceil(n / B) * B`, `n + (B - n % B) % B`, `n + -n % B`, through local names."""
     if depth > 4:
@@ -1591,7 +1635,7 @@ def _rounded_to(file, scope, node: ast.AST, line: int, depth: int = 0) -> list[a
 _ALLOCATORS = ("empty", "zeros", "ones", "full", "new_empty", "new_zeros", "new_ones", "new_full")
 
 
-def _allocated_dims(file, scope, node: ast.AST, line: int) -> list[ast.AST]:
+def _allocated_dims(file: PythonFile, scope, node: ast.expr, line: int) -> list[ast.expr]:
     """The sizes of a buffer allocated in the launcher (`torch.empty((a, b), ...)`)."""
     value = _host_value(file, scope, node, line)
     if not isinstance(value, ast.Call) or not isinstance(value.func, (ast.Attribute, ast.Name)):
@@ -1607,7 +1651,7 @@ def _allocated_dims(file, scope, node: ast.AST, line: int) -> list[ast.AST]:
     return list(shape.elts) if isinstance(shape, (ast.Tuple, ast.List)) else []
 
 
-def _same_size(file, scope, a: ast.AST, b: ast.AST, line: int) -> bool:
+def _same_size(file: PythonFile, scope, a: ast.expr, b: ast.expr, line: int) -> bool:
     """Whether block `b` divides `a`: the same expression, or integers with `a % b == 0`."""
     if label(_host_value(file, scope, a, line)) == label(_host_value(file, scope, b, line)):
         return True
@@ -1615,7 +1659,9 @@ def _same_size(file, scope, a: ast.AST, b: ast.AST, line: int) -> bool:
     return ia is not None and ib is not None and ib > 0 and ia % ib == 0
 
 
-def _tile_values(file, kernel: Kernel, bound: dict[str, ast.AST], param: str) -> list[ast.AST]:
+def _tile_values(
+    file: PythonFile, kernel: Kernel, bound: dict[str, ast.expr], param: str
+) -> list[ast.expr]:
     """What a constexpr tile is at one launch: the argument bound to it, else the values every
     autotune config gives it."""
     if param in bound:
@@ -1625,20 +1671,20 @@ def _tile_values(file, kernel: Kernel, bound: dict[str, ast.AST], param: str) ->
     configs = autotune_configs(file, kernel.autotune)
     if not configs or any(not isinstance(c.kwargs.get(param), int) for c in configs):
         return []
-    return [ast.Constant(c.kwargs[param]) for c in configs]
+    return [ast.Constant(v) for c in configs if isinstance(v := c.kwargs[param], int)]
 
 
 def _names(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
-def launch_divided_tiles(file, kernel: Kernel) -> frozenset:
+def launch_divided_tiles(file: PythonFile, kernel: Kernel) -> frozenset[str]:
     """Constexpr tiles every launch in the file keeps in bounds: the launcher makes sure a
     dimension it passes is a multiple of C (`assert n % C == 0`, `if n % C: raise`) and the tile
     is a constant dividing C; or the tile is computed from a dimension it passes so that it
     divides it (`math.gcd(n, 256)`, a divisor-search helper of the file)."""
-    cache = _CACHE.setdefault(file, {})
-    key = ("launch_divided", id(kernel.node))
+    cache = file.memo.get(_LAUNCH_DIVIDED, dict)
+    key = id(kernel.node)
     if key in cache:
         return cache[key]
     calls = launches(file, kernel)
@@ -1659,7 +1705,8 @@ def launch_divided_tiles(file, kernel: Kernel) -> frozenset:
             if not values:
                 continue
             ints = [_host_int(file, scope, v, call.lineno) for v in values]
-            if all(b for b in ints) and any(all(c % b == 0 for b in ints) for _, c in checks):
+            known = [b for b in ints if b]
+            if len(known) == len(ints) and any(all(c % b == 0 for b in known) for _, c in checks):
                 here.add(param)
                 continue
             if len(values) == 1:
@@ -1671,11 +1718,11 @@ def launch_divided_tiles(file, kernel: Kernel) -> frozenset:
     return cache[key]
 
 
-def launch_padded_buffers(file, kernel: Kernel) -> frozenset:
+def launch_padded_buffers(file: PythonFile, kernel: Kernel) -> frozenset[str]:
     """Pointer parameters that every launch binds to a buffer the launcher allocated with a size
     rounded up to a multiple of a tile it passes (`torch.empty((cdiv(m, B) * B, n))`)."""
-    cache = _CACHE.setdefault(file, {})
-    key = ("launch_padded", id(kernel.node))
+    cache = file.memo.get(_LAUNCH_PADDED, dict)
+    key = id(kernel.node)
     if key in cache:
         return cache[key]
     out: set[str] | None = None
