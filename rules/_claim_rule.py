@@ -5,22 +5,30 @@ discovered). Each rule reports the claims gpulint.claims found for its own code,
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
+from typing import TypeAlias
 
-from gpulint.diagnostics import Severity
-from gpulint.frontends.docs import docstring_claims
+from gpulint.claims import Claim
+from gpulint.diagnostics import Finding, Severity
+from gpulint.frontends.docs import DocFile, Span, docstring_claims
+from gpulint.frontends.python.file import PythonFile
+from gpulint.rule import Rule
+
+# The files the claim rules read: documents, and Python files' docstrings.
+ClaimFile: TypeAlias = DocFile | PythonFile
 
 
 class _At:
-    def __init__(self, display_path: str, span):
+    def __init__(self, display_path: str, span: Span):
         self.display_path = display_path
         self._span = span
 
-    def span(self, node):
+    def span(self, node: object) -> Span:
         return self._span
 
 
-def claim_findings(rule, file):
-    if hasattr(file, "claims"):  # a Markdown / RST document
+def claim_findings(rule: Rule, file: ClaimFile) -> Iterator[Finding]:
+    if isinstance(file, DocFile):  # a Markdown / RST document
         for claim in file.claims:
             if claim.code == rule.code:
                 yield rule.report(file, claim, claim.message, severity=_severity(claim))
@@ -37,10 +45,10 @@ def claim_findings(rule, file):
             )
 
 
-def _severity(claim) -> Severity | None:
+def _severity(claim: Claim) -> Severity | None:
     return Severity(claim.severity) if claim.severity else None
 
 
-def _cites_evidence(file) -> bool:
+def _cites_evidence(file: PythonFile) -> bool:
     text = getattr(getattr(file, "source", None), "text", None) or getattr(file, "text", "") or ""
     return "gpulint-evidence" in text or "gpulint bench" in text

@@ -1,11 +1,23 @@
+from __future__ import annotations
+
 import ast
 import functools
 import re
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeAlias
 
-from gpulint.diagnostics import Severity
+from gpulint.diagnostics import Finding, Severity
+from gpulint.frontends.python.file import PythonFile
 from gpulint.levers import Lever, preset_levers, registry, table_markdown
 from gpulint.rule import Invalid, Rule, Valid
+
+if TYPE_CHECKING:
+    from gpulint.frontends.shell import ShellCommand, ShellFile
+    from gpulint.frontends.yamlconfig import ConfigKey, YamlFile
+
+    # What GPU901 reads: Python code, YAML configs, shell scripts.
+    LeverSite: TypeAlias = PythonFile | YamlFile | ShellFile
 
 _IMPORT_ERRORS = {
     "ImportError",
@@ -329,7 +341,7 @@ class RefutedLever(Rule):
             if (hit := lever.refuted_for(settings.targets))
         ]
 
-    def _active_for(self, file) -> list[tuple[Lever, list]]:
+    def _active_for(self, file: LeverSite) -> list[tuple[Lever, list]]:
         """The levers that apply to this file: not inside a package a lever is about, and only
         for the targets the file can run on (a file that names its hardware, an `h100` module or
         a header saying `sm_90`, targets that; a CI job runs on its runners' hardware only)."""
@@ -347,9 +359,9 @@ class RefutedLever(Rule):
         return out
 
     # -- Python ------------------------------------------------------------------------------
-    def finish(self, file):
+    def finish(self, file: LeverSite) -> Iterator[Finding]:
         # Test code exercises every backend on purpose; it re-attempts nothing.
-        if not self.active or not hasattr(file, "tree") or file.is_test:
+        if not self.active or not isinstance(file, PythonFile) or file.is_test:
             return
         active = self._active_for(file)
         if not active:
@@ -362,7 +374,9 @@ class RefutedLever(Rule):
                 _matches_module(name, lever.imports + lever.calls) for name in optional
             ) and not any(_matches_module(name, lever.imports) for _, name in imports):
                 continue  # an optional backend (guarded import): used only where installed
-            hits = [(node, name) for node, name in imports if _matches_module(name, lever.imports)]
+            hits: list[tuple[ast.stmt | ast.expr | ast.keyword, str]] = [
+                (node, name) for node, name in imports if _matches_module(name, lever.imports)
+            ]
             if not hits:
                 for node, name in calls:
                     if name in lever.calls and not self._disabled(node, name):
@@ -372,11 +386,15 @@ class RefutedLever(Rule):
                             if kw.arg and (what := _config_hit(lever, kw.arg, _literal(kw.value))):
                                 hits.append((kw, what))
             if hits:  # one finding per lever per file: the first place that re-attempts it
-                node, what = min(hits, key=lambda h: (h[0].lineno, h[0].col_offset))
-                yield self._report(file, node, lever, targets, what)
+                first, what = min(hits, key=lambda h: (h[0].lineno, h[0].col_offset))
+                yield self._report(file, first, lever, targets, what)
 
-    def _python_sites(self, file):
-        imports: list[tuple[ast.AST, str]] = []
+    def _python_sites(
+        self, file: PythonFile
+    ) -> tuple[
+        list[tuple[ast.Import | ast.ImportFrom, str]], list[tuple[ast.Call, str]], list[str]
+    ]:
+        imports: list[tuple[ast.Import | ast.ImportFrom, str]] = []
         optional: list[str] = []  # modules and names imported under `try/except ImportError`
         for node in file.nodes(ast.Import, ast.ImportFrom):
             if isinstance(node, ast.Import):
@@ -394,7 +412,7 @@ class RefutedLever(Rule):
         return imports, calls, optional
 
     @staticmethod
-    def _guarded(file, node) -> bool:
+    def _guarded(file: PythonFile, node: ast.AST) -> bool:
         """Imported as an optional backend: under `try/except ImportError`, or under an
         availability check or a switch (`if is_flash_attn_2_available():`, `if self.use_flash_attn:`)."""
         for parent in file.ancestors(node):
@@ -448,7 +466,7 @@ class RefutedLever(Rule):
         return False
 
     # -- YAML config keys and shell installs -------------------------------------------------
-    def visit_ConfigKey(self, node, file):
+    def visit_ConfigKey(self, node: ConfigKey, file: YamlFile) -> Iterator[Finding]:
         if _is_test_path(file.display_path):
             return
         for lever, targets in self._active_for(file):
@@ -458,7 +476,9 @@ class RefutedLever(Rule):
             if what:
                 yield self._report(file, node, lever, targets, what)
 
-    def visit_ShellCommand(self, node, file):
+    def visit_ShellCommand(
+        self, node: ShellCommand, file: ShellFile | YamlFile
+    ) -> Iterator[Finding]:
         if _is_test_path(file.display_path):
             return
         words = list(node.words)
@@ -475,7 +495,7 @@ class RefutedLever(Rule):
             for name in sorted(packages & wanted):
                 yield self._report(file, node, lever, targets, f"pip install {name}")
 
-    def _report(self, file, node, lever: Lever, targets, what: str):
+    def _report(self, file: LeverSite, node: object, lever: Lever, targets, what: str) -> Finding:
         instead = f"; instead: {lever.instead}" if lever.instead else ""
         return self.report(
             file,

@@ -1,4 +1,7 @@
-from gpulint.diagnostics import Severity
+from collections.abc import Iterator
+
+from gpulint.diagnostics import Finding, Severity
+from gpulint.frontends.leverfile import LeverEntry, LeverFile
 from gpulint.levers import LeverError, check_entry
 from gpulint.rule import Rule
 
@@ -63,7 +66,7 @@ class UnsourcedLever(Rule):
         '[[levers]]\nname = "y"\nfact = "slower"\nsource = "  "\nstatus = "SOURCED"\n',
     ]
 
-    def visit_LeverEntry(self, node, file):
+    def visit_LeverEntry(self, node: LeverEntry, file: LeverFile) -> Iterator[Finding]:
         entry = node.entry
         try:
             check_entry(entry, f"levers[{node.index}]")

@@ -1,5 +1,20 @@
-from gpulint.diagnostics import Severity
-from gpulint.envvars import DEBUG_VARIABLES, TRIGGERS, EnvSettingVisits, is_debug_value, marks_debug
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from gpulint.diagnostics import Finding, Severity
+from gpulint.envvars import (
+    DEBUG_VARIABLES,
+    TRIGGERS,
+    EnvSetting,
+    EnvSettingVisits,
+    is_debug_value,
+    marks_debug,
+)
+
+if TYPE_CHECKING:
+    from gpulint.envvars import SettingFile
 from gpulint.rule import Rule
 
 
@@ -64,7 +79,7 @@ class DebugEnvLeftSet(EnvSettingVisits, Rule):
         "export TORCH_USE_CUDA_DSA=1\n",
     ]
 
-    def judge(self, setting, at, file):
+    def judge(self, setting: EnvSetting, at: object, file: SettingFile) -> Iterator[Finding]:
         why = DEBUG_VARIABLES.get(setting.name)
         if why is None or not is_debug_value(setting.name, setting.value):
             return

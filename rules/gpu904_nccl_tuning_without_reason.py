@@ -1,5 +1,13 @@
-from gpulint.diagnostics import Severity
-from gpulint.envvars import NCCL_TUNING, EnvSettingVisits, says_why
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from gpulint.diagnostics import Finding, Severity
+from gpulint.envvars import NCCL_TUNING, EnvSetting, EnvSettingVisits, says_why
+
+if TYPE_CHECKING:
+    from gpulint.envvars import SettingFile
 from gpulint.rule import Rule
 
 
@@ -65,7 +73,7 @@ class NcclTuningWithoutReason(EnvSettingVisits, Rule):
         "# export NCCL_ALGO=Ring\nexport NCCL_ALGO=Tree\n",
     ]
 
-    def judge(self, setting, at, file):
+    def judge(self, setting: EnvSetting, at: object, file: SettingFile) -> Iterator[Finding]:
         if setting.name not in NCCL_TUNING or says_why(setting.comments):
             return
         value = setting.value if setting.value is not None else "..."

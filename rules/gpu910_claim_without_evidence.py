@@ -1,7 +1,9 @@
-from gpulint.rules._claim_rule import claim_findings
+from collections.abc import Iterator
+
+from gpulint.rules._claim_rule import ClaimFile, claim_findings
 
 from gpulint.claims import EVIDENCE_WORDS, SPEED_WORDS, THROUGHPUT_WORDS
-from gpulint.diagnostics import Severity
+from gpulint.diagnostics import Finding, Severity
 from gpulint.rule import Invalid, Rule
 
 
@@ -104,5 +106,5 @@ class ClaimWithoutEvidence(Rule):
         ),
     ]
 
-    def finish(self, file):
+    def finish(self, file: ClaimFile) -> Iterator[Finding]:
         return claim_findings(self, file)

@@ -1,7 +1,9 @@
-from gpulint.rules._claim_rule import claim_findings
+from collections.abc import Iterator
+
+from gpulint.rules._claim_rule import ClaimFile, claim_findings
 
 from gpulint.claims import SPEED_WORDS
-from gpulint.diagnostics import Severity
+from gpulint.diagnostics import Finding, Severity
 from gpulint.rule import Rule
 
 
@@ -56,5 +58,5 @@ class BareRatio(Rule):
         "The cache gives a 30% speedup on retrieval (10 runs, std 1%).\n",
     ]
 
-    def finish(self, file):
+    def finish(self, file: ClaimFile) -> Iterator[Finding]:
         return claim_findings(self, file)

@@ -1,6 +1,8 @@
-from gpulint.rules._claim_rule import claim_findings
+from collections.abc import Iterator
 
-from gpulint.diagnostics import Severity
+from gpulint.rules._claim_rule import ClaimFile, claim_findings
+
+from gpulint.diagnostics import Finding, Severity
 from gpulint.rule import Rule
 
 
@@ -72,5 +74,5 @@ class UnknownPeakDenominator(Rule):
         "We measured 45% MFU on GB10 in bf16.\n",
     ]
 
-    def finish(self, file):
+    def finish(self, file: ClaimFile) -> Iterator[Finding]:
         return claim_findings(self, file)

@@ -9,7 +9,21 @@ comments that sit on its line or directly above it. The rules then judge one mod
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeAlias
+
+if TYPE_CHECKING:
+    import ast
+
+    from gpulint.diagnostics import Finding
+    from gpulint.frontends.envfile import EnvFile
+    from gpulint.frontends.python.file import PythonFile
+    from gpulint.frontends.shell import ShellFile
+    from gpulint.frontends.yamlconfig import YamlFile
+
+    # The parsed files that set environment variables (what `judge` gets).
+    SettingFile: TypeAlias = PythonFile | ShellFile | EnvFile | YamlFile
 
 # Debug switches: each costs speed on every step (serialised launches, device-side assertion
 # bookkeeping, NCCL logging on every communicator call).
@@ -146,11 +160,11 @@ _SETTING_LINE = re.compile(
 
 
 # -- Python: os.environ[...] = ..., os.environ.setdefault / update, os.putenv ----------------
-def python_settings(file, node) -> list[tuple[object, EnvSetting]]:
+def python_settings(file: PythonFile, node: ast.AST) -> list[tuple[object, EnvSetting]]:
     """(ast node to report at, EnvSetting) for each variable a Python statement sets."""
     import ast
 
-    pairs: list[tuple[object, object, object]] = []  # (report node, key node, value node)
+    pairs: list[tuple[ast.AST, ast.AST, ast.AST]] = []  # (report node, key node, value node)
     if isinstance(node, ast.Assign):
         for target in node.targets:
             if isinstance(target, ast.Subscript) and file.qualname(target.value) == "os.environ":
@@ -170,7 +184,7 @@ def python_settings(file, node) -> list[tuple[object, EnvSetting]]:
             for kw in node.keywords:
                 if kw.arg:
                     pairs.append((kw, ast.Constant(kw.arg), kw.value))
-    out = []
+    out: list[tuple[object, EnvSetting]] = []
     for at, key, value in pairs:
         if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
             continue
@@ -192,8 +206,8 @@ def python_settings(file, node) -> list[tuple[object, EnvSetting]]:
             None if literal is None else str(literal),
             line,
             col,
-            end_line,
-            end_col,
+            line if end_line is None else end_line,  # parsed nodes always have an end
+            col if end_col is None else end_col,
             comments,
         )
         out.append((at, setting))
@@ -205,16 +219,24 @@ class EnvSettingVisits:
     `os.environ[...] = ...`, `setdefault`, `putenv`, `update`; shell, `.env` and YAML settings)
     goes to the rule's `judge(setting, at, file)`. Test code sets variables on purpose."""
 
-    def visit_Assign(self, node, file):
+    if TYPE_CHECKING:
+
+        def judge(self, setting: EnvSetting, at: object, file: SettingFile) -> Iterator[Finding]:
+            """The rule's judgment of one setting (each rule defines it)."""
+            ...
+
+    def visit_Assign(self, node: ast.Assign, file: PythonFile) -> Iterator[Finding]:
         yield from self._python(node, file)
 
-    def visit_Call(self, node, file):
+    def visit_Call(self, node: ast.Call, file: PythonFile) -> Iterator[Finding]:
         yield from self._python(node, file)
 
-    def visit_EnvSetting(self, node, file):
+    def visit_EnvSetting(
+        self, node: EnvSetting, file: ShellFile | EnvFile | YamlFile
+    ) -> Iterator[Finding]:
         yield from self.judge(node, node, file)
 
-    def _python(self, node, file):
+    def _python(self, node: ast.Assign | ast.Call, file: PythonFile) -> Iterator[Finding]:
         if file.is_test:
             return
         for at, setting in python_settings(file, node):

@@ -21,12 +21,20 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from gpulint.claims import ABSOLUTE, EVIDENCE_TAG, Claim, EvidenceContext, Unit, analyse
 from gpulint.diagnostics import Finding
-from gpulint.frontends import decode, noqa_by_line, run_rules
+from gpulint.frontends import Memo, MemoKey, decode, noqa_by_line, run_rules
 from gpulint.settings import Settings
 from gpulint.source import VENDORED_DIRS, SourceText
+
+if TYPE_CHECKING:
+    import ast
+
+    from gpulint.frontends.python.file import PythonFile
+
+Span = tuple[int, int, int, int]
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _HEADING = re.compile(r"^ {0,3}#{1,6}(\s|$)")
@@ -733,6 +741,7 @@ class DocFile:
         self.text = text
         self.source = SourceText(text)
         self.settings = settings
+        self.memo = Memo()  # what rules compute once per document (none yet)
         name = display_path.replace("\\", "/").rsplit("/", 1)[-1]
         self.rst = name.lower().endswith((".rst", ".rest"))
         self.changelog = bool(_CHANGELOG.match(name))
@@ -769,15 +778,19 @@ def evidence_context(display_path: str, settings: Settings | None) -> EvidenceCo
 
 
 # -- Python docstrings ---------------------------------------------------------------------------
-def docstring_claims(file, settings: Settings) -> list[tuple[Claim, tuple[int, int, int, int]]]:
-    """Claims in a Python file's module/class/function docstrings, with their spans. Cached on
-    the parsed file so the three claim rules share one analysis."""
-    cached = getattr(file, "_gpulint_docstring_claims", None)
-    if cached is not None:
-        return cached
+_DOCSTRING_CLAIMS: MemoKey[list[tuple[Claim, Span]]] = MemoKey("docs.docstring_claims")
+
+
+def docstring_claims(file: PythonFile, settings: Settings | None) -> list[tuple[Claim, Span]]:
+    """Claims in a Python file's module/class/function docstrings, with their spans. Kept in
+    the file's memo so the three claim rules share one analysis."""
+    return file.memo.get(_DOCSTRING_CLAIMS, lambda: _docstring_claims(file, settings))
+
+
+def _docstring_claims(file: PythonFile, settings: Settings | None) -> list[tuple[Claim, Span]]:
     import ast
 
-    out = []
+    out: list[tuple[Claim, Span]] = []
     evidence = evidence_context(file.display_path, settings)
     # Docstrings describe code, not results: their claims are judged only when opted in
     # (`[tool.gpulint.claims] docstrings = true`); a dangling evidence reference always is.
@@ -789,16 +802,17 @@ def docstring_claims(file, settings: Settings) -> list[tuple[Claim, tuple[int, i
         literal = body[0].value
         if not (isinstance(literal, ast.Constant) and isinstance(literal.value, str)):
             continue
-        out.extend(_docstring(file, literal, evidence, scope))
-    try:
-        file._gpulint_docstring_claims = out
-    except AttributeError:  # pragma: no cover - slotted file objects
-        pass
+        out.extend(_docstring(file, literal, literal.value, evidence, scope))
     return out
 
 
-def _docstring(file, literal, evidence: EvidenceContext, scope: bool = True):
-    value: str = literal.value
+def _docstring(
+    file: PythonFile,
+    literal: ast.Constant,
+    value: str,
+    evidence: EvidenceContext,
+    scope: bool = True,
+) -> list[tuple[Claim, Span]]:
     if not any(ch.isdigit() for ch in value):
         return []
     # Where the value's characters start in the file, when they map one to one.
@@ -813,7 +827,7 @@ def _docstring(file, literal, evidence: EvidenceContext, scope: bool = True):
     mask_rst(masker)
     _mask_indented_blocks(masker)
     units = units_from(masker.text, value, masker.source, masker, rst=True)
-    out = []
+    out: list[tuple[Claim, Span]] = []
     for unit in units:
         unit.kind = "docstring" if unit.kind == "paragraph" else unit.kind
         for claim in analyse(unit, evidence, scope=scope):

@@ -35,6 +35,7 @@ import threading
 import time
 import traceback
 import warnings
+from typing import TextIO
 
 SYNC_WARNING = "called a synchronizing CUDA operation"
 ANNOTATION = "gpulint@"
@@ -260,7 +261,14 @@ class Runner:
         previous = warnings.showwarning
         runner = self
 
-        def showwarning(message, category, filename, lineno, file=None, line=None):
+        def showwarning(
+            message: Warning | str,
+            category: type[Warning],
+            filename: str,
+            lineno: int,
+            file: TextIO | None = None,
+            line: str | None = None,
+        ) -> None:
             text = str(message)
             if SYNC_WARNING not in text or not runner.tracing:
                 return previous(message, category, filename, lineno, file, line)

@@ -14,13 +14,17 @@ import ast
 import io
 import tokenize
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gpulint.diagnostics import Edit
+
+if TYPE_CHECKING:
+    from gpulint.frontends.python.file import PythonFile
 
 _SKIPPED = (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT)
 
 
-def replace(file, node: ast.AST, text: str) -> Edit:
+def replace(file: PythonFile, node: ast.AST, text: str) -> Edit:
     start, end = file.offsets(node)
     return Edit(start, end, text)
 
@@ -42,7 +46,7 @@ class CallArguments:
         return self.starts[0] if self.starts else None
 
 
-def call_arguments(file, call: ast.Call) -> CallArguments | None:
+def call_arguments(file: PythonFile, call: ast.Call) -> CallArguments | None:
     """Token-level boundaries of `call`'s arguments; None when they cannot be read."""
     _, func_end = file.offsets(call.func)
     _, call_end = file.offsets(call)
@@ -134,7 +138,7 @@ def _bare_generator(call: ast.Call) -> bool:
     return len(call.args) == 1 and not call.keywords and isinstance(call.args[0], ast.GeneratorExp)
 
 
-def insert_first_arg(file, call: ast.Call, text: str) -> Edit | None:
+def insert_first_arg(file: PythonFile, call: ast.Call, text: str) -> Edit | None:
     """`f(a=1)` -> `f(TEXT, a=1)`; `f((a))` -> `f(TEXT, (a))`; `f()` -> `f(TEXT)`."""
     args = call_arguments(file, call)
     if args is None or _bare_generator(call):
@@ -144,7 +148,7 @@ def insert_first_arg(file, call: ast.Call, text: str) -> Edit | None:
     return Edit(args.first, args.first, f"{text}, ")
 
 
-def append_arg(file, call: ast.Call, text: str) -> Edit | None:
+def append_arg(file: PythonFile, call: ast.Call, text: str) -> Edit | None:
     """`f(a)` -> `f(a, TEXT)`; `f(a,)` -> `f(a, TEXT,)`; `f((a))` -> `f((a), TEXT)`;
     `f()` -> `f(TEXT)`. Comments after the last argument stay where they are."""
     args = call_arguments(file, call)
@@ -155,7 +159,7 @@ def append_arg(file, call: ast.Call, text: str) -> Edit | None:
     return Edit(args.last_end, args.last_end, f", {text}")
 
 
-def argument_starts(file, call: ast.Call) -> dict[int, int] | None:
+def argument_starts(file: PythonFile, call: ast.Call) -> dict[int, int] | None:
     """id(argument node) -> where its text begins, its own parentheses included."""
     args = call_arguments(file, call)
     if args is None:
@@ -167,18 +171,18 @@ def argument_starts(file, call: ast.Call) -> dict[int, int] | None:
 
 
 # -- imports -----------------------------------------------------------------------------------
-def imports_binding(file, name: str) -> list[ast.Import | ast.ImportFrom] | None:
+def imports_binding(file: PythonFile, name: str) -> list[ast.Import | ast.ImportFrom] | None:
     """The import statements that bind `name`, when imports are its only bindings in the file
     (no assignment, parameter, definition, loop target, `global`, or other import shadows it);
     else None. A fix may then change what the name means by rewriting those statements."""
     statements: list[ast.Import | ast.ImportFrom] = []
-    for node in file.nodes(ast.Import, ast.ImportFrom):
-        for alias in node.names:
+    for statement in file.nodes(ast.Import, ast.ImportFrom):
+        for alias in statement.names:
             bound = alias.asname or alias.name.split(".")[0]
             if bound == name:
-                statements.append(node)
-    for node in file.nodes(ast.Name):
-        if node.id == name and not isinstance(node.ctx, ast.Load):
+                statements.append(statement)
+    for use in file.nodes(ast.Name):
+        if use.id == name and not isinstance(use.ctx, ast.Load):
             return None
     for node in file.nodes(ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda):
         if getattr(node, "name", None) == name:
@@ -189,17 +193,17 @@ def imports_binding(file, name: str) -> list[ast.Import | ast.ImportFrom] | None
             every += [a for a in (arguments.vararg, arguments.kwarg) if a is not None]
             if any(a.arg == name for a in every):
                 return None
-    for node in file.nodes(ast.Global, ast.Nonlocal):
-        if name in node.names:
+    for declaration in file.nodes(ast.Global, ast.Nonlocal):
+        if name in declaration.names:
             return None
-    for node in file.nodes(ast.ExceptHandler):
-        if node.name == name:
+    for handler in file.nodes(ast.ExceptHandler):
+        if handler.name == name:
             return None
     return statements or None
 
 
 def rewrite_import(
-    file, statement: ast.Import | ast.ImportFrom, old_module: str, new_module: str
+    file: PythonFile, statement: ast.Import | ast.ImportFrom, old_module: str, new_module: str
 ) -> Edit | None:
     """Point `statement` at `new_module` instead of `old_module` (`from torch.cuda.amp import x`
     -> `from torch.amp import x`; `import torch.cuda.amp as amp` -> `import torch.amp as amp`),

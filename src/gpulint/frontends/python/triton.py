@@ -593,7 +593,12 @@ class SmemEstimate:
 
 
 def shared_memory_estimate(
-    file, kernel: Kernel, config: Config, arch, nbytes: int, env_extra: dict | None = None
+    file: PythonFile,
+    kernel: Kernel,
+    config: Config,
+    arch,
+    nbytes: int,
+    env_extra: dict | None = None,
 ) -> SmemEstimate | None:
     """Shared memory Triton allocates for a matmul-like kernel under one config: every tile
     that feeds a `tl.dot` in its loop, once per pipeline buffer, plus dot operands loaded
@@ -797,7 +802,7 @@ class OffsetFlow:
 
     file: BackLink[PythonFile] = BackLink()  # weak: the file's memo holds this
 
-    def __init__(self, file, kernel: Kernel):
+    def __init__(self, file: PythonFile, kernel: Kernel):
         self.file = file
         self.kernel = kernel
         self.defs: dict[str, list[_Def]] = {}
