@@ -112,10 +112,14 @@ class Checker:
 
         files, problems = self.find(paths)
         groups: dict[int, tuple[Linter, list[Path]]] = {}
+        folders = [p for p in paths if p.is_dir()]
         for path in files:
-            linter = self.linter(self.resolver.for_path(path))
-            linter.roots.extend(p for p in paths if p.is_dir() and p not in linter.roots)
-            groups.setdefault(id(linter), (linter, []))[1].append(path)
+            linter = self.linter(self.resolver.for_file(path))
+            group = groups.get(id(linter))
+            if group is None:
+                linter.roots.extend(p for p in folders if p not in linter.roots)
+                group = groups[id(linter)] = (linter, [])
+            group[1].append(path)
         root = self.root_config(paths)
         # A repository's `jobs` is capped at the cores (`jobs = 100000` must not fork-bomb CI);
         # --jobs on the command line is the user's own choice.

@@ -327,8 +327,9 @@ class ConfigResolver:
     def __init__(self, explicit: Path | None = None, adjust=None):
         self.explicit = explicit
         self.adjust = adjust
-        self._source: dict[Path, Path | None] = {}
+        self._source: dict[str, Path | None] = {}  # folder -> its configuration file
         self._configs: dict[Path | None, Config] = {}
+        self._by_folder: dict[str, Config] = {}
         # The run's own configuration must be right (a ConfigError, exit 2). Once it is loaded
         # (`strict` off), a broken pyproject.toml deeper in a checked tree is a stranger's file:
         # reported as its GPU000 (`problems`), and its folder takes the configuration above it.
@@ -340,32 +341,45 @@ class ConfigResolver:
             raise error
         self.problems.append((str(path), f"configuration not used: {error}"))
 
-    def source_for(self, directory: Path) -> Path | None:
+    def source_for(self, directory: Path | str) -> Path | None:
         if self.explicit is not None:
             return self.explicit
-        directory = Path(os.path.abspath(directory))
+        # Walked up with strings, stopping at the first folder already known: a run asks once
+        # per folder of the tree, and each answer fills in the folders on the way up.
+        d = os.path.abspath(directory)
         chain = []
         found: Path | None = None
-        for d in (directory, *directory.parents):
+        while True:
             if d in self._source:
                 found = self._source[d]
                 break
             chain.append(d)
-            candidate = d / "pyproject.toml"
-            if os.path.lexists(candidate) and not candidate.is_dir():
+            candidate = os.path.join(d, "pyproject.toml")
+            if os.path.lexists(candidate) and not os.path.isdir(candidate):
                 try:
-                    data = read_toml(candidate)
+                    data = read_toml(Path(candidate))
                 except ConfigError as e:
-                    self._broken(candidate, e)
-                    continue
+                    self._broken(Path(candidate), e)
+                    data = {}
                 if "gpulint" in _tool_table(data):
-                    found = candidate
+                    found = Path(candidate)
                     break
+            parent = os.path.dirname(d)
+            if parent == d:
+                break
+            d = parent
         for d in chain:
             self._source[d] = found
         return found
 
-    def __call__(self, directory: Path) -> Config:
+    def __call__(self, directory: Path | str) -> Config:
+        key = os.path.abspath(directory)
+        config = self._by_folder.get(key)
+        if config is None:
+            config = self._by_folder[key] = self._resolve(key)
+        return config
+
+    def _resolve(self, directory: str) -> Config:
         source = self.source_for(directory)
         config = self._configs.get(source)
         if config is None:
@@ -386,6 +400,10 @@ class ConfigResolver:
     def for_path(self, path: Path) -> Config:
         path = Path(os.path.abspath(path))
         return self(path if path.is_dir() else path.parent)
+
+    def for_file(self, path: Path | str) -> Config:
+        """`for_path` of a path known not to be a folder (a file the walk found): no stat."""
+        return self(os.path.dirname(os.path.abspath(path)))
 
 
 # key -> (Config field, whether the value extends the field rather than replacing it)

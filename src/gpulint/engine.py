@@ -19,6 +19,7 @@ from gpulint.config import Config
 from gpulint.diagnostics import UNANALYSABLE, Finding, unanalysable
 from gpulint.files import FileFinder
 from gpulint.frontends import ParseError, by_extension, decode, frontend_for
+from gpulint.pathutil import below
 from gpulint.project import ProjectIndex
 from gpulint.rule import Rule, all_rules
 from gpulint.safeio import MAX_SOURCE_BYTES, Unreadable, read_bytes
@@ -58,11 +59,8 @@ class Report:
 def display_path(path: Path) -> str:
     """Relative to the working directory when below it, as flake8 and ruff print paths.
     Symbolic links are not resolved: a finding names the path the user has."""
-    absolute = Path(os.path.abspath(path))
-    try:
-        return absolute.relative_to(os.getcwd()).as_posix()
-    except ValueError:
-        return path.as_posix()
+    rel = below(os.path.abspath(path), os.getcwd())
+    return rel if rel is not None else Path(path).as_posix()
 
 
 @functools.cache
@@ -179,10 +177,8 @@ class Linter:
 
     def relpath(self, path: Path) -> str:
         """Relative to the configuration's root (per-file-ignores, cache keys, SARIF URIs)."""
-        try:
-            return Path(os.path.abspath(path)).relative_to(self.config.root).as_posix()
-        except ValueError:
-            return path.as_posix()
+        rel = below(os.path.abspath(path), str(self.config.root))
+        return rel if rel is not None else Path(path).as_posix()
 
     def lint_bytes(
         self,

@@ -14,6 +14,7 @@ from pathlib import Path
 import pathspec
 
 from gpulint.config import Config
+from gpulint.pathutil import below
 from gpulint.safeio import MAX_CONFIG_BYTES, Unreadable, read_text
 
 
@@ -108,18 +109,12 @@ class FileFinder:
         self.extensions = extensions
         self.respect_gitignore = respect_gitignore
         self.exclude = pathspec.GitIgnoreSpec.from_lines(config.exclude)
+        self._suffixes = tuple(extensions)
         self.problems: list[tuple[str, str]] = []  # (path, why) for paths that cannot be walked
         self.roots: list[Path] = [config.root, Path.cwd()]  # where a .gitignore link may lead
 
     def _excluded(self, path: Path, is_dir: bool) -> bool:
-        config, exclude = self.config, self.exclude
-        if self.config_for is not None:
-            config = self.config_for(Path(os.path.abspath(path)).parent)
-            exclude = self._exclude_specs.get(id(config))  # type: ignore[assignment]
-            if exclude is None:
-                exclude = self._exclude_specs[id(config)] = pathspec.GitIgnoreSpec.from_lines(
-                    config.exclude
-                )
+        config, exclude = self._exclude_for(Path(os.path.abspath(path)).parent)
         try:
             rel = path.resolve().relative_to(config.root).as_posix()
         except (ValueError, OSError, RuntimeError):  # outside the root, or a link loop
@@ -154,7 +149,7 @@ class FileFinder:
         return tuple(specs)
 
     def find(self, paths: list[Path]) -> Iterator[Path]:
-        seen: set[Path] = set()
+        seen: set[str] = set()
         for given in paths:
             if not given.exists() and not given.is_symlink():
                 self.problems.append((str(given), "no such file or directory"))
@@ -172,7 +167,7 @@ class FileFinder:
             self.roots.append(given)
             yield from self._walk(given, seen)
 
-    def _walk(self, top: Path, seen: set[Path]) -> Iterator[Path]:
+    def _walk(self, top: Path, seen: set[str]) -> Iterator[Path]:
         # Each stack entry carries the gitignore specs of the directories above it.
         inherited = self._inherited_specs(top) if self.respect_gitignore else ()
         stack: list[tuple[Path, tuple[tuple[Path, pathspec.PathSpec], ...]]] = [(top, inherited)]
@@ -196,28 +191,36 @@ class FileFinder:
             except OSError as e:
                 self.problems.append((str(directory), f"cannot read directory: {e.strerror}"))
                 continue
+            # What every entry of this folder shares is worked out once per folder, not once
+            # per entry (a warm run is mostly this walk): its configuration and exclude spec,
+            # its real path (an entry that is not a link resolves to it plus the entry's name)
+            # and its path below each gitignore's folder.
+            place = _Folder(self, directory, specs)
             subdirs = []
             for entry in entries:
-                path = Path(entry.path)
                 try:
                     is_dir = entry.is_dir()
                 except OSError:
                     is_dir = False
-                if self._excluded(path, is_dir) or self._gitignored(path, is_dir, specs):
+                try:
+                    link = entry.is_symlink()
+                except OSError:
+                    link = True  # the careful way
+                if place.excluded(entry.name, entry.path, is_dir, link):
                     continue
-                if is_dir and entry.is_symlink() and not self._inside_roots(path):
+                if is_dir and link and not self._inside_roots(Path(entry.path)):
                     # A committed `sys -> /` must not walk the machine.
                     self.problems.append(
-                        (str(path), "symbolic link to a folder outside the project; not followed")
+                        (entry.path, "symbolic link to a folder outside the project; not followed")
                     )
                     continue
                 if is_dir:
-                    subdirs.append(path)
-                elif self._wanted(path):
-                    key = _key(path)
+                    subdirs.append(Path(entry.path))
+                elif entry.name.lower().endswith(self._suffixes):
+                    key = place.key(entry.name, entry.path, link)
                     if key not in seen:
                         seen.add(key)
-                        yield path
+                        yield Path(entry.path)
             stack.extend((d, specs) for d in reversed(subdirs))
 
     def _inside_roots(self, path: Path) -> bool:
@@ -239,13 +242,62 @@ class FileFinder:
         return False
 
     def _wanted(self, path: Path) -> bool:
-        name = path.name.lower()
-        return any(name.endswith(ext) for ext in self.extensions)
+        return path.name.lower().endswith(self._suffixes)
+
+    def _exclude_for(self, directory: Path) -> tuple[Config, pathspec.PathSpec]:
+        """The configuration of the files in `directory` and its compiled `exclude`."""
+        if self.config_for is None:
+            return self.config, self.exclude
+        config = self.config_for(Path(os.path.abspath(directory)))
+        exclude = self._exclude_specs.get(id(config))
+        if exclude is None:
+            exclude = self._exclude_specs[id(config)] = pathspec.GitIgnoreSpec.from_lines(
+                config.exclude
+            )
+        return config, exclude
 
 
-def _key(path: Path) -> Path:
+class _Folder:
+    """One folder of the walk: `FileFinder._excluded`, `_gitignored` and `_key` for its entries,
+    with the per-folder part computed once. An entry that is a symbolic link takes the general
+    (per-path) way; any other entry's real path is the folder's real path plus its name, which
+    is what `Path.resolve` would say, without its lstat of every component."""
+
+    def __init__(self, finder: FileFinder, directory: Path, specs) -> None:
+        self.finder = finder
+        self.directory = directory
+        self.config, self.exclude = finder._exclude_for(directory)
+        self.real = os.path.realpath(directory)
+        self.rel = below(self.real, str(self.config.root))  # None: outside the root
+        absolute = os.path.abspath(directory)
+        self.specs = []
+        for base, spec in specs:
+            rel = below(absolute, str(base))
+            if rel is None:  # pragma: no cover - a base is always at or above its folders
+                rel = Path(absolute).relative_to(base).as_posix()
+            self.specs.append(("" if rel == "." else rel + "/", spec))
+
+    def excluded(self, name: str, path: str, is_dir: bool, link: bool) -> bool:
+        slash = "/" if is_dir else ""
+        if link:  # resolves elsewhere: the general way
+            if self.finder._excluded(Path(path), is_dir):
+                return True
+        else:
+            rel = name if self.rel is None or self.rel == "." else f"{self.rel}/{name}"
+            if self.exclude.match_file(rel + slash) or self.exclude.match_file(name + slash):
+                return True
+        # gitignore matches the path as named (abspath, links not resolved), as `_gitignored`
+        return any(spec.match_file(prefix + name + slash) for prefix, spec in self.specs)
+
+    def key(self, name: str, path: str, link: bool) -> str:
+        if link:
+            return _key(Path(path))
+        return os.path.join(self.real, name)
+
+
+def _key(path: Path) -> str:
     """One key per file, whatever links lead to it (a dangling link or a loop: its own path)."""
     try:
-        return path.resolve(strict=True)
+        return str(path.resolve(strict=True))
     except (OSError, RuntimeError):
-        return path
+        return str(path)
