@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpulint.hardware import SPARSE_TO_DENSE, table
+from gpulint.hardware import GPU, SPARSE_TO_DENSE, table
 
 # The prefilter's words for the claim rules: every speed/ratio pattern below needs one of these
 # (raw bytes, so the capital is left off: "aster" finds faster/Faster).
@@ -240,8 +240,8 @@ def load_records(path: Path) -> list[dict]:
     try:
         from gpulint.runtime.evidence import load_records as runtime_load
     except ImportError:  # pragma: no cover - the runtime package ships with gpulint
-        runtime_load = None
-    if runtime_load is not None:
+        pass
+    else:
         return runtime_load([path])
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -595,7 +595,10 @@ def _drift(
             )
     figures = [f for r in records for f in record_figures(r)]
     for m in absolutes:
-        value = number(re.match(r"[\d.,]+", m.group(0)).group(0))
+        digits = re.match(r"[\d.,]+", m.group(0))
+        if digits is None:  # an absolute figure starts with its number
+            continue
+        value = number(digits.group(0))
         comparable = [
             (v, u, k) for v, u in figures if (k := _same_unit(m.group("unit"), u)) is not None
         ]
@@ -609,7 +612,7 @@ def _drift(
 
 
 # -- GPU912: denominators --------------------------------------------------------------------------
-def devices_named(text: str):
+def devices_named(text: str) -> list[GPU]:
     """GPUs of the hardware table named in `text` (longest spelling first)."""
     hw = table()
     spellings = []
@@ -617,7 +620,7 @@ def devices_named(text: str):
         for s in (gpu.name, *gpu.aliases):
             if s.lower() not in _GENERIC_ALIASES:
                 spellings.append((s, gpu))
-    found = []
+    found: list[GPU] = []
     masked = text
     for spelling, gpu in sorted(spellings, key=lambda t: -len(t[0])):
         pattern = re.compile(
@@ -659,7 +662,7 @@ def _peak_claims(unit: Unit) -> list[Claim]:
                     )
             continue
         for gpu in gpus:
-            wanted = dtypes or [None]
+            wanted: list[str | None] = [*dtypes] if dtypes else [None]
             for dtype in wanted:
                 why = _unknown_denominator(gpu, dtype)
                 if why:
@@ -686,7 +689,7 @@ def _peak_claim(unit: Unit, m: re.Match, why: str) -> Claim:
     )
 
 
-def _unknown_denominator(gpu, dtype: str | None) -> str | None:
+def _unknown_denominator(gpu: GPU, dtype: str | None) -> str | None:
     if dtype is None:
         known = [d for d, v in gpu.peak_tflops.items() if v and not gpu.is_estimated(d)]
         if not known:

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, Pipe, wait
-from typing import Any
+from typing import Any, cast
 
 FILE_TIME_BUDGET_S = 30.0  # a pathological file is reported and skipped, never hangs the run
 MEMORY_HEADROOM = 3 * 1024**3  # bytes of address space a worker may add to what it inherited
@@ -176,7 +176,8 @@ class Supervisor:
             if not busy:
                 continue
             wait_s = max(0.0, min(d for _, _, d in busy.values()) - time.monotonic())
-            for conn in wait(list(busy), timeout=wait_s):
+            for ready in wait(list(busy), timeout=wait_s):
+                conn = cast(Connection, ready)  # wait() returns some of the objects it was given
                 worker, index, _ = busy.pop(conn)
                 try:
                     outcome = conn.recv()

@@ -3,9 +3,12 @@ workflow annotations, GitLab Code Quality JSON or JUnit XML."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from gpulint.reporters import github, gitlab, json_report, junit, sarif, text
 
-REPORTERS = {
+# Each takes the findings (and keyword options its format uses) and returns the report's text.
+REPORTERS: dict[str, Callable[..., str]] = {
     "concise": text.render,
     "full": text.render_full,
     "grouped": text.render_grouped,

@@ -217,7 +217,7 @@ def join(
         if exercised_by is None:
             ran = any(
                 (sl is None and (sp is None or sp in executed_lines))
-                or (sl is not None and executed_lines.get(sp, set()) & set(sl))
+                or (sl is not None and sp is not None and executed_lines.get(sp, set()) & set(sl))
                 for sp, sl in scopes
             )
         else:

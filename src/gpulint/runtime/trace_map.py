@@ -30,6 +30,7 @@ import bisect
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 ANNOTATION = "gpulint@"
 SYNC_CALLS = frozenset(
@@ -222,7 +223,14 @@ def analyse(trace: dict, syncs: list[dict], window: tuple[int, int] | None = Non
 
     def context(th: _Thread, i: int) -> dict:
         """Where a CPU-side event belongs and what encloses it."""
-        ctx = {"line": None, "phase": "forward", "math": False, "gemm": None, "coll": None}
+        # line: (path, line, function) | None; phase: str; math: bool; gemm: event | None; coll: str | None
+        ctx: dict[str, Any] = {
+            "line": None,
+            "phase": "forward",
+            "math": False,
+            "gemm": None,
+            "coll": None,
+        }
         e = th.events[i]
         for _, a in [(i, e), *th.ancestors(i)]:
             name = a.get("name", "")
@@ -318,13 +326,18 @@ def analyse(trace: dict, syncs: list[dict], window: tuple[int, int] | None = Non
 
     # Sync warnings: the logical syncs (an .item(), a blocking copy), with the op and the library
     # frame that issued them; the trace's *Synchronize calls at the same line give the time.
-    first, last = window or (None, None)
+    first, last = window if window is not None else (None, None)
     warn: dict = defaultdict(
         lambda: {"count": 0, "ops": defaultdict(int), "callee": defaultdict(int)}
     )
     for s in syncs:
         st = s.get("step")
-        if first is not None and isinstance(st, int) and not first <= st <= last:
+        if (
+            first is not None
+            and last is not None
+            and isinstance(st, int)
+            and not first <= st <= last
+        ):
             continue
         stack = s.get("stack")
         stack = [
@@ -428,7 +441,7 @@ def analyse(trace: dict, syncs: list[dict], window: tuple[int, int] | None = Non
         lo = max(bisect.bisect_left(starts, s0) - 1, 0)
         cur = s0
         busy = 0.0
-        gaps = []
+        gaps: list[tuple[float, float, dict | None]] = []
         for a, b, g in gpu_intervals[lo:]:
             if a >= s1:
                 break

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+from typing import Any
 
 from gpulint import __version__
 
@@ -33,9 +34,15 @@ def _window_samples(window: dict | None) -> list[float]:
 
 def _variant(name: str, label: str, window: dict | None) -> dict | None:
     samples = _window_samples(window)
-    if len(samples) < 3:
+    if window is None or len(samples) < 3:  # no window: no samples
         return None
-    v = {"name": name, "label": label, "unit": "ms", "better": "lower", "status": "ok"}
+    v: dict[str, Any] = {
+        "name": name,
+        "label": label,
+        "unit": "ms",
+        "better": "lower",
+        "status": "ok",
+    }
     v.update(summarize(samples))
     v["samples"] = samples
     v["extra"] = {"window_ms_per_step": round(window["window_s"] * 1e3 / window["steps"], 3)}

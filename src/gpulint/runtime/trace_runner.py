@@ -35,7 +35,7 @@ import threading
 import time
 import traceback
 import warnings
-from typing import TextIO
+from typing import Any, TextIO
 
 SYNC_WARNING = "called a synchronizing CUDA operation"
 ANNOTATION = "gpulint@"
@@ -88,14 +88,15 @@ class Runner:
         self.count = 0
         self.explicit = False
         self.first_optimizer: int | None = None
-        self.torch = None
-        self.prof = None
-        self.fmode = None
+        # torch, its profiler and the function mode: imported in the traced process only
+        self.torch: Any = None
+        self.prof: Any = None
+        self.fmode: Any = None
         self.window_start: float | None = None
         self.window_end: float | None = None
         self.step_ends: list[float] = []
         self._in_tree: dict[str, str | None] = {}
-        self._syncs = None
+        self._syncs: TextIO | None = None
         self._local = threading.local()
         self.tracing = False
         # Parts of the tracing that can be left out, to say what the overhead is made of.
@@ -115,9 +116,8 @@ class Runner:
 
     def rel(self, filename: str) -> str | None:
         """The path of ``filename`` relative to the checked tree, or None outside it."""
-        got = self._in_tree.get(filename, False)
-        if got is not False:
-            return got
+        if filename in self._in_tree:
+            return self._in_tree[filename]
         rel = None
         if filename and not filename.startswith("<"):
             real = os.path.realpath(filename)
@@ -285,7 +285,8 @@ class Runner:
         ops = getattr(self._local, "ops", None) or []
         op = ops[-1][1] if ops else None
         entry = {"step": self.count + 1, "op": op, "stack": stack[-40:], "message": text[:200]}
-        self._syncs.write(json.dumps(entry) + "\n")
+        if self._syncs is not None:  # opened when tracing starts, before any warning is recorded
+            self._syncs.write(json.dumps(entry) + "\n")
 
     def export(self, prof) -> None:
         path = self.out / "trace.json"

@@ -68,20 +68,20 @@ class LintResult:
         `--fix` adds libcst and a re-lint, seconds on a long file, too slow for typing); if not,
         each on its own. Also builds the noqa line map."""
         self.noqa.target_line(1)
-        fixable = [f for f in self.findings if f.fix and f.fix.edits]
+        fixable = [fix for f in self.findings if (fix := f.fix) and fix.edits]
         if not fixable:
             self.verified_fixes, self.fix_all = set(), None
             return
-        new_text, _ = apply_edits(self.text, [e for f in fixable for e in f.fix.edits])
+        new_text, _ = apply_edits(self.text, [e for fix in fixable for e in fix.edits])
         if _parses(new_text, self.shown):
             self.fix_all = minimal_edit(self.text, new_text) if new_text != self.text else None
-            self.verified_fixes = {id(f.fix) for f in fixable}
+            self.verified_fixes = {id(fix) for fix in fixable}
             return
         verified = set()
-        for f in fixable:
-            alone, count = apply_edits(self.text, list(f.fix.edits))
-            if count == len(set(f.fix.edits)) and _parses(alone, self.shown):
-                verified.add(id(f.fix))
+        for fix in fixable:
+            alone, count = apply_edits(self.text, list(fix.edits))
+            if count == len(set(fix.edits)) and _parses(alone, self.shown):
+                verified.add(id(fix))
         self.verified_fixes, self.fix_all = verified, None
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -158,10 +159,12 @@ class GpulintServer(LanguageServer):
         if error and error not in self._shown_errors:
             log.warning("%s", error)
             self._shown_errors.add(error)
-            self._loop.call_soon_threadsafe(
-                self.window_show_message,
-                lsp.ShowMessageParams(type=lsp.MessageType.Error, message=error),
-            )
+            loop = self._loop  # set when the server starts, before any lint job runs
+            if loop is not None:
+                loop.call_soon_threadsafe(
+                    self.window_show_message,
+                    lsp.ShowMessageParams(type=lsp.MessageType.Error, message=error),
+                )
         return lint_text(linter, path, uri, text, language_id)
 
     def prepare(self, uri: str, result: LintResult) -> asyncio.Future:
@@ -236,7 +239,7 @@ class GpulintServer(LanguageServer):
         version: int | None,
         result: LintResult,
         wanted: lsp.Range,
-        only: list[str] | None,
+        only: Sequence[str] | None,
     ) -> list[lsp.CodeAction]:
         """The actions for the findings in `wanted`: lookups in the result, no lint, no parse.
         A whole-file range costs one pass over the findings."""
