@@ -126,7 +126,7 @@ class Checker:
         jobs = self.args.jobs or min(root.jobs, cpu_count()) or cpu_count()
         results: list[FileResult] = list(problems)
         owners: dict[str, Linter] = {}
-        for linter, group in groups.values():
+        for linter, members in groups.values():
             cache = None
             if not self.args.no_cache and not self.args.no_prefilter:
                 cache_dir = Path(linter.config.cache_dir)
@@ -134,9 +134,9 @@ class Checker:
                     cache_dir = linter.config.root / cache_dir
                 cache = ResultCache(cache_dir, linter.fingerprint())
             # cross-file facts (CUDA launchers' callers), once, kept beside the result cache
-            linter.index_projects(group, cache.directory if cache is not None else None)
+            linter.index_projects(members, cache.directory if cache is not None else None)
             linter.prepare_project(paths, files)  # function summaries across the tree
-            for result in lint_many(linter, group, jobs=jobs, cache=cache):
+            for result in lint_many(linter, members, jobs=jobs, cache=cache):
                 owners[result.path] = linter
                 results.append(result)
         config_problems = [*root.problems]
@@ -268,12 +268,12 @@ def apply_fixes(args, run: Run) -> int | None:
         old = {r.path: r for r in run.report.results}
         run.report.results = [refreshed.get(r.path, r) for r in run.report.results]
         # What the fixes removed, per file and code: the findings that are gone.
-        for path, new in refreshed.items():
+        for shown, new in refreshed.items():
             after = Counter(f.code for f in new.findings)
-            for code, n in Counter(f.code for f in old[path].findings).items():
+            for code, n in Counter(f.code for f in old[shown].findings).items():
                 gone = n - after.get(code, 0)
                 if gone > 0:
-                    run.fixed[(path, code)] = gone
+                    run.fixed[(shown, code)] = gone
         if not args.quiet:
             total = len(fixed_paths)
             print(f"Fixed {total} file{'s' if total != 1 else ''}.", file=sys.stderr)
