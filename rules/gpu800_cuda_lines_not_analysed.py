@@ -17,6 +17,13 @@ class CudaLinesNotAnalysed(Rule):
     Regions without any of these (a vendored JSON library, template metaprogramming) are not
     reported: nothing was missed there.
 
+    It is a note on the analysis, not a finding: it is not counted among the findings and does
+    not change the exit status. `gpulint check` prints it on stderr
+    (`path:line:col: note: GPU800 ...`, not with `--quiet`), JSON output lists it under
+    `diagnostics`, SARIF under `invocations[0].toolExecutionNotifications` (level `note`), the
+    language server shows it as an information diagnostic (the flake8 plugin, which only sees
+    files that parse as Python, prints any note on stderr). Deselect it (`--ignore GPU800`) or `per-file-ignores` to hear nothing.
+
     ## Why is this bad?
     It is not a defect of the code but of the analysis: the other findings of the file say
     nothing about these lines, and silence there is not a clean bill. Knowing where the linter
@@ -32,7 +39,7 @@ class CudaLinesNotAnalysed(Rule):
 
     ## Use instead
     ```cuda
-    // Nothing to change in the code; review the reported lines by hand, or silence the notice
+    // Nothing to change in the code; review the reported lines by hand, or silence the note
     // for the file with `per-file-ignores` if they are known to be fine.
     ```
 

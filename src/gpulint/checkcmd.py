@@ -19,7 +19,7 @@ from pathlib import Path
 
 from gpulint.cli import UsageError
 from gpulint.config import Config, ConfigResolver, apply_table
-from gpulint.diagnostics import Finding, unanalysable
+from gpulint.diagnostics import Finding, note_line, split_notes, unanalysable
 from gpulint.engine import FileResult, Linter, Report, cpu_count, display_path, evidence_notes
 from gpulint.files import FileFinder
 from gpulint.reporters import REPORTERS
@@ -218,7 +218,7 @@ def check_once(args) -> int:
         if code is not None:
             return code
     findings = run.report.findings
-    emit(args, run, findings)
+    emit(args, run, findings, notes=run.report.notes)
     if findings and not args.exit_zero:
         return EXIT_FINDINGS
     if args.exit_non_zero_on_fix and sum(run.fixed.values()):
@@ -286,7 +286,16 @@ def _content_digest(result: FileResult) -> str:
     return result.digest.split(":", 1)[0]
 
 
-def emit(args, run: Run, findings: list[Finding], stdin_text: dict[str, str] | None = None):
+def emit(
+    args,
+    run: Run,
+    findings: list[Finding],
+    stdin_text: dict[str, str] | None = None,
+    notes: list[Finding] = (),  # type: ignore[assignment]
+):
+    """Write the report. `notes` (GPU800: lines not analysed) are not findings: JSON and SARIF
+    carry them in their own place, every other format prints them on stderr."""
+
     def read_text(path: str) -> str | None:
         if stdin_text and path in stdin_text:
             return stdin_text[path]
@@ -298,6 +307,10 @@ def emit(args, run: Run, findings: list[Finding], stdin_text: dict[str, str] | N
         except (Unreadable, OSError, UnicodeDecodeError):
             return None
 
+    carried = args.format in ("json", "sarif") and not args.statistics
+    if notes and not carried and not args.quiet:
+        for note in notes:
+            print(note_line(note), file=sys.stderr)
     if args.statistics:
         output = statistics(findings)
     else:
@@ -308,6 +321,7 @@ def emit(args, run: Run, findings: list[Finding], stdin_text: dict[str, str] | N
             read_text=read_text,
             color=use_color(args),
             quiet=args.quiet,
+            notes=list(notes) if carried else [],
         )
     if args.show_fixes and (run.fixed or run.not_fixed or any(f.fix for f in findings)):
         shown = show_fixes(run.fixed, _not_fixed(run, findings))
@@ -415,6 +429,7 @@ def check_stdin(args) -> int:
                 sys.stdout.buffer.write(data)
             return EXIT_OK
     findings, _ = linter.lint_bytes(shown, data, linter.relpath(name))
+    findings, notes = split_notes(findings)
     try:
         text = decode(data)
     except ParseError:
@@ -429,17 +444,17 @@ def check_stdin(args) -> int:
                 gone = n - sum(1 for f in after if f.code == code)
                 if gone > 0:
                     run.fixed[(shown, code)] = gone
-            findings, text = after, new_text
+            findings, text = split_notes(after)[0], new_text
         sys.stdout.write(text)
         sys.stdout.flush()
         # The findings left go to stderr: stdout is the file.
         saved, sys.stdout = sys.stdout, sys.stderr
         try:
-            emit(args, run, findings, {shown: text})
+            emit(args, run, findings, {shown: text}, notes)
         finally:
             sys.stdout = saved
     else:
-        emit(args, run, findings, {shown: text} if text is not None else None)
+        emit(args, run, findings, {shown: text} if text is not None else None, notes)
     if findings and not args.exit_zero:
         return EXIT_FINDINGS
     if args.exit_non_zero_on_fix and run.fixed:

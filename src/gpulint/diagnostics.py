@@ -115,3 +115,27 @@ UNANALYSABLE = "GPU000"
 
 def unanalysable(path: str, reason: str, line: int = 1, col: int = 1) -> Finding:
     return Finding(path, line, col, UNANALYSABLE, reason, Severity.ERROR)
+
+
+# Notes on the analysis, not on the code: GPU800 (lines the CUDA parser could not read). Each is
+# said once per file, so no lines vanish silently, but a note is not a finding: it is not counted,
+# does not set the exit status, and goes where the tool's other notes go (stderr in text output,
+# a `diagnostics` list in JSON, `toolExecutionNotifications` in SARIF).
+NOTE_CODES = frozenset({"GPU800"})
+
+
+def split_notes(findings: list[Finding]) -> tuple[list[Finding], list[Finding]]:
+    """(findings, notes) of a list that may hold both."""
+    if not any(f.code in NOTE_CODES for f in findings):
+        return findings, []
+    return (
+        [f for f in findings if f.code not in NOTE_CODES],
+        [f for f in findings if f.code in NOTE_CODES],
+    )
+
+
+def note_line(f: Finding) -> str:
+    """A note as the text output prints it on stderr (`path:line:col: note: CODE message`)."""
+    from gpulint.safeio import escape
+
+    return f"{escape(f.path)}:{f.line}:{f.col}: note: {f.code} {f.message}"

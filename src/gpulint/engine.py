@@ -16,7 +16,7 @@ from pathlib import Path
 
 from gpulint import __version__
 from gpulint.config import Config
-from gpulint.diagnostics import UNANALYSABLE, Finding, unanalysable
+from gpulint.diagnostics import NOTE_CODES, UNANALYSABLE, Finding, unanalysable
 from gpulint.files import FileFinder
 from gpulint.frontends import ParseError, by_extension, decode, frontend_for
 from gpulint.pathutil import below
@@ -48,7 +48,14 @@ class Report:
 
     @property
     def findings(self) -> list[Finding]:
-        out = [f for r in self.results for f in r.findings]
+        """What the files' rules found, without the notes on the analysis (NOTE_CODES)."""
+        out = [f for r in self.results for f in r.findings if f.code not in NOTE_CODES]
+        return sorted(out, key=Finding.sort_key)
+
+    @property
+    def notes(self) -> list[Finding]:
+        """Per-file notes on the analysis (GPU800: lines not analysed); never findings."""
+        out = [f for r in self.results for f in r.findings if f.code in NOTE_CODES]
         return sorted(out, key=Finding.sort_key)
 
     @property

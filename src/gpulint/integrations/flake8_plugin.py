@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 import io
 import os
+import sys
 import tokenize
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from typing import Any
 
 from gpulint import __version__
 from gpulint.config import ConfigError, find_pyproject, load_config
+from gpulint.diagnostics import note_line, split_notes
 from gpulint.engine import MAX_FILE_BYTES, Linter, evidence_notes
 from gpulint.files import FileFinder
 from gpulint.hardware import UnknownTargetError
@@ -108,6 +110,10 @@ class GpulintChecker:
         # In a supervised worker: flake8 has no per-file time limit of its own, and a stuck
         # file must cost its own GPU000, not the whole flake8 run.
         findings = lint_bytes_budgeted(linter, self.filename, data, linter.relpath(path))
+        findings, notes = split_notes(findings)
+        for note in notes:
+            # A note on the analysis (GPU800), not a finding: on stderr, as `gpulint check` says it.
+            print(note_line(note), file=sys.stderr)
         for f in findings:
             # gpulint columns are 1-based code points; flake8 adds 1 to what plugins give it.
             yield f.line, max(f.col - 1, 0), f"{f.code} {f.message}", type(self)

@@ -6,11 +6,26 @@ from gpulint import __version__
 from gpulint.diagnostics import Finding
 
 
-def render(findings: list[Finding], *, files_checked: int, **_: object) -> str:
+def render(
+    findings: list[Finding], *, files_checked: int, notes: list[Finding] = (), **_: object
+) -> str:
+    """`notes` (per-file notes on the analysis, GPU800) go to `diagnostics`, not `findings`."""
     payload = {
         "tool": "gpulint",
         "version": __version__,
         "files_checked": files_checked,
         "findings": [f.to_dict() for f in findings],
+        "diagnostics": [_note(f) for f in notes],
     }
     return json.dumps(payload, indent=2) + "\n"
+
+
+def _note(f: Finding) -> dict:
+    return {
+        "path": f.path,
+        "line": f.line,
+        "col": f.col,
+        "code": f.code,
+        "level": "note",
+        "message": f.message,
+    }

@@ -141,9 +141,19 @@ def _warn_dropped(total: int, dropped: Counter, warn) -> None:
     )
 
 
-def render(findings: list[Finding], *, root: Path, read_text=None, warn=None, **_: object) -> str:
+def render(
+    findings: list[Finding],
+    *,
+    root: Path,
+    read_text=None,
+    warn=None,
+    notes: list[Finding] = (),  # type: ignore[assignment]
+    **_: object,
+) -> str:
     """`read_text(path) -> str | None` gives a file's text, for fingerprints and fixes;
-    `warn(message)` hears about results dropped to keep within GitHub's limit (default: stderr)."""
+    `warn(message)` hears about results dropped to keep within GitHub's limit (default: stderr).
+    `notes` (GPU800: lines not analysed) are notes on the run, not results: they go to
+    `invocations[0].toolExecutionNotifications`, level note, with the file's location."""
     total = len(findings)
     findings, dropped = cap(findings)
     if dropped:
@@ -220,11 +230,35 @@ def render(findings: list[Finding], *, root: Path, read_text=None, warn=None, **
                 "automationDetails": {"id": "gpulint/"},
                 "originalUriBaseIds": {"%SRCROOT%": {"uri": base.as_uri() + "/"}},
                 "columnKind": "unicodeCodePoints",
+                "invocations": [
+                    {
+                        "executionSuccessful": True,
+                        "toolExecutionNotifications": [
+                            _notification(n, base, index) for n in notes
+                        ],
+                    }
+                ],
                 "results": results,
             }
         ],
     }
     return json.dumps(log, indent=2) + "\n"
+
+
+def _notification(note: Finding, base: Path, index: dict[str, int]) -> dict:
+    return {
+        "associatedRule": {"id": note.code, "index": index.get(note.code, 0)},
+        "level": "note",
+        "message": {"text": note.message},
+        "locations": [
+            {
+                "physicalLocation": {
+                    "artifactLocation": _artifact(note.path, base),
+                    "region": {"startLine": note.line, "startColumn": note.col},
+                }
+            }
+        ],
+    }
 
 
 def _sarif_fix(finding: Finding, artifact: dict, source: SourceText) -> dict:
