@@ -32,6 +32,14 @@ class UncheckedKernelLaunch(Rule):
     `main`, such as a tutorial step's `#include "launch.cu"`): demos and benchmark drivers print what they measured,
     and whether to check is their author's choice, not a hot-path bug.
 
+    Also left alone: a launch whose configuration is fixed at compile time (`<<<1, 1>>>`,
+    `<<<Cfg::NUM_BLOCKS, NUM_THREADS>>>`) followed in the same function by a launch that is
+    checked (its own check, or a call to a project function that launches and checks): a
+    fixed configuration cannot be wrong for some inputs only, and what can still fail (no
+    kernel image for this GPU) fails the checked launch too. And a launch in a method of a
+    functor or launcher class whose every use in the file (`Dispatch<KnnFunctor, T>(...)`) is
+    followed by a check in the using function.
+
     ## Why is this bad?
     A launch returns nothing. A bad configuration (too many threads, too much shared memory, a
     missing kernel image for this GPU) makes the launch fail silently: the kernel never runs, the
@@ -107,7 +115,69 @@ int main() {  // a demo program: left to its author
 }
 """
     )
+    VALID.append(
+        """
+#include <torch/extension.h>
+__global__ void zero_scale(float* s) {}
+__global__ void quantize(float* x, float* s) {}
+template <typename Cfg>
+void launch_checked(float* x, float* s) {
+  CUDA_CHECK(cudaLaunchKernel((void*)quantize, dim3(Cfg::BLOCKS), dim3(256), nullptr, 0, 0));
+}
+void quantize_op(float* x, float* s) {
+  zero_scale<<<1, 1>>>(s);  // fixed configuration; the checked launch below fails likewise
+  launch_checked<QuantCfg>(x, s);
+}
+"""
+    )
+    VALID.append(
+        """
+#include <torch/extension.h>
+__global__ void gather(const float* p, float* out, int n) {}
+template <typename T, int K>
+struct GatherFunctor {
+  static void run(int blocks, int threads, const T* p, T* out, int n) {
+    gather<<<blocks, threads, 0, at::cuda::getCurrentCUDAStream()>>>(p, out, n);
+  }
+};
+at::Tensor gather_op(const at::Tensor& p, int k) {
+  auto out = at::empty_like(p);
+  DispatchOnK<GatherFunctor, float>(k, 64, 256, p.data_ptr<float>(), out.data_ptr<float>(), 4);
+  AT_CUDA_CHECK(cudaGetLastError());
+  return out;
+}
+"""
+    )
     INVALID = [
+        """
+#include <torch/extension.h>
+__global__ void scale(float* x, int n) {}
+__global__ void quantize(float* x) {}
+template <typename Cfg>
+void launch_checked(float* x) {
+  CUDA_CHECK(cudaLaunchKernel((void*)quantize, dim3(Cfg::BLOCKS), dim3(256), nullptr, 0, 0));
+}
+void op(float* x, int n) {
+  scale<<<(n + 255) / 256, 256>>>(x, n);  // sized by the input: the later launch says nothing
+  launch_checked<QuantCfg>(x);
+}
+""",
+        """
+#include <torch/extension.h>
+__global__ void gather(const float* p, float* out, int n) {}
+struct GatherFunctor {
+  static void run(int blocks, const float* p, float* out, int n) {
+    gather<<<blocks, 256, 0, at::cuda::getCurrentCUDAStream()>>>(p, out, n);
+  }
+};
+void gather_checked(const float* p, float* out, int n) {
+  Dispatch<GatherFunctor>(n, p, out, n);
+  AT_CUDA_CHECK(cudaGetLastError());
+}
+void gather_fast(const float* p, float* out, int n) {
+  Dispatch<GatherFunctor>(n, p, out, n);  // this use is not checked
+}
+""",
         """
 __global__ void k(float* x) {}
 void launch_k(float* x, int n, cudaStream_t s) {
@@ -140,6 +210,10 @@ void run(float* x, cudaStream_t s) {
         configured = tuple(self.settings.option("cuda", "check-macros", []))
         scope = function or file.root
         if launch_checked_in(file, node, scope, configured):
+            return
+        if function is not None and _fixed_before_checked_launch(file, node, function):
+            return
+        if function is not None and _functor_checked_by_users(file, function, configured):
             return
         if file.in_program(node):
             # A standalone program (a demo, sample or benchmark driver: the file or `#if`
@@ -189,3 +263,61 @@ void run(float* x, cudaStream_t s) {
             kind="macro" if in_macro else "function",
             function=name,
         )
+
+
+# A compile-time constant in a launch configuration: a literal, an ALL_CAPS name, `Cfg::NAME`.
+_CONSTANT_CONFIG = re.compile(
+    r"^(?:\s|\d+[uUlL]*|[-+*/%()]|(?:[A-Za-z_]\w*::)*[A-Z][A-Z0-9_]*\b|dim3\b|,)*$"
+)
+_LATER_CALL = re.compile(rb"\b([A-Za-z_]\w*)\s*(?:<[^;{}]*>)?\s*\(")
+
+
+def _fixed_before_checked_launch(file, node, function) -> bool:
+    """`node` has a compile-time configuration and a checked launch follows it in `function`:
+    a `cudaLaunch*` call inside a check, or a call to a project function whose own launch is
+    checked (`launch_kernel<Cfg, G, k>(g)` ending in `CUDACHECK(cudaLaunchKernelEx(...))`)."""
+    config = file.launch_config(node)
+    if not config or len(config) < 2:
+        return False
+    for part in config[:2]:
+        if file.consts.threads(part, node) is None and not _CONSTANT_CONFIG.match(
+            file.node_text(part)
+        ):
+            return False
+    checked = set(file.project.checked_launching)
+    from gpulint.frontends.cuda.idioms import launch_helpers
+
+    checked |= launch_helpers(file)[1]
+    rest = file.data[node.end_byte : function.end_byte]
+    for m in _LATER_CALL.finditer(rest):
+        name = m.group(1).decode("ascii", "replace")
+        if name in checked:
+            return True
+    return bool(re.search(rb"\b[A-Za-z_]*(?i:check)\w*\s*\(\s*cudaLaunch", rest))
+
+
+def _functor_checked_by_users(file, function, configured) -> bool:
+    """`function` is a method of a class (a functor handed to a dispatch template) whose every
+    mention in the file outside its own body sits in a function that checks after it."""
+    from gpulint.frontends.cuda.project import last_check_end
+
+    body = next((a for a in file.ancestors(function) if a.type == "field_declaration_list"), None)
+    if body is None or body.parent is None:
+        return False
+    name_node = body.parent.child_by_field_name("name")
+    if name_node is None:
+        return False
+    name = file.node_text(name_node).encode()
+    owner = body.parent
+    seen = 0
+    for m in re.finditer(rb"\b" + re.escape(name) + rb"\b", file.data):
+        if owner.start_byte <= m.start() < owner.end_byte:
+            continue
+        at = file.root.descendant_for_byte_range(m.start(), m.end())
+        user = file.enclosing_function(at) if at is not None else None
+        if user is None or file.is_device_function(user):
+            return False  # a declaration elsewhere, or a use the rule cannot follow
+        if last_check_end(file, user, configured) <= m.end():
+            return False
+        seen += 1
+    return seen > 0

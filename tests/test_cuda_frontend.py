@@ -501,3 +501,26 @@ def test_a_file_that_includes_its_program_driver_is_that_program(tmp_path, monke
     report = Linter(example_config(root=tmp_path)).run([tmp_path], jobs=1)
     for code in ("GPU802", "GPU803"):  # the driver's code is the program's: left alone
         assert {f.path for f in report.findings if f.code == code} == {"gemm/op.cu"}
+
+
+def test_a_project_macro_defined_in_another_header_checks_the_call_site(tmp_path, monkeypatch):
+    # `CHECK_LAUNCH()` is #defined in one header (with cudaGetLastError in its body) and used
+    # after the launching macro in another: the call site is checked.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "launch.cuh").write_text(
+        "#define LAUNCH_1D(F, N, S, ...) F<<<((N) + 255) / 256, 256, 0, S>>>(__VA_ARGS__);\n"
+        "#define CHECK_LAUNCH() TORCH_CHECK(cudaGetLastError() == cudaSuccess, \"launch\");\n"
+        "__global__ void fill(float* x, int n) {}\n"
+    )
+    body = "  LAUNCH_1D(fill, n, s, x, n);\n"
+    (tmp_path / "step.cu").write_text(
+        '#include "launch.cuh"\n'
+        f"void step(float* x, int n, cudaStream_t s) {{\n{body}  CHECK_LAUNCH();\n}}\n"
+    )
+    linter = Linter(example_config(root=tmp_path))
+    assert [f for f in linter.run([tmp_path], jobs=1).findings if f.code == "GPU802"] == []
+    (tmp_path / "step.cu").write_text(
+        f'#include "launch.cuh"\nvoid step(float* x, int n, cudaStream_t s) {{\n{body}}}\n'
+    )
+    [finding] = [f for f in linter.run([tmp_path], jobs=1).findings if f.code == "GPU802"]
+    assert "nor by `step`" in finding.message

@@ -205,11 +205,21 @@ class CudaFrontend:
         """The CudaProject of the checked tree (frontends/cuda/project.py), built once per run
         before any file is linted: a file's findings may depend on its callers elsewhere.
         Per-file facts are kept in `store_dir` (the result cache's folder) between runs."""
-        from gpulint.frontends.cuda.project import FactStore, build, file_facts
+        from gpulint.frontends.cuda.project import CudaProject, FactStore, build, file_facts
+        from gpulint.frontends.cuda.project import macro_checks as project_macros
 
-        bare = Settings(settings.targets, settings.options, settings.evidence)
         configured = tuple(settings.option("cuda", "check-macros", []))
-        store = FactStore(store_dir, configured)
+        # The project's checking macros (`#define CHECKLAUNCH() C10_CUDA_CHECK(cudaGetLastError())`
+        # in one header, called after launches in others), read from the text of every file
+        # first: whether a call site is checked depends on them.
+        macros = project_macros(files)
+        bare = Settings(
+            settings.targets,
+            settings.options,
+            settings.evidence,
+            {"cuda": CudaProject(checks=macros)},
+        )
+        store = FactStore(store_dir, configured + tuple(sorted(macros)))
         self._parsed = {}
         budget = self.REUSE_BYTES
 

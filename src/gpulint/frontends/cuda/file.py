@@ -295,9 +295,17 @@ class CudaFile:
     # -- the project -------------------------------------------------------------------------
     @functools.cached_property
     def own_checks(self) -> frozenset[str]:
+        """The file's checking macros and helpers, and its functions that end a launch with a
+        check (`idioms.checking_launchers`)."""
         from gpulint.frontends.cuda.idioms import file_checks
 
-        return frozenset(file_checks(self))
+        own = frozenset(file_checks(self))
+        return own | self.checking_launchers(own)
+
+    def checking_launchers(self, own: frozenset[str] = frozenset()) -> frozenset[str]:
+        from gpulint.frontends.cuda.idioms import launch_helpers
+
+        return frozenset(launch_helpers(self, own)[0])
 
     @property
     def project(self):

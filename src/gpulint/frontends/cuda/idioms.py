@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from tree_sitter import Node
+
 # Calls that check (or fetch) the error a kernel launch left behind.
 LAUNCH_CHECKS = frozenset(
     {
@@ -146,6 +148,72 @@ def file_checks(file) -> set[str]:
             if name:
                 out.add(name)
     return out
+
+
+def checking_launchers(file, own: frozenset[str] | set[str] = frozenset()) -> set[str]:
+    """Host functions of `file` that launch and then check (`launch_gemm(...)` whose body ends
+    `CUDA_CHECK(cudaGetLastError())`): a call to one after an unchecked launch checks it too,
+    since `cudaGetLastError` reports the last error of any earlier launch. Functions only,
+    named once in the file (methods and overloads share names: not matched by name).
+    `own`: the file's checking macros and helpers (`file_checks`)."""
+    return launch_helpers(file, own)[0]
+
+
+def launch_helpers(file, own: frozenset[str] | set[str] = frozenset()) -> tuple[set, set]:
+    """(checking, checked): `checking_launchers`, and the functions whose own launch is
+    checked in any way, also by its status (`CUDACHECK(cudaLaunchKernelEx(...))`)."""
+    cached = file.__dict__.get("_launch_helpers")
+    if cached is not None:
+        return cached
+    last: dict[int, Node] = {}  # function start -> its last launch
+    status_checked: set[int] = set()
+    functions = {}
+    candidates = list(file.launches)
+    for call in file.all_calls:
+        if (file.call_name(call) or "").startswith("cudaLaunch"):
+            candidates.append(call)
+    for launch in candidates:
+        fn = file.enclosing_function(launch)
+        if fn is None or file.is_device_function(fn) or file.macro_name(fn) is not None:
+            continue
+        if fn.start_byte not in last or last[fn.start_byte].end_byte < launch.end_byte:
+            last[fn.start_byte] = launch
+        functions[fn.start_byte] = fn
+        if launch.parent is not None and launch.parent.type == "argument_list":
+            outer = launch.parent.parent
+            if outer is not None and is_check_name(file.call_name(outer)) or (
+                outer is not None and file.call_name(outer) in own
+            ):
+                status_checked.add(fn.start_byte)
+    checking, checked = set(), set()
+    for start, launch in last.items():
+        fn = functions[start]
+        name = function_name(file, fn)
+        if not name or name == "main" or any(
+            a.type == "field_declaration_list" for a in file.ancestors(fn)
+        ):
+            continue
+        declarator = file.function_name_node(fn)
+        inner = declarator.child_by_field_name("declarator") if declarator is not None else None
+        if inner is None or inner.type not in ("identifier", "template_function"):
+            continue  # `Cls::run` out of line: a method
+        rest = file.data[launch.end_byte : fn.end_byte].decode("utf-8", "replace")
+        if _CHECK_WORDS.search(rest) or any(
+            is_check_name(n) or n in own for n in _CALLED.findall(rest)
+        ):
+            checking.add(name)
+            checked.add(name)
+        elif start in status_checked:
+            checked.add(name)
+    names: dict[str, int] = {}
+    for fn in file.nodes("function_definition"):
+        name = function_name(file, fn)
+        if name in checked:
+            names[name] = names.get(name, 0) + 1
+    once = {n for n in checked if names.get(n, 0) <= 1}
+    cached = ({n for n in checking if n in once}, once)
+    file.__dict__["_launch_helpers"] = cached
+    return cached
 
 
 # What a checking helper calls besides the error getters: it reports and stops.

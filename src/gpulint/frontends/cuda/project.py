@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from gpulint.frontends.cuda.idioms import (
     file_checks,
+    launch_helpers,
     function_name,
     is_check_name,
     is_runtime_call,
@@ -33,6 +34,11 @@ class CallSite:
 @dataclass
 class CudaProject:
     checks: frozenset[str] = frozenset()  # the project's own checking macros/functions
+    # functions that launch and then check (idioms.checking_launchers): part of `checks`
+    checking: frozenset[str] = frozenset()
+    # functions whose own launch is checked in some way, also by its status (a constant-config
+    # launch before a call to one is left alone: see GPU802)
+    checked_launching: frozenset[str] = frozenset()
     defined: frozenset[str] = frozenset()  # cuda-prefixed names the project defines itself
     calls: dict[str, tuple[CallSite, ...]] = field(default_factory=dict)  # callee -> sites
     launchers: dict[str, str] = field(default_factory=dict)  # launcher -> path defining it
@@ -67,6 +73,8 @@ class CudaProject:
         own = sorted(n for n, p in self.launchers.items() if p == path)
         state = {
             "checks": sorted(self.checks),
+            "checking": sorted(self.checking),
+            "checked_launching": sorted(self.checked_launching),
             "defined": sorted(self.defined),
             "sites": {n: sorted(map(_site_key, self._closure(n))) for n in own},
             "harness": path in self.harness_headers,
@@ -149,6 +157,8 @@ def file_facts(file, configured: tuple[str, ...] = ()) -> dict:
         "methods": sorted(methods),
         "calls": calls,
         "checks": sorted(file_checks(file)),
+        "checking": sorted(launch_helpers(file, frozenset(file_checks(file)))[0]),
+        "checked_launching": sorted(launch_helpers(file, frozenset(file_checks(file)))[1]),
         "defined": sorted(defined),
     }
 
@@ -189,6 +199,12 @@ def last_check_end(file, scope, configured=()) -> int:
             name = m.group(1).decode("ascii", "replace")
             if is_check_name(name, configured) or name in names:
                 found = m.end()
+        # A checking launcher called with template arguments (`launch<C, G, k<true>>(g)`).
+        for name in file.checking_launchers() | (
+            file._project.checking if file._project is not None else frozenset()
+        ):
+            for m in re.finditer(rb"\b" + re.escape(name.encode()) + rb"\s*[<(]", text):
+                found = max(found, m.end())
         for name in configured:
             at = text.rfind(name.encode())
             if at >= 0:
@@ -230,18 +246,29 @@ def merge(facts_by_path: dict[str, dict]) -> CudaProject:
     launching: dict[str, int] = {}
     checks: set[str] = set()
     defined: set[str] = set()
+    checking: dict[str, int] = {}
+    checked_launching: dict[str, int] = {}
     for path, facts in facts_by_path.items():
         for name, count in facts["launchers"].items():
             launchers.setdefault(name, path)
             launching[name] = launching.get(name, 0) + count
         checks.update(facts["checks"])
         defined.update(facts["defined"])
+        for name in facts.get("checking", ()):
+            checking[name] = checking.get(name, 0) + 1
+        for name in facts.get("checked_launching", ()):
+            checked_launching[name] = checked_launching.get(name, 0) + 1
     defs: dict[str, int] = {}
     methods: set[str] = set()
     for facts in facts_by_path.values():
         for name, count in facts.get("defs", {}).items():
             defs[name] = defs.get(name, 0) + count
         methods.update(facts.get("methods", ()))
+    # A checking launcher is a check only where every definition of its name checks.
+    checked_by = frozenset(
+        n for n, c in checking.items() if defs.get(n, 0) <= c and n not in methods
+    )
+    checks |= checked_by
     # A name other functions share is not matched by name (overloads that all launch are).
     launchers = {n: p for n, p in launchers.items() if defs.get(n, 0) <= launching[n]}
     calls: dict[str, list[CallSite]] = {}
@@ -263,6 +290,10 @@ def merge(facts_by_path: dict[str, dict]) -> CudaProject:
             break
     return CudaProject(
         checks=frozenset(checks),
+        checking=checked_by,
+        # (weaker: only a fixed-configuration launch before a call to one is left alone, so
+        # one checked definition of the name is enough)
+        checked_launching=frozenset(n for n in checked_launching if n not in methods),
         defined=frozenset(defined),
         calls={k: tuple(v) for k, v in calls.items()},
         launchers=launchers,
@@ -282,7 +313,7 @@ def build(
     for path, data in files:
         if _MAIN_BYTES.search(data) and not path.endswith((".h", ".cuh", ".hpp")):
             drivers.add(path.replace("\\", "/"))
-        if b"<<<" in data:
+        if b"<<<" in data or b"cudaLaunchKernel" in data:
             facts[path] = facts_of(path, data)
         else:
             rest.append((path, data))
@@ -380,6 +411,14 @@ _DEFINE = re.compile(rb"(?m)^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)((?:[^\n\\]|
 _CHECK_BYTES = re.compile(
     rb"\bcuda(GetLastError|PeekAtLastError|GetErrorString|GetErrorName)\b|\bcudaSuccess\b"
 )
+
+
+def macro_checks(files: Iterable[tuple[str, bytes]]) -> frozenset[str]:
+    """The checking macros `#define`d anywhere in the checked tree, read from the text."""
+    return frozenset(
+        name for _, data in files if b"#define" in data and b"cuda" in data
+        for name in _macro_checks(data)
+    )
 
 
 def _macro_checks(data: bytes) -> list[str]:
