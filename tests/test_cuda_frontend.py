@@ -509,7 +509,7 @@ def test_a_project_macro_defined_in_another_header_checks_the_call_site(tmp_path
     monkeypatch.chdir(tmp_path)
     (tmp_path / "launch.cuh").write_text(
         "#define LAUNCH_1D(F, N, S, ...) F<<<((N) + 255) / 256, 256, 0, S>>>(__VA_ARGS__);\n"
-        "#define CHECK_LAUNCH() TORCH_CHECK(cudaGetLastError() == cudaSuccess, \"launch\");\n"
+        '#define CHECK_LAUNCH() TORCH_CHECK(cudaGetLastError() == cudaSuccess, "launch");\n'
         "__global__ void fill(float* x, int n) {}\n"
     )
     body = "  LAUNCH_1D(fill, n, s, x, n);\n"

@@ -181,16 +181,17 @@ def launch_helpers(file, own: frozenset[str] | set[str] = frozenset()) -> tuple[
         functions[fn.start_byte] = fn
         if launch.parent is not None and launch.parent.type == "argument_list":
             outer = launch.parent.parent
-            if outer is not None and is_check_name(file.call_name(outer)) or (
-                outer is not None and file.call_name(outer) in own
-            ):
+            wrapper = file.call_name(outer) if outer is not None else None
+            if is_check_name(wrapper) or wrapper in own:
                 status_checked.add(fn.start_byte)
     checking, checked = set(), set()
     for start, launch in last.items():
         fn = functions[start]
         name = function_name(file, fn)
-        if not name or name == "main" or any(
-            a.type == "field_declaration_list" for a in file.ancestors(fn)
+        if (
+            not name
+            or name == "main"
+            or any(a.type == "field_declaration_list" for a in file.ancestors(fn))
         ):
             continue
         declarator = file.function_name_node(fn)

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 
 from gpulint.frontends.cuda.idioms import (
     file_checks,
-    launch_helpers,
     function_name,
     is_check_name,
     is_runtime_call,
+    launch_helpers,
 )
 
 
@@ -416,7 +416,9 @@ _CHECK_BYTES = re.compile(
 def macro_checks(files: Iterable[tuple[str, bytes]]) -> frozenset[str]:
     """The checking macros `#define`d anywhere in the checked tree, read from the text."""
     return frozenset(
-        name for _, data in files if b"#define" in data and b"cuda" in data
+        name
+        for _, data in files
+        if b"#define" in data and b"cuda" in data
         for name in _macro_checks(data)
     )
 
