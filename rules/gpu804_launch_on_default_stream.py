@@ -16,6 +16,10 @@ class LaunchOnDefaultStream(Rule):
     are plain CUDA functions with no stream parameter (or several: which one is meant is not
     clear), and a standalone program's code (a file that defines `main`, or the `#ifdef
     RUN_MAIN`-like branch holding it beside the extension code), whose default stream is its own.
+    An extension source built only by a Python script in its own folder
+    (`torch.utils.cpp_extension.load(sources=["op.cu"])`, no `setup.py` there or one folder up
+    packaging it), where no Python file of the folder mentions a stream or a CUDA graph, is left
+    alone too: every caller of its ops is in sight, and runs on the default stream.
 
     ## Why is this bad?
     PyTorch runs each op on the *current* stream, which users change with `torch.cuda.stream(s)`,
@@ -96,6 +100,10 @@ void run(float* x, cudaStream_t stream) {
         if file.in_program(node):
             return  # a standalone program's path (`#ifdef RUN_MAIN`): the default stream is its own
         if file.is_torch_extension:
+            if file.display_path.replace("\\", "/") in file.project.script_built:
+                # built only by a script beside it that never changes streams: the current
+                # stream of every caller is the default stream
+                return
             yield self.report(file, node, smem=smem)
             return
         function = file.enclosing_function(node)

@@ -524,3 +524,51 @@ def test_a_project_macro_defined_in_another_header_checks_the_call_site(tmp_path
     )
     [finding] = [f for f in linter.run([tmp_path], jobs=1).findings if f.code == "GPU802"]
     assert "nor by `step`" in finding.message
+
+
+OP_CU = """\
+#include <torch/extension.h>
+__global__ void relu_kernel(float* x, int n) {}
+void relu(torch::Tensor x) {
+  int n = x.numel();
+  relu_kernel<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), n);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+"""
+BENCH_PY = """\
+import torch
+from torch.utils.cpp_extension import load
+
+lib = load(name="relu_lib", sources=["relu.cu"], extra_cuda_cflags=["-O3"])
+x = torch.randn(1 << 20, device="cuda")
+lib.relu(x)
+"""
+
+
+def _default_stream_findings(tmp_path, extra=None):
+    (tmp_path / "relu.cu").write_text(OP_CU)
+    (tmp_path / "bench.py").write_text(BENCH_PY + (extra or ""))
+    linter = Linter(example_config(root=tmp_path))
+    return [f for f in linter.run([tmp_path / "relu.cu"], jobs=1).findings if f.code == "GPU804"]
+
+
+def test_an_op_built_only_by_its_stream_free_script_runs_on_the_default_stream(
+    tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    assert _default_stream_findings(tmp_path) == []
+
+
+def test_an_op_whose_script_uses_streams_still_fires(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    side = "s = torch.cuda.Stream()\nwith torch.cuda.stream(s):\n    lib.relu(x)\n"
+    assert len(_default_stream_findings(tmp_path, side)) == 1
+
+
+def test_a_packaged_op_still_fires(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "setup.py").write_text(
+        "from setuptools import setup\nfrom torch.utils.cpp_extension import CUDAExtension\n"
+        "setup(ext_modules=[CUDAExtension('relu_ext', ['relu.cu'])])\n"
+    )
+    assert len(_default_stream_findings(tmp_path)) == 1

@@ -47,6 +47,9 @@ class CudaProject:
     # file names of headers `#include`d only from a standalone program's code (a benchmark's
     # timing and checking helpers), never from library code
     harness_headers: frozenset[str] = frozenset()
+    # CUDA sources built only by a script beside them (`cpp_extension.load(sources=[...])`)
+    # whose Python never changes streams: the default stream is the only one their ops see
+    script_built: frozenset[str] = frozenset()
 
     def callers(self, name: str) -> tuple[CallSite, ...]:
         return self.calls.get(name, ())
@@ -78,6 +81,7 @@ class CudaProject:
             "defined": sorted(self.defined),
             "sites": {n: sorted(map(_site_key, self._closure(n))) for n in own},
             "harness": path in self.harness_headers,
+            "script_built": path in self.script_built,
         }
         return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -345,7 +349,58 @@ def build(
             }
     project = merge(facts)
     project.harness_headers = harness_headers(facts, paths, drivers)
+    project.script_built = script_built(paths)
     return project
+
+
+_STREAMS = re.compile(rb"(?i)stream|graph")
+_LOADS = re.compile(rb"\bload\s*\(")
+
+
+def script_built(paths: Iterable[str]) -> frozenset[str]:
+    """CUDA sources compiled only by a Python script in their own folder, with
+    `torch.utils.cpp_extension.load(sources=["x.cu"])`, where no Python file of the folder
+    mentions a stream or a CUDA graph and no `setup.py` there or one folder up packages the
+    source: every caller of their ops is in sight and runs on the default stream. The scripts
+    are read as text, never run."""
+    import os
+
+    by_folder: dict[str, list[str]] = {}
+    for path in paths:
+        if path.endswith((".cu", ".cpp", ".cc", ".cxx")):
+            folder, _, base = path.replace("\\", "/").rpartition("/")
+            by_folder.setdefault(folder, []).append(base)
+    out = set()
+    for folder, bases in by_folder.items():
+        texts = []
+        try:
+            with os.scandir(folder or ".") as entries:
+                for entry in entries:
+                    if (
+                        entry.name.endswith(".py")
+                        and entry.is_file()
+                        and entry.stat().st_size < 1 << 20
+                    ):
+                        with open(entry.path, "rb") as f:
+                            texts.append((entry.name, f.read()))
+        except OSError:
+            continue
+        loaders = [t for n, t in texts if b"cpp_extension" in t and _LOADS.search(t)]
+        if not loaders or any(_STREAMS.search(t) for _, t in texts):
+            continue
+        packaging = b"".join(t for n, t in texts if n == "setup.py")
+        parent = folder.rpartition("/")[0] if "/" in folder else ""
+        try:
+            with open(os.path.join(parent or ".", "setup.py"), "rb") as f:
+                packaging += f.read(1 << 20)
+        except OSError:
+            pass
+        for base in bases:
+            quoted = (b'"' + base.encode() + b'"', b"'" + base.encode() + b"'")
+            named = any(q in t or b"/" + q[1:] in t for t in loaders for q in quoted)
+            if named and base.encode() not in packaging:
+                out.add(f"{folder}/{base}" if folder else base)
+    return frozenset(out)
 
 
 _MAIN_BYTES = re.compile(rb"(?m)^\s*(?:int|void|auto)\s+main\s*\(")
