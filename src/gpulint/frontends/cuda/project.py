@@ -353,7 +353,11 @@ def build(
     return project
 
 
-_STREAMS = re.compile(rb"(?i)stream|graph")
+# A stream, a CUDA graph, or a torch.compile mode that captures graphs.
+_STREAMS = re.compile(
+    rb"(?i)stream|(?<!no-)cudagraph|cuda\.graph\b|graphed_callables|reduce-overhead"
+    rb"|max-autotune(?!-no-cudagraphs)"
+)
 _LOADS = re.compile(rb"\bload\s*\(")
 
 
