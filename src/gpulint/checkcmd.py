@@ -14,6 +14,7 @@ import re
 import sys
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -291,7 +292,7 @@ def emit(
     run: Run,
     findings: list[Finding],
     stdin_text: dict[str, str] | None = None,
-    notes: list[Finding] = (),  # type: ignore[assignment]
+    notes: Sequence[Finding] = (),
 ):
     """Write the report. `notes` (GPU800: lines not analysed) are not findings: JSON and SARIF
     carry them in their own place, every other format prints them on stderr."""

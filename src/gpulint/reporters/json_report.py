@@ -1,13 +1,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from gpulint import __version__
 from gpulint.diagnostics import Finding
 
 
 def render(
-    findings: list[Finding], *, files_checked: int, notes: list[Finding] = (), **_: object
+    findings: list[Finding], *, files_checked: int, notes: Sequence[Finding] = (), **_: object
 ) -> str:
     """`notes` (per-file notes on the analysis, GPU800) go to `diagnostics`, not `findings`."""
     payload = {

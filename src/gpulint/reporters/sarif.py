@@ -12,6 +12,7 @@ import json
 import os
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import quote
 
@@ -147,7 +148,7 @@ def render(
     root: Path,
     read_text=None,
     warn=None,
-    notes: list[Finding] = (),  # type: ignore[assignment]
+    notes: Sequence[Finding] = (),
     **_: object,
 ) -> str:
     """`read_text(path) -> str | None` gives a file's text, for fingerprints and fixes;
