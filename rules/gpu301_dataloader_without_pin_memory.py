@@ -1,6 +1,6 @@
 import ast
 
-from gpulint.rules._datasets import dataset_on_device
+from gpulint.rules._datasets import dataset_on_device, tiny_samples, token_batches
 
 from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.names import has_star_kwargs, keyword
@@ -11,8 +11,10 @@ class DataLoaderWithoutPinMemory(Rule):
     """
     ## What it does
     Finds `torch.utils.data.DataLoader(...)` without `pin_memory=True` in a module that uses
-    CUDA. Loaders whose `pin_memory` comes from a variable or `**kwargs`, CPU-only modules and
-    tests are left alone.
+    CUDA. Loaders whose `pin_memory` comes from a variable or `**kwargs`, CPU-only modules,
+    tests, text pipelines (a tokenizer and no images, audio or video) and torchvision's small-image
+    datasets (MNIST, CIFAR, SVHN) are left alone: a batch of token ids or of 32x32 images is a few
+    hundred KiB, and pinning it saves microseconds.
 
     ## Why is this bad?
     Host-to-device copies from pageable memory go through a staging buffer and cannot overlap
@@ -72,6 +74,8 @@ class DataLoaderWithoutPinMemory(Rule):
             return
         if dataset_on_device(file, node):
             return  # the dataset returns CUDA tensors: there is nothing to pin
+        if token_batches(file) or tiny_samples(file, node):
+            return  # token ids or MNIST/CIFAR images: kilobytes per batch, pinning saves microseconds
         pin = keyword(node, "pin_memory")
         if pin is None:
             if has_star_kwargs(node) or len(node.args) > 7:

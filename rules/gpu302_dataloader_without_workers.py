@@ -1,7 +1,7 @@
 import ast
 import re
 
-from gpulint.rules._datasets import dataset_on_device
+from gpulint.rules._datasets import dataset_on_device, token_batches, tokenizes_per_item
 
 from gpulint.diagnostics import Severity
 from gpulint.frontends.python.file import PythonFile
@@ -115,12 +115,14 @@ class DataLoaderWithoutWorkers(Rule):
     whole input pipeline (reading, decoding, augmenting, collating) runs in the training process,
     between GPU steps. `num_workers` from a variable or `**kwargs`, tests, CPU-only modules,
     modules with no training or evaluation loop (data preparation scripts), loaders over
-    in-memory tensors (`TensorDataset`, tensors already on the GPU) and `num_workers=0` with
-    `batch_size=None` (a dataset that reads whole batches itself) are left alone.
+    in-memory tensors (`TensorDataset`, tensors already on the GPU), pre-tokenised text (a
+    tokenizer and no images, audio or video in the module, unless a dataset class of the module
+    tokenises in `__getitem__`) and `num_workers=0` with `batch_size=None` (a dataset that reads
+    whole batches itself) are left alone.
 
     The finding is a warning when the samples plainly need host work (a `transform=`, a
     torchvision dataset, a dataset class that decodes images or audio), and info otherwise
-    (pre-tokenised text, datasets defined elsewhere), where the cost is likely but smaller.
+    (datasets defined elsewhere), where the cost is likely but smaller.
 
     ## Why is this bad?
     With no workers, every batch is loaded synchronously on the main thread: the GPU idles while
@@ -191,6 +193,8 @@ trainer.fit(model, loader)
             return
         if dataset_on_device(file, node):
             return  # CUDA tensors cannot be handed to worker processes
+        if token_batches(file) and not tokenizes_per_item(file, node):
+            return  # pre-tokenised text: indexing and padding rows is small beside the step
         # Sure when samples are decoded or augmented; only likely for pre-tokenised text and such.
         severity = None if _decodes_per_sample(file, node) else Severity.INFO
         workers = keyword(node, "num_workers")
