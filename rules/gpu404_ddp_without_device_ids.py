@@ -90,7 +90,13 @@ class DdpWithoutDeviceIds(Rule):
             return
         if keyword(node, "device_ids") is not None or has_star_kwargs(node):
             return
-        module = node.args[0] if node.args else keyword(node, "module").value  # type: ignore[union-attr]
+        given = keyword(node, "module")
+        if node.args:
+            module = node.args[0]
+        elif given is not None:
+            module = given.value
+        else:
+            return  # neither (ruled out above)
         if _CPU.search(file.segment(module)) or self._model_on_cpu(module, node, file):
             return
         for parent in file.ancestors(node):

@@ -75,5 +75,7 @@ class CheckpointWithoutUseReentrant(Rule):
             return
         if keyword(node, "use_reentrant") is not None or has_star_kwargs(node):
             return
-        fix = Fix("add use_reentrant=False", (edits.append_arg(file, node, "use_reentrant=False"),))  # type: ignore[arg-type]
+        edit = edits.append_arg(file, node, "use_reentrant=False")
+        # no edit where the call's text cannot be rewritten safely: reported, not fixed
+        fix = Fix("add use_reentrant=False", (edit,)) if edit is not None else None
         yield self.report(file, node, func=qualified.rsplit(".", 1)[1], fix=fix)

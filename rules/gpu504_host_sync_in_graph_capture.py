@@ -73,7 +73,7 @@ class HostSyncInGraphCapture(Rule):
             for item in node.items
         ):
             return
-        stack = list(reversed(node.body))
+        stack: list[ast.AST] = list(reversed(node.body))
         while stack:
             current = stack.pop()
             if isinstance(current, SCOPES):

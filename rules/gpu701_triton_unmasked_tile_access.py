@@ -389,9 +389,9 @@ def _resolve_grid(file: PythonFile, node, at):
     return node
 
 
-def _position_test(file: PythonFile, test: ast.AST, flow) -> bool:
+def _position_test(file: PythonFile, test: ast.expr, flow) -> bool:
     """A test on the program's own position (`pid * BLOCK + BLOCK <= n`)."""
-    pos = (test.lineno, test.col_offset)  # type: ignore[attr-defined]
+    pos = (test.lineno, test.col_offset)
     names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
     if any(flow.name_at(n, pos).bits & (tt.INDEX | tt.START) for n in names):
         return True

@@ -124,16 +124,15 @@ def k(x_ptr):
         name = _debug_op(file, node)
         if name is None:
             yield from self._interpret(node, file)
-            helper = (
-                _debug_helpers(file).get(node.func.id) if isinstance(node.func, ast.Name) else None
-            )
+            called = node.func.id if isinstance(node.func, ast.Name) else None
+            helper = _debug_helpers(file).get(called) if called is not None else None
             kernel = tt.kernel_of(file, node)
             if helper and kernel is not None and not _under_constexpr_flag(file, node, kernel):
                 severity, why = self._WHY[helper]
                 yield self.report(
                     file,
                     node,
-                    what=f"`{node.func.id}(...)` (a debug helper calling `{_label(helper)}`)",  # type: ignore[attr-defined]
+                    what=f"`{called}(...)` (a debug helper calling `{_label(helper)}`)",
                     why=why,
                     severity=severity,
                 )

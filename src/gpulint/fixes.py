@@ -217,34 +217,34 @@ def choose_fixes(
     """The fixed text, how many fixes went in, and the fixes left out with the reason. All
     fixes together when they pass; else each one on its own, in order, kept when it passes."""
     encoding = encoding or Encoding(b"", "utf-8")
-    fixable = [f for f in findings if f.fix and f.fix.edits]
+    fixable = [(f, fix) for f in findings if (fix := f.fix) and fix.edits]
     if not fixable:
         return text, 0, []
     before = Counter(f.code for f in findings) if relint is not None else None
 
-    def attempt(chosen: list[Finding]) -> tuple[str, str | None]:
-        edits = [e for f in chosen for e in f.fix.edits]  # type: ignore[union-attr]
+    def attempt(chosen: list[tuple[Finding, Fix]]) -> tuple[str, str | None]:
+        edits = [e for _, fix in chosen for e in fix.edits]
         if len(_non_overlapping(edits)) != len(set(edits)):
             return text, "its edits overlap another fix's; left for the next pass"
         new, _ = apply_edits(text, edits)
-        fixed = Counter(f.code for f in chosen)
+        fixed = Counter(f.code for f, _ in chosen)
         return new, _verify(text, new, edits, filename, relint, encoding, before, fixed)
 
     new, problem = attempt(fixable)
     if problem is None:
         return new, len(fixable), []
     if len(fixable) == 1:
-        return text, 0, [(fixable[0].fix, problem)]  # type: ignore[list-item]
-    accepted: list[Finding] = []
+        return text, 0, [(fixable[0][1], problem)]
+    accepted: list[tuple[Finding, Fix]] = []
     refused: list[tuple[Fix, str]] = []
     result = text
-    for finding in fixable:
-        candidate, problem = attempt([*accepted, finding])
+    for finding, fix in fixable:
+        candidate, problem = attempt([*accepted, (finding, fix)])
         if problem is None:
-            accepted.append(finding)
+            accepted.append((finding, fix))
             result = candidate
         else:
-            refused.append((finding.fix, problem))  # type: ignore[arg-type]
+            refused.append((fix, problem))
     return result, len(accepted), refused
 
 

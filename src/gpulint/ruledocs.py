@@ -310,10 +310,10 @@ def _examples(rule: type[Rule]) -> list[str]:
                 lines += _fence(case.fixed, info) + [""]
     if rule.VALID:
         lines += ["## Examples that stay silent", ""]
-        for example in rule.VALID:  # type: ignore[assignment]
-            case = example if isinstance(example, Valid) else Valid(example)  # type: ignore[arg-type, assignment]
-            lines += _targets_note(case.targets)
-            lines += _fence(case.code, info) + [""]
+        for silent in rule.VALID:
+            quiet = silent if isinstance(silent, Valid) else Valid(silent)
+            lines += _targets_note(quiet.targets)
+            lines += _fence(quiet.code, info) + [""]
     return lines
 
 

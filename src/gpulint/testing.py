@@ -45,7 +45,7 @@ def lint_text(text: str, filename: str, targets=(), options: dict | None = None)
 
 
 def expected_findings(text: str) -> set[tuple[int, str]]:
-    out = set()  # type: ignore[var-annotated]
+    out: set[tuple[int, str]] = set()
     for number, line in enumerate(text.splitlines(), start=1):
         m = EXPECT.search(line)
         if m:

@@ -53,7 +53,7 @@ class LeverFile:
         if not isinstance(entries, list):
             entries = []
         lines = self._headers(header)
-        self.nodes_by_type = {"LeverEntry": []}  # type: ignore[var-annotated]
+        self.nodes_by_type: dict[str, list[LeverEntry]] = {"LeverEntry": []}
         for i, entry in enumerate(entries):
             if not isinstance(entry, dict):
                 continue

@@ -84,7 +84,7 @@ def render_records(records: list[dict]) -> str:
 def render_compare(a: list[dict], b: list[dict], a_name: str, b_name: str) -> str:
     """A/B by bench and variant: both absolute figures, then the ratio B/A."""
     rows = []
-    b_by_bench = {}  # type: ignore[var-annotated]
+    b_by_bench: dict[str, dict] = {}
     for r in b:
         b_by_bench.setdefault(r["bench"], r)
     for ra in a:
