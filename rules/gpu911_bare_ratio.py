@@ -1,10 +1,11 @@
 from collections.abc import Iterator
 
-from gpulint.rules._claim_rule import ClaimFile, claim_findings
+from gpulint.rules._claim_rule import ClaimFile, claim_findings, claim_gates
 
 from gpulint.claims import SPEED_WORDS
 from gpulint.diagnostics import Finding, Severity
 from gpulint.rule import Rule
+from gpulint.settings import Settings
 
 
 class BareRatio(Rule):
@@ -57,6 +58,12 @@ class BareRatio(Rule):
         "Pinned memory makes copies 3.3× faster (median of 5 runs, ±2%).\n",
         "The cache gives a 30% speedup on retrieval (10 runs, std 1%).\n",
     ]
+
+    @classmethod
+    def gates(
+        cls, language: str, settings: Settings
+    ) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
+        return claim_gates(cls, language, settings)
 
     def finish(self, file: ClaimFile) -> Iterator[Finding]:
         return claim_findings(self, file)

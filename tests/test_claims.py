@@ -271,3 +271,47 @@ def test_docstring_claims_are_opt_in():
 
 def test_noqa_in_markdown():
     assert codes("Our kernel is 2x faster. <!-- noqa: GPU910 -->\n") == []
+
+
+def test_docstring_gate_skips_docstrings_without_a_claim_word(monkeypatch):
+    """Only a docstring whose own text holds a claim word is analysed; one with the word still
+    gives its claim (also with the word in capitals, or split over two lines)."""
+    import gpulint.frontends.docs as docs
+
+    analysed: list[str] = []
+    real = docs.analyse
+
+    def spy(unit, *args, **kwargs):
+        analysed.append(unit.text)
+        return real(unit, *args, **kwargs)
+
+    monkeypatch.setattr(docs, "analyse", spy)
+    opted = {"claims": {"docstrings": True}}
+    code = (
+        "# speed notes\n"  # the file's prefilter is case-sensitive: it needs one word as written
+        'def a():\n    """Returns 3 tensors of shape (2, 4)."""\n\n'
+        'def b():\n    """This is 2x FASTER than eager."""\n\n'
+        'def c():\n    """Costs 40% less wall-clock\n    time than eager."""\n'
+    )
+    found = [(f.line, f.code) for f in lint_text(code, "m.py", options=opted)]
+    assert found == [(6, "GPU910"), (9, "GPU910")]
+    assert not any("tensors" in text for text in analysed)
+    assert any("FASTER" in text for text in analysed)
+
+
+def test_claim_rules_parse_python_only_where_they_can_report():
+    """Without the docstring opt-in, a Python file is parsed for the claim rules only where it
+    cites evidence (the one finding they can make there); with it, where a claim word occurs."""
+    from gpulint.engine import Linter
+    from gpulint.testing import example_config
+
+    code = b'"""2x faster than eager."""\n'
+    _, parsed = Linter(example_config()).lint_bytes("m.py", code)
+    assert parsed is False
+    config = example_config()
+    config.options.update({"claims": {"docstrings": True}})
+    findings, parsed = Linter(config).lint_bytes("m.py", code)
+    assert parsed is True and [f.code for f in findings] == ["GPU910"]
+    cited = code + b"# gpulint-evidence: .gpulint/evidence/missing.json\n"
+    _, parsed = Linter(example_config()).lint_bytes("m.py", cited)
+    assert parsed is True

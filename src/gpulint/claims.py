@@ -51,6 +51,26 @@ EVIDENCE_WORDS = ("gpulint-evidence", "gpulint bench", "gpulint/evidence", "evid
 # ...and a throughput figure needs one of its units.
 THROUGHPUT_WORDS = ("FLOP", "flop", "/s", "per second")
 
+# A docstring is analysed only when its own text, lowercased, holds one of these: every claim
+# pattern below (case-insensitive, words split across lines) needs one, so skipping the others
+# loses no claim. Looser than the file prefilter's words on purpose ("less" for "less wall-clock
+# time", "second" for "tokens per\nsecond"), since this gate cannot be checked by a fixture.
+DOCSTRING_WORDS = (
+    *(w.lower() for w in SPEED_WORDS if " " not in w),
+    "less",
+    "reduction",
+    "flop",
+    "/s",
+    "second",
+    "evidence",
+    "gpulint",
+    "eak",
+    "oofline",
+    "mfu",
+    "hfu",
+    "sol",
+)
+
 TOLERANCE = 0.10  # a quoted figure within 10% of the record's figure matches it
 
 # A number starts where its digits start (not inside a run of digits or after a thousands

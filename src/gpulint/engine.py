@@ -127,9 +127,10 @@ class Linter:
         self.gates: dict[str, list[tuple[type[Rule], tuple | None, tuple | None]]] = {}
         for language, rules in self.rules.items():
             self.gates[language] = [
-                (r, r.trigger_bytes(self.settings) or None, r.requires_bytes() or None)
+                (r, triggers or None, requires or None)
                 for r in rules
                 if r.applicable(self.settings)
+                for triggers, requires in [r.gates(language, self.settings)]
             ]
 
     @property

@@ -149,6 +149,15 @@ class Rule:
         return True
 
     @classmethod
+    def gates(
+        cls, language: str, settings: Settings
+    ) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
+        """(triggers, requires) as bytes for a file of `language`: the engine parses the file for
+        this rule only when one of each (an empty tuple: no gate) occurs in its bytes. A rule
+        over several formats may gate one of them tighter (the claim rules on Python)."""
+        return cls.trigger_bytes(settings), cls.requires_bytes()
+
+    @classmethod
     def trigger_bytes(cls, settings: Settings | None = None) -> tuple[bytes, ...]:
         """The triggers as bytes. A data-driven rule (the lever registry) may widen them from
         `settings`; they stay a necessary condition for the rule to fire."""

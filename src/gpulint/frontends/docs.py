@@ -23,7 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from gpulint.claims import ABSOLUTE, EVIDENCE_TAG, Claim, EvidenceContext, Unit, analyse
+from gpulint.claims import (
+    ABSOLUTE,
+    DOCSTRING_WORDS,
+    EVIDENCE_TAG,
+    Claim,
+    EvidenceContext,
+    Unit,
+    analyse,
+)
 from gpulint.diagnostics import Finding
 from gpulint.frontends import Memo, MemoKey, decode, noqa_by_line, run_rules
 from gpulint.settings import Settings
@@ -815,6 +823,9 @@ def _docstring(
 ) -> list[tuple[Claim, Span]]:
     if not any(ch.isdigit() for ch in value):
         return []
+    lowered = value.lower()
+    if not any(word in lowered for word in DOCSTRING_WORDS):
+        return []  # no claim pattern can match: most docstrings end here, unmasked
     # Where the value's characters start in the file, when they map one to one.
     segment = file.segment(literal) or ""
     prefix = re.match(r"^[rRbBuUfF]*(\"\"\"|'''|\"|')", segment)
