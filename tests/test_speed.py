@@ -62,6 +62,65 @@ def test_parent_links_are_a_side_table_not_node_attributes():
         assert not any(k.startswith("_gpulint") for k in vars(node)), node
 
 
+def _walk_preorder(tree):
+    """ast's own view of a tree: every node below `tree` with its parent, in pre-order."""
+    out, stack = [], [(tree, None)]
+    while stack:
+        node, parent = stack.pop()
+        out.append((node, parent))
+        children = [c for c in ast.iter_child_nodes(node) if not isinstance(c, ast.expr_context)]
+        stack.extend((c, node) for c in reversed(children))
+    return out
+
+
+def test_index_holds_every_node_with_its_parent_in_source_order():
+    """The index reads only the fields that can hold nodes (from ast's signatures): it must
+    still reach every node ast.iter_child_nodes reaches, with the same parent, in pre-order.
+    Over gpulint's own sources and every Python fixture (every syntax they use, dict displays
+    with `**` included)."""
+    root = Path(__file__).resolve().parent.parent
+    paths = sorted((root / "src").rglob("*.py")) + sorted(FIXTURES.rglob("*.py"))
+    extra = "d = {**a, 'k': 1}\nmatch p:\n    case {'x': X(y=1), **rest} if y: pass\n"
+    sources = [p.read_bytes() for p in paths] + [extra.encode()]
+    assert len(sources) > 100
+    for data in sources:
+        try:
+            parsed = PythonFrontend().parse("f.py", data, Settings())
+        except Exception:  # noqa: BLE001 - fixtures that do not parse on purpose
+            continue
+        expected = _walk_preorder(parsed.tree)
+        for node, parent in expected:
+            # operators (`+`, `and`, `==`) are singletons shared by the whole tree: no parent
+            if not isinstance(node, (ast.operator, ast.boolop, ast.unaryop, ast.cmpop)):
+                assert parsed.parent(node) is parent
+        by_type: dict[type, list] = {}
+        for node, _ in expected:
+            by_type.setdefault(type(node), []).append(node)
+        assert by_type.keys() == parsed.nodes_by_type.keys()
+        for kind, nodes in by_type.items():
+            assert [id(n) for n in parsed.nodes_by_type[kind]] == [id(n) for n in nodes]
+
+
+def test_every_ast_class_has_a_signature_the_index_reads():
+    """A class whose fields could not be read from its ASDL signature is walked the slow, generic
+    way: on this Python, none is (the aliases ast keeps for old versions aside)."""
+    from gpulint.frontends.python.file import _node_fields
+
+    deprecated = {"Num", "Str", "Bytes", "NameConstant", "Ellipsis"}
+    generic = [
+        name
+        for name in dir(ast)
+        if isinstance(cls := getattr(ast, name), type)
+        and issubclass(cls, ast.AST)
+        and cls._fields
+        and name not in deprecated
+        and any(many is None for _, many in _node_fields(cls))
+    ]
+    assert generic == []
+    assert dict(_node_fields(ast.Dict)) == {"keys": True, "values": True}
+    assert _node_fields(ast.Name) == () and _node_fields(ast.Constant) == ()
+
+
 @pytest.mark.parametrize("attr", ["loops", "model"])
 def test_models_cached_on_a_file_refer_back_weakly(attr):
     parsed = PythonFrontend().parse("f.py", b"import torch\nx = torch.ones(1)\n", Settings())

@@ -21,6 +21,32 @@ M = TypeVar("M", bound=ast.AST)
 P = TypeVar("P", bound=ast.AST)
 
 
+# The AST's primitive field types (ast's ASDL: `identifier name`, `constant value`, ...) and the
+# expression-context singletons: fields of these types never hold a node to visit.
+_LEAF_TYPES = frozenset({"identifier", "string", "constant", "int", "object", "expr_context"})
+_NODE_FIELDS: dict[type, tuple[tuple[str, bool | None], ...]] = {}
+
+
+def _node_fields(kind: type) -> tuple[tuple[str, bool | None], ...]:
+    """(field, is a list) for each field of an AST class that can hold nodes, last field first
+    (the walk pushes them on a stack). Read from the class's ASDL signature, which ast keeps as
+    its docstring (`FunctionDef(identifier name, arguments args, stmt* body, ...)`); a class
+    whose signature does not match its fields gets None for "unknown": every field is looked at
+    the generic way."""
+    fields: tuple[str, ...] = getattr(kind, "_fields", ())
+    doc = (getattr(kind, "__doc__", None) or "").split("\n", 1)[0]
+    inside = doc[doc.find("(") + 1 : doc.rfind(")")] if doc.startswith(f"{kind.__name__}(") else ""
+    declared = [part.split() for part in inside.split(",")] if inside.strip() else []
+    if [d[-1] for d in declared if len(d) == 2] != list(fields) or len(declared) != len(fields):
+        return tuple((f, None) for f in reversed(fields))
+    out: list[tuple[str, bool | None]] = []
+    for asdl_type, name in reversed(declared):
+        base = asdl_type.rstrip("*?")
+        if base not in _LEAF_TYPES:
+            out.append((name, asdl_type.endswith("*")))
+    return tuple(out)
+
+
 class PythonFile:
     language = "python"
 
@@ -44,11 +70,13 @@ class PythonFile:
         """One pre-order pass: parent links, and nodes grouped by type for rule dispatch.
 
         Written out by hand (no ast.iter_child_nodes generator) because it runs over every node
-        of every parsed file; Load/Store/Del singletons are shared by all nodes and skipped.
+        of every parsed file. Each class's fields that can hold nodes are looked up once
+        (`_node_fields`): a Name or a Constant, half of all nodes, has none to read, and the
+        Load/Store/Del singletons are never reached.
         """
         by_type = self.nodes_by_type
         parents = self._parents
-        node_base, context = ast.AST, ast.expr_context
+        fields_of = _NODE_FIELDS
         stack: list[ast.AST] = [self.tree]
         pop, push = stack.pop, stack.append
         while stack:
@@ -58,16 +86,26 @@ class PythonFile:
             if bucket is None:
                 bucket = by_type[kind] = []
             bucket.append(node)
-            for field in reversed(node._fields):
+            fields = fields_of.get(kind)
+            if fields is None:
+                fields = fields_of[kind] = _node_fields(kind)
+            for field, many in fields:
                 value = getattr(node, field, None)
-                if type(value) is list:
+                if value is None:
+                    continue
+                if many:
                     for item in reversed(value):
-                        if isinstance(item, node_base) and not isinstance(item, context):
+                        if item is not None:  # a `**spread` in a dict display: no key
                             parents[item] = node
                             push(item)
-                elif isinstance(value, node_base) and not isinstance(value, context):
+                elif many is False:
                     parents[value] = node
                     push(value)
+                else:  # a field of unknown type (see _node_fields)
+                    for item in reversed(value) if type(value) is list else (value,):
+                        if isinstance(item, ast.AST) and not isinstance(item, ast.expr_context):
+                            parents[item] = node
+                            push(item)
 
     # -- structure ---------------------------------------------------------------------------
     @overload
