@@ -1,6 +1,7 @@
 import re
 
 from gpulint.diagnostics import Severity
+from gpulint.frontends.cuda.file import CudaFile
 from gpulint.rule import Rule
 
 # What some CUDA rule looks at: launches, runtime calls, barriers, device printf, shared memory.
@@ -73,7 +74,7 @@ void run(float* x) {
 """,
     ]
 
-    def finish(self, file):
+    def finish(self, file: CudaFile):
         lines = file.lines_not_analysed
         if not lines:
             return
@@ -107,7 +108,7 @@ _KIND = {b"<<<": "a kernel launch", b"__s": "a barrier or shared memory", b"pri"
 class _Line:
     """A whole source line as a reportable span (what `file.span` reads)."""
 
-    def __init__(self, file, number: int):
+    def __init__(self, file: CudaFile, number: int):
         start = 0
         for _ in range(number - 1):
             start = file.data.index(b"\n", start) + 1

@@ -1,4 +1,5 @@
 from gpulint.diagnostics import Severity
+from gpulint.frontends.cuda.file import CudaFile
 from gpulint.rule import Rule
 
 MAX_THREADS = 1024
@@ -90,7 +91,7 @@ void run(float* x, int n) {
 """,
     ]
 
-    def visit_call_expression(self, node, file):
+    def visit_call_expression(self, node, file: CudaFile):
         config = file.launch_config(node)
         if not config or len(config) < 2:
             return

@@ -1,6 +1,7 @@
 import re
 
 from gpulint.diagnostics import Severity
+from gpulint.frontends.cuda.file import CudaFile
 from gpulint.frontends.cuda.idioms import VALIDATES, function_name, launch_check_for
 from gpulint.frontends.cuda.project import launch_checked_in
 from gpulint.rule import Rule
@@ -201,7 +202,7 @@ void run(float* x, cudaStream_t s) {
 """,
     ]
 
-    def visit_call_expression(self, node, file):
+    def visit_call_expression(self, node, file: CudaFile):
         if file.launch_config(node) is None:
             return
         function = file.enclosing_function(node)
@@ -272,7 +273,7 @@ _CONSTANT_CONFIG = re.compile(
 _LATER_CALL = re.compile(rb"\b([A-Za-z_]\w*)\s*(?:<[^;{}]*>)?\s*\(")
 
 
-def _fixed_before_checked_launch(file, node, function) -> bool:
+def _fixed_before_checked_launch(file: CudaFile, node, function) -> bool:
     """`node` has a compile-time configuration and a checked launch follows it in `function`:
     a `cudaLaunch*` call inside a check, or a call to a project function whose own launch is
     checked (`launch_kernel<Cfg, G, k>(g)` ending in `CUDACHECK(cudaLaunchKernelEx(...))`)."""
@@ -296,7 +297,7 @@ def _fixed_before_checked_launch(file, node, function) -> bool:
     return bool(re.search(rb"\b[A-Za-z_]*(?i:check)\w*\s*\(\s*cudaLaunch", rest))
 
 
-def _functor_checked_by_users(file, function, configured) -> bool:
+def _functor_checked_by_users(file: CudaFile, function, configured) -> bool:
     """`function` is a method of a class (a functor handed to a dispatch template) whose every
     mention in the file outside its own body sits in a function that checks after it."""
     from gpulint.frontends.cuda.project import last_check_end

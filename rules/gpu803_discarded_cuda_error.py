@@ -1,4 +1,5 @@
 from gpulint.diagnostics import Severity
+from gpulint.frontends.cuda.file import CudaFile
 from gpulint.frontends.cuda.idioms import discarded_call, fix_for
 from gpulint.rule import Rule
 
@@ -85,7 +86,7 @@ void f(float** d, size_t n) {
 
     grade = "corrupting"
 
-    def visit_call_expression(self, node, file):
+    def visit_call_expression(self, node, file: CudaFile):
         found = discarded_call(file, node)
         if found is None or found[1] != self.grade:
             return

@@ -1,4 +1,4 @@
-from gpulint.frontends.cuda.file import declared_names
+from gpulint.frontends.cuda.file import CudaFile, declared_names
 from gpulint.frontends.cuda.idioms import function_name
 from gpulint.rule import Rule
 
@@ -89,7 +89,7 @@ void run(float* x, cudaStream_t stream) {
 """,
     ]
 
-    def visit_call_expression(self, node, file):
+    def visit_call_expression(self, node, file: CudaFile):
         config = file.launch_config(node)
         if config is None:
             return
@@ -121,7 +121,7 @@ void run(float* x, cudaStream_t stream) {
             )
 
 
-def _stream_parameter(file, function) -> str | None:
+def _stream_parameter(file: CudaFile, function) -> str | None:
     """The one `cudaStream_t` parameter of a host function (None when none, or several)."""
     declarator = file.function_name_node(function)
     params = declarator.child_by_field_name("parameters") if declarator is not None else None

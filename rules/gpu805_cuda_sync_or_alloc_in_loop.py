@@ -1,6 +1,6 @@
 import re
 
-from gpulint.frontends.cuda.file import LOOP_TYPES, declared_names
+from gpulint.frontends.cuda.file import LOOP_TYPES, CudaFile, declared_names
 from gpulint.frontends.cuda.idioms import function_name
 from gpulint.rule import Rule
 
@@ -131,7 +131,7 @@ void run(float* x, int iters) {
 """,
     ]
 
-    def visit_call_expression(self, node, file):
+    def visit_call_expression(self, node, file: CudaFile):
         name = file.call_name(node)
         if name in _TORCH_SYNCS or name in SYNCS:
             yield from self._sync_per_op_call(node, file, name)
@@ -179,7 +179,7 @@ void run(float* x, int iters) {
         loop_line = file.span(loop)[0]
         yield self.report(file, node, name=name, loop=loop_line, advice=advice)
 
-    def _sync_per_op_call(self, node, file, name):
+    def _sync_per_op_call(self, node, file: CudaFile, name):
         """A device-wide sync in an extension op's forward/backward: every call of the op
         stalls the host until the GPU drains."""
         if not file.is_torch_extension or name == "cudaStreamSynchronize":
@@ -199,7 +199,7 @@ void run(float* x, int iters) {
         yield self.report(file, node, self.per_op, name=name, op=op)
 
     @staticmethod
-    def _indexed_by_loop_variable(file, call, loop) -> bool:
+    def _indexed_by_loop_variable(file: CudaFile, call, loop) -> bool:
         if loop.type != "for_statement":
             return False
         init = loop.child_by_field_name("initializer")

@@ -1,7 +1,15 @@
+from tree_sitter import Node
+
 from gpulint.diagnostics import Severity
+from gpulint.frontends import MemoKey
+from gpulint.frontends.cuda.file import CudaFile
 from gpulint.rule import Rule
 
 CONDITIONAL = ("if_statement", "conditional_expression", "switch_statement")
+
+
+# Per function (by start byte): the local names computed from threadIdx.
+_TAINT: MemoKey[dict[int, set[str]]] = MemoKey("gpu806.thread_dependent")
 
 
 class DivergentSyncthreads(Rule):
@@ -77,7 +85,7 @@ __global__ void k(float* x) {
 """,
     ]
 
-    def visit_call_expression(self, node, file):
+    def visit_call_expression(self, node, file: CudaFile):
         name = file.call_name(node)
         if name is None or not name.startswith("__syncthreads"):
             return
@@ -102,7 +110,7 @@ __global__ void k(float* x) {
                 return
 
     @staticmethod
-    def _balanced(file, branch, barrier) -> bool:
+    def _balanced(file: CudaFile, branch, barrier) -> bool:
         """Both arms of the `if` hold a barrier (`if (warp0) {...; __syncthreads();} else
         {__syncthreads();}`): every thread reaches one, the deliberate balanced form."""
         then, other = (
@@ -116,15 +124,13 @@ __global__ void k(float* x) {
         return b"__syncthreads" in file.data[arm.start_byte : arm.end_byte]
 
     @staticmethod
-    def _thread_dependent(file, function) -> set[str]:
+    def _thread_dependent(file: CudaFile, function) -> set[str]:
         """Local names whose value is computed from threadIdx (directly or through each other)."""
-        cache = getattr(file, "_gpu806_taint", None)
-        if cache is None:
-            cache = file._gpu806_taint = {}
+        cache = file.memo.get(_TAINT, dict)
         key = function.start_byte
         if key in cache:
             return cache[key]
-        pairs = []
+        pairs: list[tuple[str, Node]] = []
         for kind in ("init_declarator", "assignment_expression"):
             for d in file.nodes(kind):
                 if not function.start_byte <= d.start_byte < function.end_byte:
@@ -144,9 +150,9 @@ __global__ void k(float* x) {
         while changed and rounds < 8:
             changed = False
             rounds += 1
-            for target, value in pairs:
-                if target not in tainted and depends_on_thread(file, value, tainted):
-                    tainted.add(target)
+            for name, expr in pairs:
+                if name not in tainted and depends_on_thread(file, expr, tainted):
+                    tainted.add(name)
                     changed = True
         cache[key] = tainted
         return tainted
@@ -171,7 +177,7 @@ _FLOW = {
 _THREAD_CALLS = {"thread_rank", "__lane_id", "laneid", "lane_id", "get_lane_id"}
 
 
-def depends_on_thread(file, node, tainted: set[str]) -> bool:
+def depends_on_thread(file: CudaFile, node, tainted: set[str]) -> bool:
     stack = [node]
     while stack:
         n = stack.pop()

@@ -1,5 +1,6 @@
 import re
 
+from gpulint.frontends.cuda.file import CudaFile
 from gpulint.rule import Rule
 
 
@@ -70,7 +71,7 @@ void f(float** d, size_t n) { CUDA_CHECK(cudaMallocManaged(d, n)); }
 """,
     ]
 
-    def visit_call_expression(self, node, file):
+    def visit_call_expression(self, node, file: CudaFile):
         if file.call_name(node) != "cudaMallocManaged":
             return
         for a in file.ancestors(node):

@@ -1,7 +1,8 @@
 import bisect
 import re
 
-from gpulint.frontends.cuda.file import LOOP_TYPES
+from gpulint.frontends import MemoKey
+from gpulint.frontends.cuda.file import LOOP_TYPES, CudaFile
 from gpulint.frontends.cuda.idioms import function_name
 from gpulint.rule import Rule
 
@@ -25,6 +26,16 @@ _SYNC = re.compile(
     rb"\bcuda(?:DeviceSynchronize\s*\(\s*\)|StreamSynchronize\s*\(\s*([^()]*?)\s*\))"
 )
 _WORD = re.compile(rb"\w+")
+
+
+# Once per file: per function (by start byte), where the device or each stream is synchronised
+# and where each word occurs; every name inside a pinning call's arguments; per scope, the
+# right-hand sides assigned to each name.
+_FUNCTION_INDEX: MemoKey[dict[int, tuple[dict[str, list[int]], dict[bytes, list[int]]]]] = MemoKey(
+    "gpu808.function_index"
+)
+_PINNED_NAMES: MemoKey[set[str]] = MemoKey("gpu808.pinned_names")
+_ASSIGNED: MemoKey[dict[tuple[int, int], dict[str, list[str]]]] = MemoKey("gpu808.assigned")
 
 
 class PageableMemcpyAsync(Rule):
@@ -108,7 +119,7 @@ void f(float* d, size_t n, cudaStream_t s) {
 """,
     ]
 
-    def visit_call_expression(self, node, file):
+    def visit_call_expression(self, node, file: CudaFile):
         if file.call_name(node) != "cudaMemcpyAsync":
             return
         args = node.child_by_field_name("arguments")
@@ -141,7 +152,7 @@ void f(float* d, size_t n, cudaStream_t s) {
                 yield self.report(file, arg, name=name, origin=origin)
 
     @staticmethod
-    def _repeated(file, node, function) -> bool:
+    def _repeated(file: CudaFile, node, function) -> bool:
         """The copy may run on a hot path: library code, or a loop of a standalone program.
         A one-off copy in a sample, test or benchmark driver (a file with `main`) moves its
         data once; its staging costs nothing worth a change. So do reference implementations
@@ -153,7 +164,7 @@ void f(float* d, size_t n, cudaStream_t s) {
             return not file.is_test
         return any(a.type in LOOP_TYPES for a in file.ancestors(node))
 
-    def _one_off(self, file, node, function, values) -> bool:
+    def _one_off(self, file: CudaFile, node, function, values) -> bool:
         """A setup copy: not in a loop, and the same stream (or the device) is synchronised
         after it before the copied buffer is touched again. Nothing can overlap with it anyway,
         so pinning only buys bandwidth on a copy made once."""
@@ -174,12 +185,12 @@ void f(float* d, size_t n, cudaStream_t s) {
         return i == len(uses) or uses[i] >= sync
 
     def _function_index(
-        self, file, function
+        self, file: CudaFile, function
     ) -> tuple[dict[str, list[int]], dict[bytes, list[int]]]:
         """Per function, once: where the device or each stream is synchronised, and where each
         word occurs (sorted byte offsets), so each copy's question costs a bisection instead of
         a scan of the rest of the function (2,000 copies in one function were quadratic)."""
-        cache = self.__dict__.setdefault("_index_by_function", {})
+        cache = file.memo.get(_FUNCTION_INDEX, dict)
         key = function.start_byte
         if key not in cache:
             body = file.data[function.start_byte : function.end_byte]
@@ -195,25 +206,24 @@ void f(float* d, size_t n, cudaStream_t s) {
             cache[key] = (syncs, words)
         return cache[key]
 
-    def _pinned_names(self, file) -> set[str]:
+    def _pinned_names(self, file: CudaFile) -> set[str]:
         """Every name inside the arguments of a pinning call (cudaHostRegister(...), ...),
         found in one pass over the file (per copy, a search of the whole file: quadratic)."""
-        if getattr(self, "_pinned", None) is None:
-            self._pinned = {
+        return file.memo.get(
+            _PINNED_NAMES,
+            lambda: {
                 word
                 for m in re.finditer(rf"\b(?:{'|'.join(_PINNED)})\s*\(([^;]*)", file.text)
                 for word in re.findall(r"\w+", m.group(1))
-            }
-        return self._pinned
+            },
+        )
 
-    def _assignments(self, file, scope) -> dict[str, list[str]]:
+    def _assignments(self, file: CudaFile, scope) -> dict[str, list[str]]:
         """name -> right-hand sides of `name = ...` in `scope`, read once per scope (nested
         assignments `a = b = malloc(n)` too: the right-hand side is read in a lookahead)."""
-        memo: dict[tuple[int, int], dict[str, list[str]]] = self.__dict__.setdefault(
-            "_assigned", {}
-        )
+        memo = file.memo.get(_ASSIGNED, dict)
         key = (scope.start_byte, scope.end_byte)  # tree-sitter hands out a new node each time
-        found: dict[str, list[str]] | None = memo.get(key)
+        found = memo.get(key)
         if found is None:
             text = file.data[scope.start_byte : scope.end_byte].decode("utf-8", "replace")
             found = memo[key] = {}
@@ -221,12 +231,12 @@ void f(float* d, size_t n, cudaStream_t s) {
                 found.setdefault(m.group(1), []).append(m.group(2))
         return found
 
-    def _origin(self, file, name: str, function) -> str | None:
+    def _origin(self, file: CudaFile, name: str, function) -> str | None:
         """'malloc'/'new'/'std::vector' when every visible definition of `name` is pageable."""
         scope = function if function is not None else file.root
         if name in self._pinned_names(file):
             return None
-        origins = set()
+        origins: set[str | None] = set()
         for decl in file.consts.declarations.get(name, ()):
             inside = scope.start_byte <= decl.start_byte < scope.end_byte
             if not inside and file.enclosing_function(decl) is not None:
@@ -243,13 +253,13 @@ void f(float* d, size_t n, cudaStream_t s) {
                 ):
                     value = d.child_by_field_name("value")
             if value is None:
-                origins.add(None)  # type: ignore[arg-type]
+                origins.add(None)
                 continue
             m = _PAGEABLE.search(" ".join(file.node_text(value).split()))
-            origins.add(("new" if m.group(0).startswith("new") else m.group(3)) if m else None)  # type: ignore[arg-type]
+            origins.add(("new" if m.group(0).startswith("new") else m.group(3)) if m else None)
         for value in self._assignments(file, scope).get(name, ()):
             p = _PAGEABLE.search(value.strip())
-            origins.add(("new" if p.group(0).startswith("new") else p.group(3)) if p else None)  # type: ignore[arg-type]
+            origins.add(("new" if p.group(0).startswith("new") else p.group(3)) if p else None)
         if len(origins) == 1 and None not in origins:
             return origins.pop()
         return None

@@ -1,5 +1,6 @@
 import re
 
+from gpulint.frontends.cuda.file import CudaFile
 from gpulint.rule import Rule
 
 _DEBUG_GUARD = re.compile(r"(?i)debug|verbose|print|log|trace|dump")
@@ -80,11 +81,11 @@ __global__ void k(float* x) {
 """,
     ]
 
-    def visit_call_expression(self, node, file):
+    def visit_call_expression(self, node, file: CudaFile):
         if file.call_name(node) not in ("printf", "std::printf"):
             return
         function = file.enclosing_function(node)
-        if not file.is_device_function(function):
+        if function is None or not file.is_device_function(function):
             return
         name = file.function_name_node(function)
         if name is not None and _DEBUG_FUNCTION.search(
@@ -128,7 +129,7 @@ __global__ void k(float* x) {
         yield self.report(file, node)
 
     @staticmethod
-    def _guard(file, node) -> tuple[str, bool]:
+    def _guard(file: CudaFile, node) -> tuple[str, bool]:
         """The condition of the #if/#ifdef branch `node` belongs to, and whether `node` is the
         branch taken when that condition is false (`#else`, `#ifndef`, `#if !defined(...)`)."""
         fallback = False

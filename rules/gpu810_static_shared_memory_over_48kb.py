@@ -1,4 +1,5 @@
 from gpulint.diagnostics import Severity
+from gpulint.frontends.cuda.file import CudaFile
 from gpulint.rule import Rule
 
 STATIC_LIMIT = 48 * 1024
@@ -71,7 +72,7 @@ __global__ void tile(float* x) {
 """,
     ]
 
-    def finish(self, file):
+    def finish(self, file: CudaFile):
         per_function: dict[int, list] = {}
         for decl in file.nodes("declaration"):
             if file.broken(decl) or not any(

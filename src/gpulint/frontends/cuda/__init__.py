@@ -34,6 +34,7 @@ from gpulint.diagnostics import Finding
 from gpulint.frontends import ParseError, decode, noqa_by_line, run_rules
 from gpulint.frontends.cuda.file import CudaFile
 from gpulint.frontends.cuda.grammar import node_types, parser
+from gpulint.frontends.cuda.project import LAST_CHECK_END
 from gpulint.settings import Settings
 
 # Alignment attributes the grammar does not know (`struct __align__(16) S`, `__shared__
@@ -185,7 +186,7 @@ class CudaFrontend:
             kept = self._parsed.pop((display_path, len(data), hash(data)), None)
             if kept is not None:
                 kept._project = settings.projects.get("cuda")
-                kept.__dict__.pop("_last_check_end", None)  # now with the project's checks
+                kept.memo.pop(LAST_CHECK_END)  # now with the project's checks
                 return kept
         try:
             text = decode(data)

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import functools
 import re
+from typing import cast
 
 from tree_sitter import Node
 
 from gpulint.frontends import BackLink
-from gpulint.frontends.cuda.file import declared_names
+from gpulint.frontends.cuda.file import CudaFile, declared_names
 from gpulint.frontends.cuda.grammar import parser
 
 MAX_DEPTH = 24
@@ -94,9 +95,9 @@ class Unknown(Exception):
 
 
 class ConstEval:
-    file = BackLink()  # weak: the file caches this (CudaFile.consts)
+    file: BackLink[CudaFile] = BackLink()  # weak: the file caches this (CudaFile.consts)
 
-    def __init__(self, file):
+    def __init__(self, file: CudaFile):
         self.file = file
 
     # -- what the file defines ---------------------------------------------------------------
@@ -456,7 +457,8 @@ class _SnippetEval(ConstEval):
     def __init__(self, outer: ConstEval, data: bytes):
         self.outer = outer
         self.snippet = _SnippetFile(outer.file, data)  # held here: `file` is a weak link
-        self.file = self.snippet
+        # A snippet answers the few questions evaluating a #define asks of its file.
+        self.file = cast("CudaFile", self.snippet)
 
     def _name(self, name: str, at: Node, depth: int) -> int:
         outer = self.outer

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 from tree_sitter import Node, QueryCursor, Tree
 
+from gpulint.frontends import Memo
 from gpulint.frontends.cuda.grammar import COMMON_TYPES, LANGUAGE, query
 from gpulint.source import SourceText, is_driver_path, is_test_path
 
@@ -50,6 +51,7 @@ class CudaFile:
         self.tree = tree
         self.root: Node = tree.root_node
         self.ascii = len(data) == len(text)
+        self.memo = Memo()  # what rules and helpers compute once per file
 
     # -- nodes -------------------------------------------------------------------------------
     def captures(self, *types: str) -> dict[str, list[Node]]:
@@ -153,6 +155,8 @@ class CudaFile:
         seen: set[int] = set()
         for start, end in self._bad_ranges:
             node = self.root.descendant_for_byte_range(start, max(start, end - 1))
+            if node is None:  # a range inside the root always has a node
+                continue
             region = node
             for a in self.ancestors(node):
                 if a.type in _STATEMENT_CONTAINERS:
@@ -534,7 +538,7 @@ class CudaFile:
         function = self.enclosing_function(node)
         declarator = self.function_name_node(function) if function is not None else None
         name = declarator.child_by_field_name("declarator") if declarator is not None else None
-        if name is None or depth >= 2:
+        if function is None or name is None or depth >= 2:
             return False
         text = self.node_text(name)
         calls = [c for c in self.all_calls if self.call_name(c) == text]

@@ -3,8 +3,20 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from tree_sitter import Node
+
+from gpulint.frontends import MemoKey
+
+if TYPE_CHECKING:
+    from gpulint.frontends.cuda.file import CudaFile
+
+# Once per file: the check macro the file wraps runtime calls in ("" where none), and the
+# functions it defines itself under a `cuda` name.
+_HOUSE_CHECK: MemoKey[str] = MemoKey("cuda.house_check_macro")
+_DEFINED_CUDA: MemoKey[frozenset[str]] = MemoKey("cuda.defined_cuda_names")
+_LAUNCH_HELPERS: MemoKey[tuple[set[str], set[str]]] = MemoKey("cuda.launch_helpers")
 
 # Calls that check (or fetch) the error a kernel launch left behind.
 LAUNCH_CHECKS = frozenset(
@@ -51,9 +63,10 @@ def is_check_name(name: str | None, configured: tuple[str, ...] | list[str] = ()
 def is_runtime_call(name: str | None) -> bool:
     """A CUDA runtime API call returning cudaError_t. A project's own checking wrapper spelt
     like one (`cudaFreeCheck(p)`, `cudaMallocSafe`) is a check, not the runtime."""
+    if not name:
+        return False
     return (
-        bool(name)
-        and name not in NOT_ERRORS
+        name not in NOT_ERRORS
         and bool(RUNTIME_API.match(name))
         and not _WRAPPER_SUFFIX.search(name)
     )
@@ -66,27 +79,27 @@ _WRAPPER_SUFFIX = re.compile(r"(?i)(check|checked|safe|or_die|ordie|assert|_ok)$
 _NOT_CHECKS = frozenset({"static_cast", "reinterpret_cast", "void", "std", "move", "ignore"})
 
 
-def house_check_macro(file, default: str | None = "CUDA_CHECK") -> str | None:
+def house_check_macro(file: CudaFile, default: str | None = "CUDA_CHECK") -> str | None:
     """The check the file already wraps runtime calls in (`cudaCheck`, `gpuErrchk`), the most
     used one, the first seen on a tie; `default` where it wraps none. Fix suggestions use
     it so they read like the code around them (and compile: the file already uses it)."""
-    cached = getattr(file, "_house_check_macro", None)
-    if cached is None:
-        counts: dict[str, int] = {}  # insertion order breaks ties
-        for call in file.nodes("call_expression"):
-            args = call.child_by_field_name("arguments")
-            inner = args.named_children if args is not None else []
-            if len(inner) == 1 and inner[0].type == "call_expression":
-                if (file.call_name(inner[0]) or "").startswith("cuda"):
-                    outer = file.call_name(call)
-                    if outer and not is_runtime_call(outer) and outer not in _NOT_CHECKS:
-                        counts[outer] = counts.get(outer, 0) + 1
-        # A general check (`CUDA_CHECK_THROW`) before a special one (`check_shmem_error`).
-        general = {n: c for n, c in counts.items() if checks(n, file)}
-        pool = general or counts
-        cached = max(pool, key=pool.__getitem__) if pool else ""
-        file._house_check_macro = cached
-    return cached or default
+    return file.memo.get(_HOUSE_CHECK, lambda: _house_check_macro(file)) or default
+
+
+def _house_check_macro(file: CudaFile) -> str:
+    counts: dict[str, int] = {}  # insertion order breaks ties
+    for call in file.nodes("call_expression"):
+        args = call.child_by_field_name("arguments")
+        inner = args.named_children if args is not None else []
+        if len(inner) == 1 and inner[0].type == "call_expression":
+            if (file.call_name(inner[0]) or "").startswith("cuda"):
+                outer = file.call_name(call)
+                if outer and not is_runtime_call(outer) and outer not in _NOT_CHECKS:
+                    counts[outer] = counts.get(outer, 0) + 1
+    # A general check (`CUDA_CHECK_THROW`) before a special one (`check_shmem_error`).
+    general = {n: c for n, c in counts.items() if checks(n, file)}
+    pool = general or counts
+    return max(pool, key=pool.__getitem__) if pool else ""
 
 
 # -- what a discarded cudaError_t costs ---------------------------------------------------------
@@ -115,7 +128,7 @@ _CHECK_WORDS = re.compile(
 )
 
 
-def check_names(file, configured=()) -> frozenset[str]:
+def check_names(file: CudaFile, configured=()) -> frozenset[str]:
     """Names that check CUDA errors in this file: the known idioms are matched by pattern
     (`is_check_name`); these are the file's and the project's own macros and small functions
     whose body checks (`#define SYNC_CHECK() { cudaError_t e = cudaGetLastError(); ... }`),
@@ -123,18 +136,18 @@ def check_names(file, configured=()) -> frozenset[str]:
     return file.check_names | frozenset(configured)
 
 
-def checks(name: str | None, file, configured=()) -> bool:
+def checks(name: str | None, file: CudaFile, configured=()) -> bool:
     return is_check_name(name, configured) or (name is not None and name in check_names(file))
 
 
-def file_checks(file) -> set[str]:
+def file_checks(file: CudaFile) -> set[str]:
     """Macros and functions defined in `file` whose body checks a CUDA error status."""
     out = set()
     for node in file.nodes("preproc_function_def") + file.nodes("preproc_def"):
         value = node.child_by_field_name("value")
-        name = node.child_by_field_name("name")
-        if value is not None and name is not None and _CHECK_WORDS.search(file.node_text(value)):
-            out.add(file.node_text(name))
+        macro = node.child_by_field_name("name")
+        if value is not None and macro is not None and _CHECK_WORDS.search(file.node_text(value)):
+            out.add(file.node_text(macro))
     for fn in file.nodes("function_definition"):
         body = fn.child_by_field_name("body")
         if body is None or body.end_point[0] - body.start_point[0] > 25:
@@ -150,7 +163,7 @@ def file_checks(file) -> set[str]:
     return out
 
 
-def checking_launchers(file, own: frozenset[str] | set[str] = frozenset()) -> set[str]:
+def checking_launchers(file: CudaFile, own: frozenset[str] | set[str] = frozenset()) -> set[str]:
     """Host functions of `file` that launch and then check (`launch_gemm(...)` whose body ends
     `CUDA_CHECK(cudaGetLastError())`): a call to one after an unchecked launch checks it too,
     since `cudaGetLastError` reports the last error of any earlier launch. Functions only,
@@ -159,12 +172,16 @@ def checking_launchers(file, own: frozenset[str] | set[str] = frozenset()) -> se
     return launch_helpers(file, own)[0]
 
 
-def launch_helpers(file, own: frozenset[str] | set[str] = frozenset()) -> tuple[set, set]:
+def launch_helpers(
+    file: CudaFile, own: frozenset[str] | set[str] = frozenset()
+) -> tuple[set[str], set[str]]:
     """(checking, checked): `checking_launchers`, and the functions whose own launch is
-    checked in any way, also by its status (`CUDACHECK(cudaLaunchKernelEx(...))`)."""
-    cached = file.__dict__.get("_launch_helpers")
-    if cached is not None:
-        return cached
+    checked in any way, also by its status (`CUDACHECK(cudaLaunchKernelEx(...))`). Once per
+    file (with the `own` of the first call)."""
+    return file.memo.get(_LAUNCH_HELPERS, lambda: _launch_helpers(file, own))
+
+
+def _launch_helpers(file: CudaFile, own: frozenset[str] | set[str]) -> tuple[set[str], set[str]]:
     last: dict[int, Node] = {}  # function start -> its last launch
     status_checked: set[int] = set()
     functions = {}
@@ -212,9 +229,7 @@ def launch_helpers(file, own: frozenset[str] | set[str] = frozenset()) -> tuple[
         if name in checked:
             names[name] = names.get(name, 0) + 1
     once = {n for n in checked if names.get(n, 0) <= 1}
-    cached = ({n for n in checking if n in once}, once)
-    file.__dict__["_launch_helpers"] = cached
-    return cached
+    return {n for n in checking if n in once}, once
 
 
 # What a checking helper calls besides the error getters: it reports and stops.
@@ -225,7 +240,7 @@ _CHECKER_CALLS = frozenset(
 )
 
 
-def function_name(file, function) -> str | None:
+def function_name(file: CudaFile, function) -> str | None:
     """The unqualified name of a function definition (`ns::Cls::run` -> `run`, `~Buf` kept)."""
     macro = file.macro_name(function)
     if macro is not None:
@@ -237,7 +252,7 @@ def function_name(file, function) -> str | None:
     return file.node_text(inner).split("::")[-1].strip() or None
 
 
-def discarded_status(file, call, name: str) -> str | None:
+def discarded_status(file: CudaFile, call, name: str) -> str | None:
     """What dropping the status of runtime call `call` (an expression statement) costs:
     "corrupting" (a failure leaves results wrong), "status" (a failure goes unreported, nothing
     silently wrong), or None when nothing is lost: the next statement checks, it is teardown,
@@ -270,7 +285,7 @@ def _next_statement(statement):
     return sibling
 
 
-def _checked_next(file, statement) -> bool:
+def _checked_next(file: CudaFile, statement) -> bool:
     """The statement after the call checks the error (`getLastCudaError("...")`,
     `cudaCheckError();`, `if (cudaGetLastError() != cudaSuccess)`, a project macro)."""
     nxt = _next_statement(statement)
@@ -290,7 +305,7 @@ _CALLED = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
 VALIDATES = re.compile(rb"(?i)validat|verif|compare|assert|expect_|allclose|check_result")
 
 
-def _teardown_context(file, call, function) -> bool:
+def _teardown_context(file: CudaFile, call, function) -> bool:
     name = function_name(file, function) or ""
     if name.startswith("~") or _TEARDOWN_FUNCTION.search(name):
         return True  # a destructor, `cleanup()`, `free_buffers()`
@@ -312,7 +327,7 @@ def _teardown_context(file, call, function) -> bool:
     return False
 
 
-def _output_read_later(file, call, function) -> bool:
+def _output_read_later(file: CudaFile, call, function) -> bool:
     args = call.child_by_field_name("arguments")
     if args is None:
         return False
@@ -326,7 +341,7 @@ def _output_read_later(file, call, function) -> bool:
     ) or any(o and not o.isidentifier() and o in rest for o in outputs)
 
 
-def fix_for(file, call_text: str) -> str:
+def fix_for(file: CudaFile, call_text: str) -> str:
     """A check that compiles in this file: its own macro where it has one, PyTorch's in an
     extension, else plain C++."""
     macro = house_check_macro(file, default=None)
@@ -337,7 +352,7 @@ def fix_for(file, call_text: str) -> str:
     return f"if ({call_text} != cudaSuccess) {{ /* report and stop */ }}"
 
 
-def launch_check_for(file) -> str:
+def launch_check_for(file: CudaFile) -> str:
     """The launch check to suggest, in a spelling that compiles in this file."""
     if file.is_torch_extension and not file.torch_is_conditional:
         return "C10_CUDA_KERNEL_LAUNCH_CHECK();"
@@ -347,12 +362,12 @@ def launch_check_for(file) -> str:
     return "if (cudaGetLastError() != cudaSuccess) { /* report and stop */ }"
 
 
-def discarded_call(file, call) -> tuple[str, str] | None:
+def discarded_call(file: CudaFile, call) -> tuple[str, str] | None:
     """(name, grade) for a CUDA runtime call whose status is dropped (see `discarded_status`);
     None for anything else: not the runtime, used, `(void)`-cast, a method, a function the file
     or project defines itself, device code."""
     name = file.call_name(call)
-    if not is_runtime_call(name):
+    if not name or not is_runtime_call(name):
         return None
     parent = call.parent
     if parent is None or parent.type != "expression_statement":
@@ -368,13 +383,13 @@ def discarded_call(file, call) -> tuple[str, str] | None:
     return (name, grade) if grade else None
 
 
-def defined_cuda_names(file) -> frozenset[str]:
-    cached = getattr(file, "_defined_cuda", None)
-    if cached is None:
-        cached = frozenset(
-            n
-            for fn in file.nodes("function_definition")
-            if (n := function_name(file, fn)) and n.startswith("cuda")
-        )
-        file._defined_cuda = cached
-    return cached
+def defined_cuda_names(file: CudaFile) -> frozenset[str]:
+    return file.memo.get(_DEFINED_CUDA, lambda: _defined_cuda_names(file))
+
+
+def _defined_cuda_names(file: CudaFile) -> frozenset[str]:
+    return frozenset(
+        n
+        for fn in file.nodes("function_definition")
+        if (n := function_name(file, fn)) and n.startswith("cuda")
+    )

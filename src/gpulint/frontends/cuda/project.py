@@ -13,7 +13,9 @@ import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeGuard
 
+from gpulint.frontends import MemoKey
 from gpulint.frontends.cuda.idioms import (
     file_checks,
     function_name,
@@ -21,6 +23,9 @@ from gpulint.frontends.cuda.idioms import (
     is_runtime_call,
     launch_helpers,
 )
+
+if TYPE_CHECKING:
+    from gpulint.frontends.cuda.file import CudaFile
 
 
 @dataclass(frozen=True)
@@ -102,7 +107,7 @@ def _site_key(site: CallSite) -> tuple:
     return (site.caller, site.path, site.line, site.checked)
 
 
-def file_facts(file, configured: tuple[str, ...] = ()) -> dict:
+def file_facts(file: CudaFile, configured: tuple[str, ...] = ()) -> dict:
     """One file's contribution to the project (JSON-able; a function of the file's bytes and
     the configured check macros only, so it can be stored by content)."""
     launchers: dict[str, set[int]] = {}  # name -> start bytes of its definitions that launch
@@ -167,7 +172,7 @@ def file_facts(file, configured: tuple[str, ...] = ()) -> dict:
     }
 
 
-def _is_method(file, function) -> bool:
+def _is_method(file: CudaFile, function) -> bool:
     """A member function: defined in a class body, or out of line as `Cls::name`."""
     if file.macro_name(function) is not None:
         return False
@@ -186,13 +191,18 @@ _NOT_CALLEES = frozenset(
 
 
 _CALLED_BYTES = re.compile(rb"\b([A-Za-z_]\w*)\s*\(")
+# Per scope (start, end, configured checks): where its last launch check ends. Depends on the
+# project's checks: forgotten when a file parsed by the index is handed to the lint.
+LAST_CHECK_END: MemoKey[dict[tuple[int, int, tuple[str, ...]], int]] = MemoKey(
+    "cuda.last_check_end"
+)
 
 
-def last_check_end(file, scope, configured=()) -> int:
+def last_check_end(file: CudaFile, scope, configured=()) -> int:
     """Byte offset just past the last launch check in `scope` (a function, or the file): -1
     when none. The text, not the tree: a check inside a region tree-sitter could not parse
     still counts. Computed once per scope."""
-    cache = file.__dict__.setdefault("_last_check_end", {})
+    cache = file.memo.get(LAST_CHECK_END, dict)
     key = (scope.start_byte, scope.end_byte, tuple(configured))
     found = cache.get(key)
     if found is None:
@@ -218,7 +228,7 @@ def last_check_end(file, scope, configured=()) -> int:
     return found
 
 
-def _status_checked(file, call) -> bool:
+def _status_checked(file: CudaFile, call) -> bool:
     """The call's result is checked where it is made: `CUDA_CHECK(launch(...))`,
     `if (launch(...) != cudaSuccess)`, `cudaError_t e = launch(...)` (a launcher that returns
     `cudaGetLastError()`). Returning or storing a tensor is not a check."""
@@ -240,7 +250,7 @@ _STATEMENT_CONTAINERS_OR_FUNCTION = {
 }
 
 
-def launch_checked_in(file, launch, function, configured=()) -> bool:
+def launch_checked_in(file: CudaFile, launch, function, configured=()) -> bool:
     """A launch check follows `launch` in `function`."""
     return last_check_end(file, function, configured) > launch.end_byte
 
@@ -545,7 +555,7 @@ class FactStore:
             pass  # a store that cannot be written is only a slower next run
 
 
-def _valid(facts) -> bool:
+def _valid(facts: object) -> TypeGuard[dict]:
     return (
         isinstance(facts, dict)
         and isinstance(facts.get("launchers"), dict)
