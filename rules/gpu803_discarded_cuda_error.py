@@ -19,7 +19,9 @@ class DiscardedCudaError(Rule):
     failure shows as soon as the program runs: a file that defines `main` (or the `#if` branch
     that holds it, such as `#ifdef RUN_MAIN`, and the functions of the file only it calls), a
     header the project includes only from such code, and files under test, benchmark, demo or
-    example paths. Other runtime calls (synchronisation, events, streams,
+    example paths; and calls in a function whose job is to compare results with a reference
+    (`check_correctness`, `verify_output`, `compare_*`), where a failed copy shows as a
+    mismatch. Other runtime calls (synchronisation, events, streams,
     frees outside teardown, queries whose result is never read) are GPU811, off by default.
     The suggested check is the macro the file already uses, `C10_CUDA_CHECK` in a PyTorch
     extension, else a plain `if (... != cudaSuccess)`.
@@ -76,6 +78,20 @@ void f(float** d, size_t n) {
 }
 """,
     ]
+    VALID.append(
+        """
+#include <vector>
+template <typename T>
+void check_correctness(const T* d_out, const T* d_ref, size_t n) {
+  std::vector<T> out(n), ref(n);
+  cudaMemcpy(out.data(), d_out, n * sizeof(T), cudaMemcpyDeviceToHost);
+  cudaMemcpy(ref.data(), d_ref, n * sizeof(T), cudaMemcpyDeviceToHost);
+  for (size_t i = 0; i < n; ++i) {
+    if (out[i] != ref[i]) { printf("mismatch at %zu\\n", i); return; }
+  }
+}
+"""
+    )
     INVALID = [
         """
 void f(float** d, size_t n) {

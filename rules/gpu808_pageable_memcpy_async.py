@@ -55,7 +55,9 @@ class PageableMemcpyAsync(Rule):
     the copy cannot overlap with other work; a copy whose stream is waited on right after
     overlaps with nothing either way, and made once, its staging costs little. Standalone
     programs (a file defining `main`, its `#if` branch, helpers and headers only it uses) are
-    left alone too.
+    left alone too. And a device-to-host copy whose host buffer is read before any sync of
+    its stream: the code relies on a copy to pageable memory returning only once done; pinned
+    memory would need a sync added, for a copy that blocks anyway.
 
     ## Why is this bad?
     An async copy from pageable memory is not async: the driver first copies the data into a
@@ -103,6 +105,17 @@ void f(float* d, size_t n, cudaStream_t s) {
 }
 """,
     ]
+    VALID.append(
+        """
+void check_converged(const float* d_sum, int n, cudaStream_t s) {
+  std::vector<float> sums(n);
+  for (int it = 0; it < 10; ++it) {
+    CUDA_CHECK(cudaMemcpyAsync(sums.data(), d_sum, n * sizeof(float), cudaMemcpyDeviceToHost, s));
+    if (sums[0] < 1e-6f) break;  // read at once: the copy to pageable memory has returned
+  }
+}
+"""
+    )
     INVALID = [
         """
 #include <vector>
@@ -141,6 +154,8 @@ void f(float* d, size_t n, cudaStream_t s) {
         if file.in_program(node):
             return  # a standalone program's (or its harness's) copy: a sample's data, not a hot path
         if self._one_off(file, node, function, values):
+            return
+        if "DeviceToHost" in kind and self._read_at_once(file, node, function, values):
             return
         for arg in candidates:
             m = _ARG.match(" ".join(file.node_text(arg).split()))
@@ -183,6 +198,23 @@ void f(float* d, size_t n, cudaStream_t s) {
         uses = words.get(m.group(1).encode(), [])
         i = bisect.bisect_left(uses, node.end_byte)
         return i == len(uses) or uses[i] >= sync
+
+    def _read_at_once(self, file, node, function, values) -> bool:
+        """A copy to pageable host memory that the host reads before any synchronisation of the
+        stream: the code relies on such a copy returning only when done (the runtime's rule for
+        device-to-pageable copies); pinned memory would need a sync added, for a copy that
+        already blocks."""
+        if function is None:
+            return False
+        m = _ARG.match(" ".join(file.node_text(values[0]).split()))
+        if m is None:
+            return False
+        syncs, words = self._function_index(file, function)
+        stream = " ".join(file.node_text(values[4]).split()) if len(values) > 4 else "0"
+        after = [p for key in ("", stream) for p in syncs.get(key, ()) if p >= node.end_byte]
+        uses = words.get(m.group(1).encode(), [])
+        i = bisect.bisect_left(uses, node.end_byte)
+        return i < len(uses) and (not after or uses[i] < min(after))
 
     def _function_index(
         self, file: CudaFile, function

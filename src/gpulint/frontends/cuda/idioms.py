@@ -267,6 +267,8 @@ def discarded_status(file: CudaFile, call, name: str) -> str | None:
         and VALIDATES.search(file.data[call.end_byte : function.end_byte])
     ):
         return None  # a test that validates its output: a failed call fails the test
+    if function is not None and _VALIDATING.search(function_name(file, function) or ""):
+        return None  # `check_correctness`, `verify_output`: a failed copy shows as a mismatch
     if TEARDOWN.match(name):
         if function is None or _teardown_context(file, call, function):
             return None
@@ -276,6 +278,10 @@ def discarded_status(file: CudaFile, call, name: str) -> str | None:
     if function is not None and _output_read_later(file, call, function):
         return None  # a query or an event: a failure shows in the value the code reads next
     return "status"
+
+
+# A function whose job is to compare results against a reference.
+_VALIDATING = re.compile(r"(?i)verif|validat|compar|correctness|allclose|mismatch")
 
 
 def _next_statement(statement):
