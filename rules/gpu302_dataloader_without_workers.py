@@ -5,7 +5,9 @@ from gpulint.rules._datasets import dataset_on_device, token_batches, tokenizes_
 
 from gpulint.diagnostics import Severity
 from gpulint.frontends.python.file import PythonFile
+from gpulint.frontends.python.model import SCOPES
 from gpulint.frontends.python.names import has_star_kwargs, keyword, terminal_name
+from gpulint.frontends.python.options import option_default
 from gpulint.frontends.python.tensors import assigned_values
 from gpulint.frontends.python.transfers import device_transfer
 from gpulint.rule import Rule
@@ -84,6 +86,62 @@ def _decodes_per_sample(file: PythonFile, call: ast.Call) -> bool:
     return any(_is_decoder(q) for q in file.bindings.values())
 
 
+def _works_per_item(file: PythonFile, call: ast.Call) -> bool:
+    """Stricter than `_decodes_per_sample`: every sample is decoded or transformed when it is
+    read: a transform applied on access (`transform=`, `.with_transform(f)`, a torchvision
+    dataset), or a dataset class of this module whose `__getitem__` decodes or transforms outside
+    any `if` (a class that decodes everything in `__init__` and indexes a list has no per-item
+    work, and an optional branch is not what a default run pays)."""
+    classes = {c.name: c for c in file.nodes(ast.ClassDef)}
+    dataset = call.args[0] if call.args else getattr(keyword(call, "dataset"), "value", None)
+    if isinstance(dataset, ast.Name):
+        # `dataset.set_transform(f)` as a statement before the loader is built
+        scope = file.enclosing_function(call) or file.tree
+        for node in ast.walk(scope):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("set_transform", "with_transform")
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == dataset.id
+            ):
+                return True
+    for expr in _dataset_exprs(file, call):
+        for node in ast.walk(expr):
+            if isinstance(node, ast.keyword) and node.arg and "transform" in node.arg:
+                return True
+            if not isinstance(node, ast.Call):
+                continue
+            q = file.qualname(node) or ""
+            name = terminal_name(node.func) or ""
+            if name in ("with_transform", "set_transform") or q.startswith("torchvision.datasets"):
+                return True
+            cls = classes.get(name)
+            if cls is not None and any(
+                _decodes_unconditionally(file, item)
+                for item in cls.body
+                if isinstance(item, ast.FunctionDef) and item.name in ("__getitem__", "__iter__")
+            ):
+                return True
+    return False
+
+
+def _decodes_unconditionally(file: PythonFile, method: ast.FunctionDef) -> bool:
+    stack: list[ast.AST] = list(method.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.If, ast.IfExp, *SCOPES)):
+            continue
+        if isinstance(node, ast.Call):
+            func = node.func
+            if _is_decoder(file.qualname(node) or "") or (
+                isinstance(func, ast.Attribute) and "transform" in func.attr.lower()
+            ):
+                return True
+        stack.extend(ast.iter_child_nodes(node))
+    return False
+
+
 def _is_decoder(qualified: str) -> bool:
     return qualified.split(".")[0] in _DECODERS or qualified.startswith("torchvision.transforms")
 
@@ -113,7 +171,10 @@ class DataLoaderWithoutWorkers(Rule):
     ## What it does
     Finds `torch.utils.data.DataLoader(...)` in CUDA code with `num_workers` missing or `0`: the
     whole input pipeline (reading, decoding, augmenting, collating) runs in the training process,
-    between GPU steps. `num_workers` from a variable or `**kwargs`, tests, CPU-only modules,
+    between GPU steps. `num_workers` read from the script's own command line counts with the
+    option's default (`num_workers=args.workers` with `--workers` defaulting to 0) where every
+    sample is decoded or transformed when it is read. Other `num_workers` from a variable or
+    `**kwargs`, tests, CPU-only modules,
     modules with no training or evaluation loop (data preparation scripts), loaders over
     in-memory tensors (`TensorDataset`, tensors already on the GPU), pre-tokenised text (a
     tokenizer and no images, audio or video in the module, unless a dataset class of the module
@@ -202,6 +263,14 @@ trainer.fit(model, loader)
             if has_star_kwargs(node) or len(node.args) > _NUM_WORKERS_POSITION:
                 return
             yield self.report(file, node, severity=severity, how="without `num_workers`")
+        elif (option := option_default(file, workers.value)) is not None:
+            _, default = option
+            if type(default) is int and default == 0 and _works_per_item(file, node):
+                # `num_workers=args.workers` with `--workers` defaulting to 0: a run with the
+                # script's own defaults loads in the training process.
+                shown = ast.unparse(workers.value)
+                how = f"with `num_workers={shown}`, whose command-line default is 0"
+                yield self.report(file, workers, severity=severity, how=how)
         elif isinstance(workers.value, ast.Constant) and workers.value.value == 0:
             batch_size = keyword(node, "batch_size")
             if (
