@@ -83,4 +83,4 @@ class HostSyncInGraphCapture(Rule):
                 yield self.report(file, current, what=what, line=node.lineno)
                 # `x.cpu().numpy()` is one sync: do not look inside a reported call's receiver.
                 continue
-            stack.extend(reversed(list(ast.iter_child_nodes(current))))  # type: ignore[arg-type]
+            stack.extend(reversed(list(ast.iter_child_nodes(current))))

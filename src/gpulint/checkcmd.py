@@ -143,8 +143,8 @@ class Checker:
         config_problems = [*root.problems]
         config_problems += [p for linter, _ in groups.values() for p in linter.config.problems]
         reported = [*self.resolver.problems, *config_problems, *self.evidence_problems]
-        for path, why in dict(reported).items():
-            shown = display_path(Path(path))
+        for where, why in dict(reported).items():
+            shown = display_path(Path(where))
             results.append(FileResult(shown, [unanalysable(shown, why)]))
         self.evidence_problems.clear()
         self.resolver.problems.clear()

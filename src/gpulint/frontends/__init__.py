@@ -39,7 +39,7 @@ class BackLink(Generic[F]):
     def __get__(self, obj: object, owner: type | None = None) -> BackLink[F] | F:
         if obj is None:
             return self
-        return obj.__dict__[self.slot]()  # type: ignore[no-any-return]
+        return obj.__dict__[self.slot]()
 
     def __set__(self, obj: object, value: F) -> None:
         obj.__dict__[self.slot] = weakref.ref(value)

@@ -203,7 +203,7 @@ class Summaries:
                     # Only a sync on every call counts for the caller: one under an `if` waits on
                     # a parameter, a config value or the data the caller may never set.
                     and _branch(file, node, f) is None
-                    and not _moved_later(file, f, node, _read_value(node))  # type: ignore[arg-type]
+                    and not _moved_later(file, f, node, _read_value(node))
                 ):
                     line, col, _, _ = file.span(node)
                     sync = SyncSite(what, file.display_path, line, col)  # type: ignore[arg-type]

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import TypedDict
 
 SAFE_ENV = {
     "NCCL_NVLS_ENABLE": "0",
@@ -29,7 +30,17 @@ SAFE_ENV = {
     "NVSHMEM_DISABLE_NVLS": "1",
 }
 SIZES = {"allreduce_8KiB": 8 << 10, "allreduce_256MiB": 256 << 20}
-MODEL = {
+
+
+class _Model(TypedDict):
+    layers: int
+    width: int
+    batch_per_rank: int
+    optimizer: str
+    precision: str
+
+
+MODEL: _Model = {
     "layers": 4,
     "width": 1024,
     "batch_per_rank": 64,
@@ -169,7 +180,7 @@ def _mlp(torch, dev):
 
 def _global_batch(torch, dev, world: int):
     g = torch.Generator(device="cpu").manual_seed(1234)
-    b = MODEL["batch_per_rank"] * world  # type: ignore[operator]
+    b = MODEL["batch_per_rank"] * world
     x = torch.randn(b, MODEL["width"], generator=g).to(dev)
     y = torch.randn(b, 1, generator=g).to(dev)
     return x, y
