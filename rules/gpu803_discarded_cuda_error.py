@@ -21,7 +21,8 @@ class DiscardedCudaError(Rule):
     header the project includes only from such code, and files under test, benchmark, demo or
     example paths; and calls in a function whose job is to compare results with a reference
     (`check_correctness`, `verify_output`, `compare_*`), where a failed copy shows as a
-    mismatch. Other runtime calls (synchronisation, events, streams,
+    mismatch; and debug-only code (the first branch of `#if DEBUG_GUARDS`, `#ifdef MY_DEBUG`,
+    `#ifndef NDEBUG`), a diagnostic aid rather than the product. Other runtime calls (synchronisation, events, streams,
     frees outside teardown, queries whose result is never read) are GPU811, off by default.
     The suggested check is the macro the file already uses, `C10_CUDA_CHECK` in a PyTorch
     extension, else a plain `if (... != cudaSuccess)`.
@@ -89,6 +90,19 @@ void check_correctness(const T* d_out, const T* d_ref, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     if (out[i] != ref[i]) { printf("mismatch at %zu\\n", i); return; }
   }
+}
+"""
+    )
+    VALID.append(
+        """
+void check_guards(const unsigned char* d, size_t n) {
+#if DEBUG_GUARD_BYTES > 0
+  unsigned char guard[DEBUG_GUARD_BYTES];
+  cudaMemcpy(guard, d + n, DEBUG_GUARD_BYTES, cudaMemcpyDeviceToHost);
+  for (int i = 0; i < DEBUG_GUARD_BYTES; ++i) {
+    if (guard[i] != 0xfe) { printf("overrun after block %p\\n", d); break; }
+  }
+#endif
 }
 """
     )

@@ -269,6 +269,8 @@ def discarded_status(file: CudaFile, call, name: str) -> str | None:
         return None  # a test that validates its output: a failed call fails the test
     if function is not None and _VALIDATING.search(function_name(file, function) or ""):
         return None  # `check_correctness`, `verify_output`: a failed copy shows as a mismatch
+    if _debug_only(file, call):
+        return None  # `#if DEBUG_GUARDS` / `#ifndef NDEBUG`: a diagnostic aid, not the product
     if TEARDOWN.match(name):
         if function is None or _teardown_context(file, call, function):
             return None
@@ -281,7 +283,34 @@ def discarded_status(file: CudaFile, call, name: str) -> str | None:
 
 
 # A function whose job is to compare results against a reference.
-_VALIDATING = re.compile(r"(?i)verif|validat|compar|correctness|allclose|mismatch")
+_VALIDATING = re.compile(r"(?i)verif|validat|compar|correctness|allclose|mismatch|^check_?guard")
+_DEBUG_MACRO = re.compile(r"\b\w*DEBUG\w*\b")
+
+
+def _debug_only(file, node) -> bool:
+    """`node` is compiled only in debug builds: in the first branch of `#if DEBUG_GUARD_SIZE > 0`,
+    `#ifdef MY_DEBUG`, `#ifndef NDEBUG` (not in their `#else`)."""
+    child = node
+    for a in file.ancestors(node):
+        if a.type in ("preproc_if", "preproc_ifdef"):
+            alternative = a.child_by_field_name("alternative")
+            if alternative is not None and child == alternative:
+                child = a
+                continue
+            if a.type == "preproc_if":
+                condition = file.node_text(a.child_by_field_name("condition"))
+                names = _DEBUG_MACRO.findall(condition)
+                if names and all(n != "NDEBUG" for n in names) and "!" not in condition:
+                    return True
+            else:
+                name = file.node_text(a.child_by_field_name("name"))
+                ifndef = file.node_text(a).startswith("#ifndef") or "ifndef" in a.children[0].type
+                if name == "NDEBUG" and ifndef:
+                    return True
+                if name != "NDEBUG" and "DEBUG" in name and not ifndef:
+                    return True
+        child = a
+    return False
 
 
 def _next_statement(statement):
