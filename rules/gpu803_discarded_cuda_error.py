@@ -95,7 +95,7 @@ void check_correctness(const T* d_out, const T* d_ref, size_t n) {
     )
     VALID.append(
         """
-void check_guards(const unsigned char* d, size_t n) {
+void inspect_block(const unsigned char* d, size_t n) {
 #if DEBUG_GUARD_BYTES > 0
   unsigned char guard[DEBUG_GUARD_BYTES];
   cudaMemcpy(guard, d + n, DEBUG_GUARD_BYTES, cudaMemcpyDeviceToHost);
