@@ -9,7 +9,8 @@ _ARCH_GUARD = re.compile(r"__CUDA_ARCH|ARCH_|\bENABLE_|_ENABLE_|\bSM_?\d{2,3}")
 # The message of an error path: it runs only when something already went wrong.
 _ERROR_MESSAGE = re.compile(
     r"(?i)error|fail|abort|mismatch|unsupported|not supported|requires|invalid|overflow|"
-    r"too small|too large|exceed|out of (range|bounds)|warning|incomplete"
+    r"too small|too large|exceed|out of (range|bounds)|warning|incomplete|\bexpected\b|"
+    r"\bwrong\b|%\w+ != %"  # a mismatch report: `"%f != %f at %d"`
 )
 # `if (threadIdx.x == 0)`, `if (tid == 0 && blockIdx.x == 0)`: one thread prints, once
 _ONE_THREAD = re.compile(r"(?i)\b(threadIdx\.x|tid|lane(_?id)?|thread_?id|idx)\s*==\s*0\b")
@@ -73,6 +74,17 @@ void report(int n) { printf("n=%d\\n", n); }
 __global__ void k(float* x) { x[threadIdx.x] = 0; }
 """,
     ]
+    VALID.append(
+        """
+__global__ void verify(const float* got, const float* want, int n, float tol) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    if (fabsf(got[i] - want[i]) > tol) {
+      printf("%f != %f at %d\\n", got[i], want[i], i);
+    }
+  }
+}
+"""
+    )
     INVALID = [
         """
 __global__ void k(float* x) {
