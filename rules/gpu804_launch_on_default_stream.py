@@ -1,7 +1,11 @@
+import re
+
 from gpulint.frontends.cuda.file import CudaFile, declared_names
 from gpulint.frontends.cuda.idioms import function_name
 from gpulint.rule import Rule
 
+# A device-wide wait: after it, which stream a launch used changed nothing.
+_DEVICE_SYNC = re.compile(rb"\bcudaDeviceSynchronize\s*\(")
 _DEFAULT = {"0", "nullptr", "NULL", "cudaStreamLegacy", "cudaStreamDefault", "(cudaStream_t)0"}
 
 
@@ -19,7 +23,9 @@ class LaunchOnDefaultStream(Rule):
     An extension source built only by a Python script in its own folder
     (`torch.utils.cpp_extension.load(sources=["op.cu"])`, no `setup.py` there or one folder up
     packaging it), where no Python file of the folder mentions a stream or a CUDA graph, is left
-    alone too: every caller of its ops is in sight, and runs on the default stream.
+    alone too: every caller of its ops is in sight, and runs on the default stream. In plain
+    CUDA, a function that synchronises the whole device after the launch
+    (`cudaDeviceSynchronize()`, a one-off setup step) is left alone: nothing overlaps with it.
 
     ## Why is this bad?
     PyTorch runs each op on the *current* stream, which users change with `torch.cuda.stream(s)`,
@@ -74,6 +80,15 @@ __global__ void k(float* x) {}
 void run(float* x) { k<<<1, 128>>>(x); }
 """,
     ]
+    VALID.append(
+        """
+__global__ void reorder(unsigned* w, const unsigned short* perm, int rows) {}
+void prepare_weights(unsigned* w, const unsigned short* perm, int rows, cudaStream_t stream) {
+  reorder<<<(rows + 127) / 128, 128>>>(w, perm, rows);  // one-off: the device is drained below
+  cudaDeviceSynchronize();
+}
+"""
+    )
     INVALID = [
         """
 #include <torch/extension.h>
@@ -110,6 +125,8 @@ void run(float* x, cudaStream_t stream) {
         if function is None or file.is_device_function(function):
             return
         stream = _stream_parameter(file, function)
+        if stream is not None and _DEVICE_SYNC.search(file.data[node.end_byte : function.end_byte]):
+            return  # the function waits for the whole device after it: nothing overlaps anyway
         if stream is not None:
             yield self.report(
                 file,
