@@ -18,6 +18,14 @@ def test_docs_rules_are_fresh():
     assert not stale, f"docs/rules is stale ({', '.join(stale)}); run `{REGENERATE}` and commit"
 
 
+def test_rule_registry_is_fresh():
+    """gpulint/data/registry.json (codes, names, languages, static gates, front-end extensions:
+    what a run knows before importing any rule) says what the rule classes say."""
+    from gpulint import registry
+
+    assert not registry.stale(), f"{registry.INDEX} is stale; run `{REGENERATE}` and commit"
+
+
 def test_every_rule_has_a_page_and_an_index_entry():
     files = expected_files()
     index = files["index.md"]

@@ -119,3 +119,47 @@ def test_walk_keys_files_by_where_links_lead(tmp_path):
     # pkg/link_to_a.py and a.py are one file; alias/ and pkg/ one folder, walked once
     assert found.count("a.py") + found.count("pkg/link_to_a.py") == 1
     assert len([p for p in found if p.endswith("/b.py")]) == 1
+
+
+def test_excludes_as_one_regex_answer_as_pathspec_does():
+    import pathspec
+
+    from gpulint.config import DEFAULT_EXCLUDE
+    from gpulint.files import _OneRegex, _spec
+
+    pattern_sets = [
+        DEFAULT_EXCLUDE,
+        [*DEFAULT_EXCLUDE, "gen/", "*_pb2.py", "/top.py", "docs/**/*.py", "a?c[0-9].py"],
+        ["build", "!build/keep.py"],  # a negation: asked as pathspec would be
+        [],
+    ]
+    paths = [
+        "a.py",
+        "build",
+        "build/",
+        "build/x.py",
+        "build/keep.py",
+        "src/build/x.py",
+        "pkg/gen/c.py",
+        "gen/",
+        "x_pb2.py",
+        "deep/x_pb2.py",
+        "top.py",
+        "sub/top.py",
+        "docs/a/b/c.py",
+        "abc1.py",
+        "vendor/",
+        "pkg/vendor/x.py",
+        "vendored.py",
+        "my.egg-info/",
+        ".git/",
+        "./build/x.py",
+        "/abs/build/x.py",
+        "thirdparty",
+        "thirdparty/",
+    ]
+    for lines in pattern_sets:
+        ours, theirs = _spec(lines), pathspec.GitIgnoreSpec.from_lines(lines)
+        for path in paths:
+            assert ours.match_file(path) == theirs.match_file(path), (lines, path)
+    assert isinstance(_spec(DEFAULT_EXCLUDE), _OneRegex)  # the common case takes the fast way

@@ -155,38 +155,78 @@ class Checker:
 def hardware_note(run: Run) -> None:
     """Once per run, not per finding: the hardware rules skipped for want of `targets`, where a
     checked file holds what they look for."""
-    from dataclasses import replace
+    # Per linter (one per configuration), not per file: which rules are skipped for want of
+    # targets (the registry knows, from each rule's own `applicable`) and what they look for.
+    # The files are searched for the static triggers first; a rule whose triggers depend on
+    # the settings is imported to ask it only when none holds them (a warm run imports no rule
+    # for this note).
+    notes: dict[int, _SkippedRules] = {}
 
-    from gpulint.hardware import table
+    def candidates():
+        for path, linter in run.linters.items():
+            settings = linter.settings
+            if settings.targets or settings.option("local_gpu", "target") is not None:
+                continue
+            skipped = notes.get(id(linter))
+            if skipped is None:
+                skipped = notes[id(linter)] = _SkippedRules(linter)
+            if skipped.refs:
+                yield path, linter, skipped
 
-    for path, linter in run.linters.items():
-        settings = linter.settings
-        if settings.targets or settings.option("local_gpu", "target") is not None:
-            continue
-        some = replace(settings, targets=(table().target("sm_90"),))
-        skipped = {
-            r
-            for rules in linter.rules.values()
-            for r in rules
-            if not r.applicable(settings) and r.applicable(some)
-        }
-        triggers = [t for r in skipped for t in (r.trigger_bytes(some) or ())]
-        if not skipped:
-            continue
+    def holds(linter: Linter, path: str, triggers: list[bytes]) -> bool:
         try:
             data = linter.read(Path(path))
         except (Unreadable, OSError):
-            continue
-        if not triggers or any(t in data for t in triggers):
-            codes = ", ".join(sorted(r.code for r in skipped))
-            print(
-                f"gpulint: note: {codes} {'needs' if len(skipped) == 1 else 'need'} hardware `targets` (`--targets H100,GB10` or "
-                "`targets = [...]` under [tool.gpulint]), or a local GPU named by "
-                "`gpulint probe --json > .gpulint/probe.json` or a bench record; skipped in "
-                "this run",
-                file=sys.stderr,
-            )
-            return
+            return False
+        return any(t in data for t in triggers)
+
+    found = next((s for p, lin, s in candidates() if holds(lin, p, s.static)), None)
+    if found is None:
+        for path, linter, skipped in candidates():
+            dynamic = skipped.dynamic()
+            if not dynamic and not skipped.static:  # nothing to look for: a file is enough
+                if holds(linter, path, [b""]):
+                    found = skipped
+                    break
+            elif dynamic and holds(linter, path, dynamic):
+                found = skipped
+                break
+    if found is not None:
+        codes = ", ".join(ref.code for ref in found.refs)
+        print(
+            f"gpulint: note: {codes} {'needs' if len(found.refs) == 1 else 'need'} hardware `targets` (`--targets H100,GB10` or "
+            "`targets = [...]` under [tool.gpulint]), or a local GPU named by "
+            "`gpulint probe --json > .gpulint/probe.json` or a bench record; skipped in "
+            "this run",
+            file=sys.stderr,
+        )
+
+
+class _SkippedRules:
+    """A linter's enabled rules that need hardware targets, and whether a file's bytes hold
+    a trigger of one of them as it would be with a target (or none of them has triggers)."""
+
+    def __init__(self, linter: Linter) -> None:
+        self.linter = linter
+        found = {ref for refs in linter.refs.values() for ref in refs if ref.needs_targets}
+        self.refs = sorted(found, key=lambda ref: ref.code)
+        self.static = [t for ref in self.refs if ref.static_triggers for t in ref.triggers or ()]
+        self._dynamic: list[bytes] | None = None
+
+    def dynamic(self) -> list[bytes]:
+        if self._dynamic is None:
+            from dataclasses import replace
+
+            from gpulint.hardware import table
+
+            some = replace(self.linter.settings, targets=(table().target("sm_90"),))
+            self._dynamic = [
+                t
+                for ref in self.refs
+                if not ref.static_triggers
+                for t in (self.linter._class(ref).trigger_bytes(some) or ())
+            ]
+        return self._dynamic
 
 
 # -- one run -----------------------------------------------------------------------------------

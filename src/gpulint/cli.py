@@ -10,8 +10,6 @@ from gpulint import __version__
 from gpulint.config import ConfigError
 from gpulint.hardware import UnknownTargetError
 from gpulint.reporters import REPORTERS
-from gpulint.rule import all_rules, rule_by_code
-from gpulint.ruledocs import rule_markdown
 from gpulint.safeio import escape
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
@@ -152,6 +150,8 @@ def cmd_check(args) -> int:
 
 
 def cmd_rules(args) -> int:
+    from gpulint.rule import all_rules
+
     rules = all_rules()
     if args.format == "json":
         import json
@@ -190,6 +190,9 @@ def cmd_rules(args) -> int:
 
 
 def cmd_rule(args) -> int:
+    from gpulint.rule import rule_by_code
+    from gpulint.ruledocs import rule_markdown
+
     rule = rule_by_code(args.code)
     if rule is None:
         print(f"gpulint: unknown rule {args.code!r}; see `gpulint rules`", file=sys.stderr)

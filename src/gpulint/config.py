@@ -41,9 +41,9 @@ def _short(value: Any) -> str:
 
 def _codes(key: str, value: Any) -> list[str]:
     codes = [c.strip().upper() for c in _str_list(key, value)]
-    from gpulint.rule import all_rules
+    from gpulint.registry import registry
 
-    known = {r.code for r in all_rules()} | {"GPU000"}
+    known = {r.code for r in registry().rules} | {"GPU000"}
     for c in codes:
         if c == "ALL":
             continue

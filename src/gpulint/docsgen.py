@@ -111,8 +111,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if stale")
     args = parser.parse_args(argv)
     args.out = args.out or default_out()
+    from gpulint import registry
+
     if args.check:
         stale = stale_files(args.out)
+        if registry.stale():
+            # The rule/front-end index (gpulint/data/registry.json) is derived from the same
+            # classes; regenerated together, so one command keeps both.
+            print(f"{registry.INDEX}: stale", file=sys.stderr)
+            print(f"Regenerate with `{REGENERATE}` and commit the result.", file=sys.stderr)
+            return 1
         if stale:
             print(f"{args.out}: {len(stale)} generated file(s) are stale:", file=sys.stderr)
             for name in stale:
@@ -122,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.out}: up to date ({len(expected_files())} files)")
         return 0
     changed = write(args.out)
+    if registry.write():
+        changed.append(registry.INDEX)
     print(
         f"{args.out}: {len(changed)} file(s) written or removed"
         + (f": {', '.join(changed)}" if changed else "")

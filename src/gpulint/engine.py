@@ -10,6 +10,7 @@ import codecs
 import functools
 import hashlib
 import os
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,9 +19,10 @@ from gpulint import __version__
 from gpulint.config import Config
 from gpulint.diagnostics import NOTE_CODES, UNANALYSABLE, Finding, unanalysable
 from gpulint.files import FileFinder
-from gpulint.frontends import ParseError, by_extension, decode, frontend_for
+from gpulint.frontends import ParseError, decode, frontend_for
 from gpulint.pathutil import below
 from gpulint.project import ProjectIndex
+from gpulint.registry import RuleRef, registry
 from gpulint.rule import Rule, all_rules
 from gpulint.safeio import MAX_SOURCE_BYTES, Unreadable, read_bytes
 from gpulint.settings import Settings
@@ -115,31 +117,75 @@ class Linter:
             options=options,
             evidence=dict(evidence or {}),
         )
-        self.rules: dict[str, list[type[Rule]]] = {}
-        for rule in all_rules():
-            if config.is_enabled(rule.code, rule.default_enabled):
+        # The enabled rules per language, known from the registry: nothing is imported until
+        # a file needs linting, and then only the rules whose gates it passes.
+        self.refs: dict[str, list[RuleRef]] = {}
+        for ref in registry().rules:
+            if config.is_enabled(ref.code, ref.default_enabled):
                 # A rule's `language` is one name or a tuple of names (one check, several formats).
-                for language in rule.languages():
-                    self.rules.setdefault(language, []).append(rule)
-        # Per language: each rule with its two gates (any-of `triggers`, and any-of `requires`),
-        # as bytes; None means "no gate". Rules that cannot fire under these settings (a
-        # hardware rule with no targets) are left out altogether.
-        self.gates: dict[str, list[tuple[type[Rule], tuple | None, tuple | None]]] = {}
-        for language, rules in self.rules.items():
-            self.gates[language] = [
-                (r, triggers or None, requires or None)
-                for r in rules
-                if r.applicable(self.settings)
-                for triggers, requires in [r.gates(language, self.settings)]
-            ]
+                for language in ref.languages:
+                    self.refs.setdefault(language, []).append(ref)
+        self._gates: dict[str, list[tuple[RuleRef, tuple | None, tuple | None]]] = {}
+        self._classes: dict[str, type[Rule]] = {}
+
+    def _class(self, ref: RuleRef) -> type[Rule]:
+        cls = self._classes.get(ref.code)
+        if cls is None:
+            cls = self._classes[ref.code] = ref.load()
+        return cls
+
+    def gates_for(self, language: str) -> list[tuple[RuleRef, tuple | None, tuple | None]]:
+        """Each enabled rule of `language` with its two gates (any-of `triggers`, and any-of
+        `requires`), as bytes; None means "no gate". Rules that cannot fire under these
+        settings (a hardware rule with no targets) are left out altogether. A rule whose gates
+        are static is answered from the registry; the others are imported and asked."""
+        gates = self._gates.get(language)
+        if gates is None:
+            gates = self._gates[language] = []
+            # No target and no local GPU: a rule that needs one cannot fire (the registry read
+            # that off its `applicable`), and is not imported to say so.
+            untargeted = (
+                not self.settings.targets and self.settings.option("local_gpu", "target") is None
+            )
+            for ref in self.refs.get(language, []):
+                if ref.needs_targets and untargeted:
+                    continue
+                if ref.static_gates:
+                    gates.append((ref, ref.triggers or None, ref.requires or None))
+                    continue
+                r = self._class(ref)
+                if r.applicable(self.settings):
+                    triggers, requires = r.gates(language, self.settings)
+                    gates.append((ref, triggers or None, requires or None))
+        return gates
+
+    @property
+    def rules(self) -> dict[str, list[type[Rule]]]:
+        """The enabled rule classes per language (imports them all)."""
+        return {lang: [self._class(ref) for ref in refs] for lang, refs in self.refs.items()}
+
+    @property
+    def gates(self) -> dict[str, list[tuple[type[Rule], tuple | None, tuple | None]]]:
+        """`gates_for` of every language, with the classes (imports them all)."""
+        return {
+            lang: [(self._class(ref), t, r) for ref, t, r in self.gates_for(lang)]
+            for lang in self.refs
+        }
+
+    def load_rules(self, languages: Iterable[str] | None = None) -> None:
+        """Import the enabled rules (of `languages`) now: before worker processes are forked,
+        so they share them rather than each importing its own."""
+        for language in self.refs if languages is None else languages:
+            for ref, _, _ in self.gates_for(language):
+                self._class(ref)
 
     @property
     def extensions(self) -> set[str]:
-        return set(by_extension())
+        return set(registry().by_extension)
 
     def fingerprint(self) -> str:
         """What the cache key needs beyond the file's bytes: version, config, rule set."""
-        codes = ",".join(sorted(r.code for rs in self.rules.values() for r in rs))
+        codes = ",".join(sorted(r.code for rs in self.refs.values() for r in rs))
         state = (
             f"{__version__}|{_code_stamp()}|{self.config.fingerprint()}|{codes}"
             f"|{sorted(self.settings.evidence.items())}"
@@ -156,13 +202,18 @@ class Linter:
             return FileResult(shown, [unanalysable(shown, str(e))])
         deps: dict[str, str] = {}
         from gpulint.cache import evidence_stamp
-        from gpulint.claims import EVIDENCE_READS
 
-        EVIDENCE_READS.clear()
+        # The evidence records the claims analysis read for this file (gpulint.claims records
+        # them); a file whose rules never imported it read none, and is not made to import it.
+        claims = sys.modules.get("gpulint.claims")
+        if claims is not None:
+            claims.EVIDENCE_READS.clear()
         findings, parsed = self.lint_bytes(
             shown, data, self.relpath(path), prefilter=self.prefilter, deps=deps
         )
-        evidence = {p: evidence_stamp(p) for p in sorted(EVIDENCE_READS)} or None
+        claims = sys.modules.get("gpulint.claims")
+        reads = sorted(claims.EVIDENCE_READS) if claims is not None else ()
+        evidence = {p: evidence_stamp(p) for p in reads} or None
         return FileResult(
             shown, findings, self.digest(shown, data), parsed, deps=deps, evidence=evidence
         )
@@ -174,8 +225,10 @@ class Linter:
 
     def salted(self, shown: str, digest: str) -> str:
         """`digest` (the sha256 of a file's bytes) with what else the file's findings depend on."""
-        frontend = frontend_for(shown)
-        salt = getattr(frontend, "cache_salt", None)
+        ref = registry().frontend_for(shown)
+        if ref is None or not ref.cache_salt:
+            return digest  # its front-end is not imported for this (a cache hit imports none)
+        salt = getattr(ref.load(), "cache_salt", None)
         extra = salt(self.settings, shown) if salt is not None else ""
         return f"{digest}:{extra}" if extra else digest
 
@@ -229,11 +282,11 @@ class Linter:
         return self._suppress(frontend, parsed, findings, relpath or shown), True
 
     def _rules_for(self, language: str, data: bytes, prefilter: bool) -> list[type[Rule]]:
-        """The rules whose textual gates this file passes: only they run, and a file that no
-        rule wants is never parsed."""
-        gates = self.gates.get(language, [])
+        """The rules whose textual gates this file passes: only they run (only they are
+        imported), and a file that no rule wants is never parsed."""
+        gates = self.gates_for(language)
         if not prefilter or data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-            return [rule for rule, _, _ in gates]
+            return [self._class(ref) for ref, _, _ in gates]
         seen: dict[bytes, bool] = {}
 
         def hit(needles: tuple[bytes, ...] | None) -> bool:
@@ -247,7 +300,9 @@ class Linter:
                     return True
             return False
 
-        return [rule for rule, triggers, requires in gates if hit(triggers) and hit(requires)]
+        return [
+            self._class(ref) for ref, triggers, requires in gates if hit(triggers) and hit(requires)
+        ]
 
     def _suppress(self, frontend, parsed, findings: list[Finding], relpath: str) -> list[Finding]:
         if not findings:
@@ -268,12 +323,12 @@ class Linter:
 
     def _with_evidence(self, finding: Finding, relpath: str = "") -> Finding:
         # A `gpulint trace` of this very line says more than a bench of the pattern in general.
+        if not self.settings.evidence:
+            return finding
         note = self.settings.evidence.get(f"trace:{relpath}:{finding.line}:{finding.code}")
         if not note:
-            rule = next(
-                (r for rs in self.rules.values() for r in rs if r.code == finding.code), None
-            )
-            key = rule.evidence_key() if rule else None
+            ref = next((r for rs in self.refs.values() for r in rs if r.code == finding.code), None)
+            key = self._class(ref).evidence_key() if ref else None
             note = self.settings.evidence.get(key) if key else None
         if not note:
             return finding
@@ -289,11 +344,10 @@ class Linter:
 
         grouped: dict[object, list[tuple[str, bytes]]] = {}
         for path in files:
-            frontend = frontend_for(path.name)
-            if frontend is None or not hasattr(frontend, "index"):
+            ref = registry().frontend_for(path.name)
+            if ref is None or not ref.index or not self.gates_for(ref.language):
                 continue
-            if frontend.language not in self.gates or not self.gates[frontend.language]:
-                continue
+            frontend = ref.load()
             try:
                 data = self.read(path)
             except Unreadable:
@@ -321,9 +375,12 @@ class Linter:
         from gpulint import project
 
         project.reset()
-        self.project = project.ProjectIndex.build(
-            [(p, self.relpath(p)) for p in self._project_files(paths, files)], tuple(self.roots)
+        self.project = _DeferredIndex(
+            functools.partial(self._project_entries, list(paths), files), tuple(self.roots)
         )
+
+    def _project_entries(self, paths: Sequence[Path], files: list[Path]) -> list[tuple[Path, str]]:
+        return [(p, self.relpath(p)) for p in self._project_files(paths, files)]
 
     def _project_files(self, paths: Sequence[Path], files: list[Path]) -> list[Path]:
         """The Python files whose functions calls may reach: the folders named, or where files
@@ -348,6 +405,29 @@ class Linter:
         self.prepare_project(paths, files)
         results = lint_many(self, files, jobs=jobs, cache=cache)
         return Report(problems + results)
+
+
+class _DeferredIndex(ProjectIndex):
+    """A `ProjectIndex` built the first time it is asked about a module: a run served from
+    the cache never needs one, and a file checked alone (an editor, pre-commit) needs one only
+    when a call in a step loop reaches into the project, so neither walks the project for it.
+    The answer is the one `ProjectIndex.build` gives over the same files."""
+
+    def __init__(self, entries, roots: tuple[Path, ...]) -> None:
+        self.roots = roots
+        self._entries = entries  # () -> [(path, relpath)]
+
+    def __getattr__(self, name: str):
+        # Only the built fields are missing; anything else is a plain AttributeError.
+        if name not in ("modules", "by_suffix") or "_entries" not in self.__dict__:
+            raise AttributeError(name)
+        built = ProjectIndex.build(self._entries(), self.roots)
+        self.modules, self.by_suffix = built.modules, built.by_suffix
+        return getattr(self, name)
+
+    def build_now(self) -> None:
+        """Build it here (before worker processes are forked, so they share it)."""
+        _ = self.modules
 
 
 def evidence_notes(

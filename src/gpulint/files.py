@@ -7,15 +7,65 @@ folder's `exclude` comes from its own configuration (the nearest `pyproject.toml
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
-
-import pathspec
+from typing import TYPE_CHECKING
 
 from gpulint.config import Config
 from gpulint.pathutil import below
 from gpulint.safeio import MAX_CONFIG_BYTES, Unreadable, read_text
+
+if TYPE_CHECKING:
+    import pathspec
+
+
+def _spec(lines: list[str]) -> pathspec.PathSpec:
+    """Git's ignore rules over `lines` (pathspec is imported when a pattern is first needed:
+    checking a file named on the command line matches none)."""
+    import pathspec
+
+    return _OneRegex.over(pathspec.GitIgnoreSpec.from_lines(lines))  # type: ignore[return-value]
+
+
+class _OneRegex:
+    """`spec.match_file` as one regular-expression search, where that is the same answer: a
+    spec with no negated pattern matches a path exactly when one of its patterns does (the
+    default excludes are 26 such patterns; pathspec tries each in turn, for every entry of
+    the walk). A spec with a negation, or patterns of mixed flags, is asked as it is."""
+
+    def __init__(self, spec: pathspec.PathSpec, regex: re.Pattern[str]) -> None:
+        from pathspec.util import normalize_file
+
+        self.spec = spec
+        self.regex = regex
+        self._normalize = normalize_file
+
+    @classmethod
+    def over(cls, spec: pathspec.PathSpec):
+        active = [p for p in spec.patterns if getattr(p, "include", None) is not None]
+        regexes = [getattr(p, "regex", None) for p in active]
+        if (
+            not active
+            or any(p.include is not True for p in active)
+            or not all(isinstance(r, re.Pattern) and isinstance(r.pattern, str) for r in regexes)
+            or len({r.flags for r in regexes}) != 1  # type: ignore[union-attr]
+        ):
+            return spec
+        # The directory mark is a named group in each pattern; only matching matters here.
+        parts = [r.pattern.replace("(?P<ps_d>", "(?:") for r in regexes]  # type: ignore[union-attr]
+        if any("(?P<" in p or "(?P=" in p for p in parts):
+            return spec
+        try:
+            regex = re.compile("|".join(f"(?:{p})" for p in parts), regexes[0].flags)  # type: ignore[union-attr]
+        except re.error:
+            return spec
+        return cls(spec, regex)
+
+    def match_file(self, file) -> bool:
+        return self.regex.search(self._normalize(file)) is not None
 
 
 def _gitignore_specs(
@@ -32,20 +82,20 @@ def _gitignore_specs(
         problems.append((str(path), f".gitignore: {e}"))
         return None
     try:
-        return pathspec.GitIgnoreSpec.from_lines(lines)
+        return _spec(lines)
     except Exception:  # pathspec rejects a line git ignores (`bin\\`, `!`): keep the rest
         pass
     good, bad = [], []
     for number, line in enumerate(lines, 1):
         try:
-            pathspec.GitIgnoreSpec.from_lines([line])
+            _spec([line])
         except Exception:
             bad.append(number)
         else:
             good.append(line)
     shown = ", ".join(map(str, bad[:5])) + (" ..." if len(bad) > 5 else "")
     problems.append((str(path), f".gitignore: invalid pattern on line {shown}; line skipped"))
-    return pathspec.GitIgnoreSpec.from_lines(good)
+    return _spec(good)
 
 
 def repository_root(start: Path) -> Path | None:
@@ -79,16 +129,16 @@ def _git_dir(repo: Path) -> Path:
 
 def _lines_spec(lines: list[str]) -> pathspec.PathSpec | None:
     try:
-        return pathspec.GitIgnoreSpec.from_lines(lines)
+        return _spec(lines)
     except Exception:  # a line pathspec rejects: keep the others
         good = []
         for line in lines:
             try:
-                pathspec.GitIgnoreSpec.from_lines([line])
+                _spec([line])
             except Exception:
                 continue
             good.append(line)
-        return pathspec.GitIgnoreSpec.from_lines(good)
+        return _spec(good)
 
 
 class FileFinder:
@@ -108,10 +158,13 @@ class FileFinder:
         self.force_exclude = force_exclude
         self.extensions = extensions
         self.respect_gitignore = respect_gitignore
-        self.exclude = pathspec.GitIgnoreSpec.from_lines(config.exclude)
         self._suffixes = tuple(extensions)
         self.problems: list[tuple[str, str]] = []  # (path, why) for paths that cannot be walked
         self.roots: list[Path] = [config.root, Path.cwd()]  # where a .gitignore link may lead
+
+    @functools.cached_property
+    def exclude(self) -> pathspec.PathSpec:
+        return _spec(self.config.exclude)
 
     def _excluded(self, path: Path, is_dir: bool) -> bool:
         config, exclude = self._exclude_for(Path(os.path.abspath(path)).parent)
@@ -251,9 +304,7 @@ class FileFinder:
         config = self.config_for(Path(os.path.abspath(directory)))
         exclude = self._exclude_specs.get(id(config))
         if exclude is None:
-            exclude = self._exclude_specs[id(config)] = pathspec.GitIgnoreSpec.from_lines(
-                config.exclude
-            )
+            exclude = self._exclude_specs[id(config)] = _spec(config.exclude)
         return config, exclude
 
 

@@ -72,6 +72,11 @@ def lint_many(
     if todo:
         global _worker_linter
         _worker_linter = linter  # the workers are forked with it
+        if len(todo) > 1:
+            # Imported and built once here, shared by the forked workers, rather than once in
+            # each; one file alone imports only the rules it passes the gates of, and builds
+            # the project index only if a call in it reaches into the project.
+            _prepare(linter, [path for _, path in todo])
         workers = min(max(1, jobs), len(todo))
         threshold = gc.get_threshold()
         # Workers are forked with what is alive now (modules, rules, the linter): frozen, the
@@ -109,6 +114,22 @@ def lint_many(
     return [
         results[i] if i in results else FileResult(display_path(p), []) for i, p in enumerate(files)
     ]
+
+
+def _prepare(linter, paths: list[Path]) -> None:
+    from gpulint.registry import registry
+
+    table = registry()
+    refs = {ref for p in paths if (ref := table.frontend_for(p.name)) is not None}
+    for ref in refs:
+        ref.load()
+    languages = {ref.language for ref in refs}
+    load = getattr(linter, "load_rules", None)
+    if load is not None:
+        load(languages)
+    build = getattr(getattr(linter, "project", None), "build_now", None)
+    if build is not None:
+        build()
 
 
 def _deps_unchanged(linter, deps: dict[str, str], digests: dict[str, str | None]) -> bool:

@@ -11,9 +11,6 @@ is registered by hand.
 from __future__ import annotations
 
 import functools
-import importlib
-import inspect
-import pkgutil
 import re
 import textwrap
 from collections.abc import Iterable
@@ -169,7 +166,13 @@ _CODE = re.compile(r"^GPU\d{3}$")
 
 @functools.cache
 def all_rules() -> tuple[type[Rule], ...]:
-    """Every rule class in gpulint.rules, sorted by code. Discovered, never registered."""
+    """Every rule class in gpulint.rules, sorted by code. Discovered, never registered. (A run
+    imports only the rules it needs, found through the index gpulint.registry derives from
+    these classes.)"""
+    import importlib
+    import inspect
+    import pkgutil
+
     import gpulint.rules as package
 
     found: dict[str, type[Rule]] = {}

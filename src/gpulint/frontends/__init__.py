@@ -123,13 +123,13 @@ def by_extension() -> dict[str, Frontend]:
 
 
 def frontend_for(filename: str) -> Frontend | None:
-    name = filename.lower()
-    table = by_extension()
-    # Longest extension first, so ".env.local"-style names can be claimed precisely.
-    for ext in sorted(table, key=len, reverse=True):
-        if name.endswith(ext):
-            return table[ext]
-    return None
+    """The front-end claiming `filename` (the longest extension it ends with, so
+    ".env.local"-style names can be claimed precisely). Only that front-end is imported: the
+    registry (gpulint.registry) knows which module claims which extension."""
+    from gpulint.registry import registry
+
+    ref = registry().frontend_for(filename)
+    return ref.load() if ref is not None else None
 
 
 def decode(data: bytes) -> str:

@@ -3,18 +3,34 @@ workflow annotations, GitLab Code Quality JSON or JUnit XML."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+from collections.abc import Callable, Iterator, Mapping
 
-from gpulint.reporters import github, gitlab, json_report, junit, sarif, text
-
-# Each takes the findings (and keyword options its format uses) and returns the report's text.
-REPORTERS: dict[str, Callable[..., str]] = {
-    "concise": text.render,
-    "full": text.render_full,
-    "grouped": text.render_grouped,
-    "json": json_report.render,
-    "sarif": sarif.render,
-    "github": github.render,
-    "gitlab": gitlab.render,
-    "junit": junit.render,
+# format -> (module, function); each function takes the findings (and keyword options its format
+# uses) and returns the report's text. A run imports only the reporter it prints with (SARIF's
+# imports every rule for its rule descriptions; a one-file check must not pay for that).
+_TABLE = {
+    "concise": ("text", "render"),
+    "full": ("text", "render_full"),
+    "grouped": ("text", "render_grouped"),
+    "json": ("json_report", "render"),
+    "sarif": ("sarif", "render"),
+    "github": ("github", "render"),
+    "gitlab": ("gitlab", "render"),
+    "junit": ("junit", "render"),
 }
+
+
+class _Reporters(Mapping[str, Callable[..., str]]):
+    def __getitem__(self, name: str) -> Callable[..., str]:
+        module, function = _TABLE[name]
+        return getattr(importlib.import_module(f"{__name__}.{module}"), function)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_TABLE)
+
+    def __len__(self) -> int:
+        return len(_TABLE)
+
+
+REPORTERS: Mapping[str, Callable[..., str]] = _Reporters()

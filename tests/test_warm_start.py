@@ -1,0 +1,152 @@
+"""What a run imports when it has little to do. A cache hit and a file that no rule wants are
+answered from the rule registry (gpulint/data/registry.json, generated from the rules): no rule
+module, no parsing front-end, no libcst, tree-sitter, YAML or language-server code. Checked in a
+fresh interpreter, by what is in `sys.modules` after the run (not by timing)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from gpulint import registry
+from gpulint.config import Config
+from gpulint.engine import Linter
+from gpulint.rule import all_rules
+
+HEAVY = ("gpulint.rules.gpu", "gpulint.frontends.", "libcst", "tree_sitter", "yaml", "pygls")
+
+RUN = textwrap.dedent(
+    """
+    import json, sys
+    from gpulint.cli import main
+    code = main(sys.argv[1:])
+    sys.stdout.flush()
+    print("\\n" + json.dumps({"code": code, "modules": sorted(sys.modules)}))
+    """
+)
+
+
+def _check(cwd: Path, *args: str) -> tuple[int, str, list[str], str]:
+    done = subprocess.run(
+        [sys.executable, "-c", RUN, "check", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    out, _, last = done.stdout.rpartition("\n\n")
+    info = json.loads(last)
+    return info["code"], out, info["modules"], done.stderr
+
+
+@pytest.fixture
+def project(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.gpulint]\n")
+    (tmp_path / "train.py").write_text(
+        "import torch\n\n"
+        "def train(model, loader, opt):\n"
+        "    for x, y in loader:\n"
+        "        loss = model(x).sum()\n"
+        "        loss.backward()\n"
+        "        opt.step()\n"
+        "        print(loss.item())\n"
+    )
+    (tmp_path / "amp.py").write_text("import torch\nscaler = torch.cuda.amp.GradScaler()\n")
+    (tmp_path / "plain.py").write_text("x = 1\n")
+    (tmp_path / "README.md").write_text("# A project\n\nIt trains a model.\n")
+    return tmp_path
+
+
+def test_a_cache_hit_run_imports_no_rule_and_no_front_end(project):
+    cold = _check(project, "--format", "json", ".")
+    warm = _check(project, "--format", "json", ".")
+    assert cold[0] == warm[0] == 1  # findings, both times
+    assert json.loads(cold[1])["findings"] and json.loads(cold[1]) == json.loads(warm[1])
+    assert cold[3] == warm[3]
+    # The one note a run prints about rules skipped for want of hardware targets may ask a
+    # rule whose triggers depend on the settings (GPU901's lever registry) what it looks for.
+    asked = {
+        r.module for r in registry.registry().rules if r.needs_targets and not r.static_triggers
+    }
+    heavy = [m for m in warm[2] if m.startswith(HEAVY) and m not in asked]
+    assert heavy == [], heavy
+    assert any(m.startswith("gpulint.rules.gpu") for m in cold[2])  # the cold run did lint
+
+
+LINT = textwrap.dedent(
+    """
+    import json, sys
+    from pathlib import Path
+    from gpulint.config import Config
+    from gpulint.engine import Linter
+    result = Linter(Config(root=Path.cwd())).lint_path(Path(sys.argv[1]))
+    print(json.dumps({"codes": [f.code for f in result.findings], "modules": sorted(sys.modules)}))
+    """
+)
+
+
+def _lint_alone(cwd: Path, name: str) -> tuple[list[str], set[str]]:
+    """One file linted as a worker lints it: the findings' codes, the rule modules imported."""
+    done = subprocess.run(
+        [sys.executable, "-c", LINT, name], cwd=cwd, capture_output=True, text=True, check=True
+    )
+    info = json.loads(done.stdout)
+    return info["codes"], {m for m in info["modules"] if m.startswith("gpulint.rules.gpu")}
+
+
+@pytest.mark.parametrize("name", ["plain.py", "amp.py", "train.py"])
+def test_a_file_imports_only_the_rules_whose_gates_it_passes(project, name):
+    codes, imported = _lint_alone(project, name)
+    linter = Linter(Config(root=project))
+    data = (project / name).read_bytes()
+    passing = {r.__module__ for r in linter._rules_for("python", data, prefilter=True)}
+    assert imported == passing
+    assert ("GPU201" in codes) == (name == "amp.py")
+    python_rules = [r for r in all_rules() if "python" in r.languages()]
+    assert len(imported) < len(python_rules) / 2
+
+
+def test_a_stale_registry_is_not_used(tmp_path, monkeypatch):
+    """An index that does not match the rule sources (an edited rule, not regenerated) is
+    ignored: the rules are read off their classes, as if there were no index."""
+    data = json.loads(registry.render())
+    data["rules"] = data["rules"][:1]  # a registry that lost rules
+    stale = tmp_path / "registry.json"
+    stale.write_text(json.dumps({**data, "source": "not the sources"}))
+    monkeypatch.setattr(registry, "INDEX", str(stale))
+    registry.registry.cache_clear()
+    try:
+        assert [r.code for r in registry.registry().rules] == [r.code for r in all_rules()]
+    finally:
+        registry.registry.cache_clear()
+
+
+def test_rules_said_to_need_targets_need_them_whatever_the_options():
+    """The registry's `needs_targets` (read off `applicable` with default settings) lets a run
+    with no targets skip those rules without importing them: it must hold with any options."""
+    from gpulint.hardware import table
+    from gpulint.settings import Settings
+
+    target = table().target("sm_90")
+    options = [
+        {},
+        {"levers": [{"name": "x", "pattern": "torch.backends.cudnn.benchmark = True"}]},
+        {"lever-presets": ["pytorch"], "cuda": {"check-macros": ["CHECK"]}},
+        {"local_gpu": {"target": None, "why": ""}},
+        {"config": {"root": "/tmp", "source": ""}, "claims": {"docstrings": True}},
+    ]
+    refs = {ref.code: ref for ref in registry.registry().rules}
+    for rule in all_rules():
+        ref = refs[rule.code]
+        for opts in options:
+            untargeted = Settings(options=opts)
+            if ref.needs_targets:
+                assert not rule.applicable(untargeted), (rule.code, opts)
+                assert rule.applicable(Settings(targets=(target,), options=opts)), rule.code
+            if ref.static_applicable:
+                assert rule.applicable(untargeted)
