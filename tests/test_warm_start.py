@@ -150,3 +150,30 @@ def test_rules_said_to_need_targets_need_them_whatever_the_options():
                 assert rule.applicable(Settings(targets=(target,), options=opts)), rule.code
             if ref.static_applicable:
                 assert rule.applicable(untargeted)
+
+
+def test_gates_known_from_the_registry_are_the_rules_own():
+    """Where the registry answers a rule's gates without importing it (none of the option
+    tables they read is set), the answer is what the rule itself gives."""
+    from gpulint.hardware import table
+    from gpulint.settings import Settings
+
+    options = [
+        {},
+        {"config": {"root": "/tmp", "source": ""}},
+        {"claims": {"docstrings": True}},
+        {"claims": {"docstrings": False, "include": ["*.md"]}},
+        {"cuda": {"check-macros": ["CHECK"]}, "levers": []},
+    ]
+    refs = {ref.code: ref for ref in registry.registry().rules}
+    answered = 0
+    for rule in all_rules():
+        for opts in options:
+            for targets in ((), (table().target("sm_90"),)):
+                settings = Settings(targets=targets, options=opts)
+                for language in rule.languages():
+                    known = refs[rule.code].gates_for(language, opts)
+                    if known is not None:
+                        answered += 1
+                        assert known == rule.gates(language, settings), (rule.code, opts)
+    assert answered > len(all_rules())  # most rules are answered from the index

@@ -19,7 +19,7 @@ from gpulint import __version__
 from gpulint.config import Config
 from gpulint.diagnostics import NOTE_CODES, UNANALYSABLE, Finding, unanalysable
 from gpulint.files import FileFinder
-from gpulint.frontends import ParseError, decode, frontend_for
+from gpulint.frontends import ParseError, decode
 from gpulint.pathutil import below
 from gpulint.project import ProjectIndex
 from gpulint.registry import RuleRef, registry
@@ -150,8 +150,9 @@ class Linter:
             for ref in self.refs.get(language, []):
                 if ref.needs_targets and untargeted:
                     continue
-                if ref.static_gates:
-                    gates.append((ref, ref.triggers or None, ref.requires or None))
+                known = ref.gates_for(language, self.settings.options)
+                if known is not None:
+                    gates.append((ref, known[0] or None, known[1] or None))
                     continue
                 r = self._class(ref)
                 if r.applicable(self.settings):
@@ -252,19 +253,21 @@ class Linter:
         """Findings for one file's bytes, and whether it had to be parsed. With a project index
         (a run over a tree), calls into the tree's other modules are answered from it, and
         `deps` receives the files that answered."""
-        frontend = frontend_for(shown)
-        if frontend is None:
+        ref = registry().frontend_for(shown)
+        if ref is None:
             return [], False
-        rule_classes = self._rules_for(frontend.language, data, prefilter)
+        rule_classes = self._rules_for(ref.language, data, prefilter)
         if not rule_classes:
             # Not parsed (no rule can fire), but a file that is not text is still reported where
-            # the language is strict about encodings (Python); checking costs little.
-            if getattr(frontend, "strict_encoding", False):
+            # the language is strict about encodings (Python); checking costs little, and the
+            # front-end is not even imported.
+            if ref.strict_encoding:
                 try:
                     decode(data)
                 except ParseError as e:
                     return [unanalysable(shown, str(e), e.line, e.col)], False
             return [], False
+        frontend = ref.load()
         try:
             parsed = frontend.parse(shown, data, self.settings)
         except ParseError as e:

@@ -71,6 +71,45 @@ def _overrides(cls: type, name: str) -> bool:
     return getattr(cls, name).__func__ is not getattr(Rule, name).__func__
 
 
+class _Reads:
+    """Settings that note what a rule's `gates` read of them: the option tables asked through
+    `option()`, or anything else (then the gates are asked at run time, never assumed)."""
+
+    def __init__(self) -> None:
+        from gpulint.settings import Settings
+
+        self.tables: set[str] = set()
+        self.other = False
+        reads = self
+
+        class Recording(Settings):
+            def option(self, table: str, key: str, default: Any = None) -> Any:
+                reads.tables.add(table)
+                return default  # no table is set here
+
+            def __getattribute__(self, name: str) -> Any:
+                if name in ("targets", "options", "evidence", "projects"):
+                    reads.other = True
+                return super().__getattribute__(name)
+
+        self.settings = Recording()
+
+
+def _gates(rule: type) -> tuple[dict[str, list[list[str]]], list[str] | None]:
+    """A rule's gates per language under default settings, and the option tables they read
+    (None: they read more than option tables). At run time the recorded gates stand in for
+    the rule's own answer wherever none of those tables is configured: the same inputs."""
+    reads = _Reads()
+    gates = {}
+    for language in rule.languages():
+        triggers, requires = rule.gates(language, reads.settings)
+        gates[language] = [
+            [t.decode("utf-8", "surrogateescape") for t in triggers],
+            [t.decode("utf-8", "surrogateescape") for t in requires],
+        ]
+    return gates, (None if reads.other else sorted(reads.tables))
+
+
 def render() -> str:
     """The index as it should be, from the rule classes and front-end objects themselves."""
     from gpulint.frontends import frontends
@@ -83,10 +122,9 @@ def render() -> str:
     for rule in all_rules():
         # A rule whose gates depend on the settings (a data-driven trigger list, a rule that
         # needs hardware targets) is imported to ask it; the others' gates are answered here.
-        static_triggers = not any(
-            _overrides(rule, m) for m in ("gates", "trigger_bytes", "requires_bytes")
-        )
+        static_triggers = not any(_overrides(rule, m) for m in ("trigger_bytes", "requires_bytes"))
         static_applicable = not _overrides(rule, "applicable")
+        gates, reads = _gates(rule)
         entry: dict[str, Any] = {
             "code": rule.code,
             "name": rule.name,
@@ -98,6 +136,8 @@ def render() -> str:
             "static_applicable": static_applicable,
             # Skipped for want of hardware targets (the note `gpulint check` prints once).
             "needs_targets": not rule.applicable(none) and rule.applicable(some),
+            "gates": gates,
+            "gate_reads": reads,
         }
         if static_triggers:
             entry["triggers"] = list(rule.triggers)
@@ -112,6 +152,7 @@ def render() -> str:
                 "extensions": list(frontend.extensions),
                 "cache_salt": getattr(frontend, "cache_salt", None) is not None,
                 "index": hasattr(frontend, "index"),
+                "strict_encoding": bool(getattr(frontend, "strict_encoding", False)),
             }
         )
     payload = {"format": FORMAT, "source": source_digest(), "rules": rules, "frontends": fronts}
@@ -156,11 +197,22 @@ class RuleRef:
     needs_targets: bool
     triggers: tuple[bytes, ...] | None  # None: not static (ask the class)
     requires: tuple[bytes, ...] | None
+    # (language, triggers, requires) under default settings, and the option tables they read
+    # (None: more than option tables)
+    gates: tuple[tuple[str, tuple[bytes, ...], tuple[bytes, ...]], ...]
+    gate_reads: tuple[str, ...] | None
 
-    @property
-    def static_gates(self) -> bool:
-        """Its gates are known without importing it, whatever the settings."""
-        return self.static_triggers and self.static_applicable
+    def gates_for(self, language: str, options: dict) -> tuple[tuple, tuple] | None:
+        """`rule.gates(language, settings)` for settings with these options, when the index
+        knows it (the gates read no table that is set); None: ask the rule."""
+        if not self.static_applicable or self.gate_reads is None:
+            return None
+        if any(table in options for table in self.gate_reads):
+            return None
+        for lang, triggers, requires in self.gates:
+            if lang == language:
+                return triggers, requires
+        return None
 
     def load(self) -> type:
         module = importlib.import_module(self.module)
@@ -177,6 +229,7 @@ class FrontendRef:
     extensions: tuple[str, ...]
     cache_salt: bool
     index: bool
+    strict_encoding: bool  # undecodable bytes are reported even where no rule looks
 
     def load(self) -> Any:
         return importlib.import_module(self.module).FRONTEND
@@ -211,6 +264,10 @@ def _from_classes() -> Registry:
     return _parse(data)
 
 
+def _b(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
+
+
 def _parse(data: dict) -> Registry:
     def gate(entry: dict, key: str) -> tuple[bytes, ...] | None:
         if not entry["static_triggers"]:
@@ -230,11 +287,23 @@ def _parse(data: dict) -> Registry:
             e["needs_targets"],
             gate(e, "triggers"),
             gate(e, "requires"),
+            tuple(
+                (lang, tuple(_b(t) for t in tr), tuple(_b(t) for t in rq))
+                for lang, (tr, rq) in e["gates"].items()
+            ),
+            None if e["gate_reads"] is None else tuple(e["gate_reads"]),
         )
         for e in data["rules"]
     )
     fronts = tuple(
-        FrontendRef(f["module"], f["language"], tuple(f["extensions"]), f["cache_salt"], f["index"])
+        FrontendRef(
+            f["module"],
+            f["language"],
+            tuple(f["extensions"]),
+            f["cache_salt"],
+            f["index"],
+            f["strict_encoding"],
+        )
         for f in data["frontends"]
     )
     return Registry(rules, fronts)
