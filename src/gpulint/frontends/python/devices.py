@@ -5,7 +5,8 @@ that is not provably the CPU, whatever the device's spelling: `x.to(args.device)
 `device=cfg.device`, `torch.device(device_type)`, an `Accelerator()`/`Fabric()` object or its
 `.device`, `torch.accelerator.current_accelerator()`. A device is provably the CPU when every
 value that reaches it is the constant "cpu" (or "meta"): `def run(x, device="cpu"): x.to(device)`
-with no other device stays CPU code, as do `device = "cpu"` scripts.
+with no other device stays CPU code, as do `device = "cpu"` scripts. A TPU (`xm.xla_device()`),
+MPS or XPU device is not a CUDA GPU either: such a module is CUDA code only if its text says so.
 """
 
 from __future__ import annotations
@@ -24,7 +25,14 @@ _CUDA_TEXT = re.compile(r"\bcuda\b")
 # (any case; found in the lower-cased text: an IGNORECASE alternation scans 7x slower).
 _DEVICE_WORDS = ("device", "rank", "gpu", "accelerat", "fabric")
 _DEVICE_NAME = re.compile(r"device|^dev$|gpu|rank$|accelerator", re.IGNORECASE)
-_HOST_DEVICES = {"cpu", "meta"}
+# Devices that are not CUDA GPUs: the host, and other accelerators whose code the CUDA rules do
+# not describe (a TPU through torch_xla, Apple's MPS, Intel's XPU, Habana's HPU, Ascend's NPU).
+_HOST_DEVICES = {"cpu", "meta", "xla", "mps", "xpu", "hpu", "npu"}
+_OTHER_ACCELERATORS = {
+    "torch_xla.core.xla_model.xla_device",
+    "torch_xla.device",
+    "torch_xla.torch_xla.device",
+}
 _ACCELERATOR_OBJECTS = {
     "accelerate.Accelerator",
     "lightning.Fabric",
@@ -40,6 +48,8 @@ def uses_gpu(file: PythonFile) -> bool:
     lowered = file.text.lower()
     if not any(word in lowered for word in _DEVICE_WORDS):
         return False
+    if any(q.startswith("torch_xla") for q in file.bindings.values()):
+        return False  # XLA code (a TPU): its devices are XLA's whatever their spelling
     qualname = file.qualname
     for call in file.nodes_by_type.get(ast.Call, ()):
         assert isinstance(call, ast.Call)
@@ -64,7 +74,8 @@ def uses_gpu(file: PythonFile) -> bool:
 
 
 def provably_host(file: PythonFile, expr: ast.AST, depth: int = 0) -> bool:
-    """Every value that can reach `expr` is a host device ("cpu", "meta", None)."""
+    """Every value that can reach `expr` is a device that is not a CUDA GPU: the host ("cpu",
+    "meta", None) or another accelerator ("xla" / `xm.xla_device()`, "mps", "xpu"...)."""
     if depth > 4:
         return False
     if isinstance(expr, ast.Constant):
@@ -78,6 +89,8 @@ def provably_host(file: PythonFile, expr: ast.AST, depth: int = 0) -> bool:
         )
     if isinstance(expr, ast.Call) and file.qualname(expr) == "torch.device" and expr.args:
         return provably_host(file, expr.args[0], depth + 1)
+    if isinstance(expr, ast.Call) and file.qualname(expr) in _OTHER_ACCELERATORS:
+        return True
     if isinstance(expr, ast.Name):
         bindings = file.model.bindings_of(expr.id, before=expr)
         return bool(bindings) and all(
