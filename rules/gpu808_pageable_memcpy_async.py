@@ -199,7 +199,7 @@ void f(float* d, size_t n, cudaStream_t s) {
         i = bisect.bisect_left(uses, node.end_byte)
         return i == len(uses) or uses[i] >= sync
 
-    def _read_at_once(self, file, node, function, values) -> bool:
+    def _read_at_once(self, file: CudaFile, node, function, values) -> bool:
         """A copy to pageable host memory that the host reads before any synchronisation of the
         stream: the code relies on such a copy returning only when done (the runtime's rule for
         device-to-pageable copies); pinned memory would need a sync added, for a copy that
