@@ -287,7 +287,7 @@ _VALIDATING = re.compile(r"(?i)verif|validat|compar|correctness|allclose|mismatc
 _DEBUG_MACRO = re.compile(r"\b\w*DEBUG\w*\b")
 
 
-def _debug_only(file, node) -> bool:
+def _debug_only(file: CudaFile, node) -> bool:
     """`node` is compiled only in debug builds: in the first branch of `#if DEBUG_GUARD_SIZE > 0`,
     `#ifdef MY_DEBUG`, `#ifndef NDEBUG` (not in their `#else`)."""
     child = node
