@@ -14,6 +14,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from gpulint import __version__
 from gpulint.config import Config
@@ -345,7 +346,7 @@ class Linter:
         consulted: they are part of each file's cache key). Only front-ends that have them."""
         from dataclasses import replace
 
-        grouped: dict[object, list[tuple[str, bytes]]] = {}
+        grouped: dict[Any, list[tuple[str, bytes]]] = {}  # front-end modules' FRONTEND objects
         for path in files:
             ref = registry().frontend_for(path.name)
             if ref is None or not ref.index or not self.gates_for(ref.language):
@@ -357,9 +358,9 @@ class Linter:
                 continue  # reported when the file itself is linted
             grouped.setdefault(frontend, []).append((display_path(path), data))
         projects = dict(self.settings.projects)
-        for frontend, items in grouped.items():  # type: ignore[assignment]
+        for frontend, items in grouped.items():
             try:
-                projects[frontend.language] = frontend.index(items, self.settings, store_dir)  # type: ignore[union-attr]
+                projects[frontend.language] = frontend.index(items, self.settings, store_dir)
             except (ParseError, RecursionError, MemoryError, ValueError):
                 continue  # no project: each file is judged alone, as in an editor
         if projects:

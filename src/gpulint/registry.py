@@ -19,7 +19,10 @@ import importlib
 import json
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpulint.rule import Rule
 
 FORMAT = 1
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -95,7 +98,7 @@ class _Reads:
         self.settings = Recording()
 
 
-def _gates(rule: type) -> tuple[dict[str, list[list[str]]], list[str] | None]:
+def _gates(rule: type[Rule]) -> tuple[dict[str, list[list[str]]], list[str] | None]:
     """A rule's gates per language under default settings, and the option tables they read
     (None: they read more than option tables). At run time the recorded gates stand in for
     the rule's own answer wherever none of those tables is configured: the same inputs."""
