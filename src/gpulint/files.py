@@ -64,7 +64,7 @@ class _OneRegex:
             return spec
         return cls(spec, regex)
 
-    def match_file(self, file) -> bool:
+    def match_file(self, file: str) -> bool:  # a relative path, as pathspec's match_file
         return self.regex.search(self._normalize(file)) is not None
 
 
