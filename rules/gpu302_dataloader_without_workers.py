@@ -116,6 +116,9 @@ def _works_per_item(file: PythonFile, call: ast.Call) -> bool:
             name = terminal_name(node.func) or ""
             if name in ("with_transform", "set_transform") or q.startswith("torchvision.datasets"):
                 return True
+            helper = file.model.resolve_callee(node)
+            if helper is not None and _returns_transformed(helper):
+                return True  # `train_dataset = make_train_dataset(...)`, a helper of this module
             cls = classes.get(name)
             if cls is not None and any(
                 _decodes_unconditionally(file, item)
@@ -124,6 +127,16 @@ def _works_per_item(file: PythonFile, call: ast.Call) -> bool:
             ):
                 return True
     return False
+
+
+def _returns_transformed(helper: ast.AST) -> bool:
+    """A dataset builder of this module that attaches a transform applied on access."""
+    return any(
+        isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr in ("with_transform", "set_transform")
+        for n in ast.walk(helper)
+    )
 
 
 def _decodes_unconditionally(file: PythonFile, method: ast.FunctionDef) -> bool:
