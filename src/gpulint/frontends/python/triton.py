@@ -31,9 +31,6 @@ _CALLS: MemoKey[dict[str, list[tuple[Kernel, ast.Call]]]] = MemoKey("triton.call
 _FLOWS: MemoKey[dict[int, OffsetFlow]] = MemoKey("triton.flows")
 _FILE_TILES: MemoKey[frozenset[str]] = MemoKey("triton.file_tiles")
 _TILES: MemoKey[dict[int, frozenset[str]]] = MemoKey("triton.tiles")
-_ASSIGNMENTS: MemoKey[dict[int, dict[str, list[tuple[int, ast.expr]]]]] = MemoKey(
-    "triton.assignments"
-)
 _LAUNCH_DIVIDED: MemoKey[dict[int, frozenset[str]]] = MemoKey("triton.launch_divided")
 _LAUNCH_PADDED: MemoKey[dict[int, frozenset[str]]] = MemoKey("triton.launch_padded")
 
@@ -1372,34 +1369,20 @@ def divisibility_flags(file: PythonFile, kernel: Kernel) -> dict[str, bool]:
             if arg not in kernel.constexprs:
                 continue
             if isinstance(value, ast.Name):  # NEED_MASK = n % BLOCK != 0; kernel[g](NEED_MASK=...)
-                scope = file.enclosing_function(call) or file.tree
+                # the last plain assignment above the launch, from the model's bindings
                 found = [
-                    v
-                    for line, v in _assignments(file, scope).get(value.id, [])
-                    if line < call.lineno
+                    b
+                    for b in file.model.bindings_of(value.id, before=call)
+                    if b.kind in ("assign", "annassign")
+                    and b.value is not None
+                    and b.position[0] < call.lineno
                 ]
-                value = found[-1] if found else value
+                if found:
+                    value = max(found, key=lambda b: b.position).value or value
             polarity = mod_polarity(value)
             if polarity is not None:
                 out[arg] = polarity
     return out
-
-
-def _assignments(file: PythonFile, scope: ast.AST) -> dict[str, list[tuple[int, ast.expr]]]:
-    """`name = value` statements in a function (or module), by name (cached per scope)."""
-    cache = file.memo.get(_ASSIGNMENTS, dict)
-    key = id(scope)
-    if key not in cache:
-        out: dict[str, list[tuple[int, ast.expr]]] = {}
-        for n in ast.walk(scope):
-            if isinstance(n, ast.Assign):
-                for t in n.targets:
-                    if isinstance(t, ast.Name):
-                        out.setdefault(t.id, []).append((n.lineno, n.value))
-        for entries in out.values():
-            entries.sort(key=lambda e: e[0])
-        cache[key] = out
-    return cache[key]
 
 
 def mod_polarity(node: ast.AST) -> bool | None:
