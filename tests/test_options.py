@@ -46,5 +46,10 @@ def test_constant_defaults_by_destination():
     ]
 
 
+def test_set_defaults_makes_it_unknown():
+    text = SCRIPT.replace("args = parser", "parser.set_defaults(num_workers=8)\nargs = parser")
+    assert _defaults(text)[0] is None
+
+
 def test_nothing_without_parsing():
     assert _defaults(SCRIPT.replace("parser.parse_args()", "None")) == [None] * 7

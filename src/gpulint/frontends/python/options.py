@@ -60,6 +60,12 @@ def _table(file: PythonFile) -> dict[str, object]:
         if default is not None:
             value = default.value.value if isinstance(default.value, ast.Constant) else _UNKNOWN
         table[name] = _UNKNOWN if name in table else value
+    # `parser.set_defaults(workers=8)` overrides the declared default: unknown
+    for call in file.nodes(ast.Call):
+        if isinstance(call.func, ast.Attribute) and call.func.attr == "set_defaults":
+            for kw in call.keywords:
+                if kw.arg is not None:
+                    table[kw.arg] = _UNKNOWN
     return table
 
 
