@@ -383,11 +383,11 @@ def forward(self, q, k, v):
         """The statements before `at` in `scope` that may have bound `name` last, latest first:
         bindings inside an `if` or loop that does not hold `at` may not have run, so the search
         goes on to the first one that always runs. A tuple target is unknown (`ast.Pass`)."""
-        found = []
+        found: list[ast.AST] = []
         for node in _assignments(file, scope, name):
             if end_position(node) > position(at):
                 continue
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]  # type: ignore[attr-defined]
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if not any(
                 isinstance(n, ast.Name) and n.id == name for t in targets for n in ast.walk(t)
             ):
@@ -397,13 +397,14 @@ def forward(self, q, k, v):
             if not any(isinstance(t, ast.Name) and t.id == name for t in targets):
                 unknown = ast.Pass()
                 unknown.lineno, unknown.col_offset = position(node)
-                node = unknown
-            found.append(node)
+                found.append(unknown)
+            else:
+                found.append(node)
         found.sort(key=position, reverse=True)
         out = []
-        for node in found[:_MAX_BINDINGS]:
-            out.append(node)
-            if not _conditional(file, node, at, scope):
+        for binding in found[:_MAX_BINDINGS]:
+            out.append(binding)
+            if not _conditional(file, binding, at, scope):
                 break
         return out
 
@@ -579,12 +580,14 @@ def forward(self, q, k, v):
         return None
 
 
-def _assignments(file: PythonFile, scope: ast.AST, name: str) -> list[ast.AST]:
+def _assignments(
+    file: PythonFile, scope: ast.AST, name: str
+) -> list[ast.Assign | ast.AugAssign | ast.AnnAssign]:
     """Assignment statements of `scope` that bind `name` (the model's binding table)."""
     return [
-        b.node
+        node
         for b in file.model.bindings_in(scope, name)
-        if isinstance(b.node, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+        if isinstance(node := b.node, (ast.Assign, ast.AugAssign, ast.AnnAssign))
     ]
 
 

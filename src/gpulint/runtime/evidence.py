@@ -171,8 +171,12 @@ def validate_record(record: object) -> list[str]:
     quoted = [
         record.get("device", {}).get("name") if isinstance(record.get("device"), dict) else None
     ]
-    variants = record.get("variants") if isinstance(record.get("variants"), list) else []
-    quoted += [v.get("label") for v in variants if isinstance(v, dict)]  # type: ignore[union-attr]
+    variants = record.get("variants")
+    quoted += (
+        [v.get("label") for v in variants if isinstance(v, dict)]
+        if isinstance(variants, list)
+        else []
+    )
     quoted += [
         h.get(k) for h in heads.values() if isinstance(h, dict) for k in ("what", "per", "versus")
     ]

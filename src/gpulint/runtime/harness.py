@@ -189,10 +189,16 @@ def variant_from(
     name: str, label: str, samples: list[float], unit: str, better: str, **extra: object
 ) -> dict:
     """An ``ok`` variant: the summary of ``samples`` plus the raw samples themselves."""
-    v = {"name": name, "label": label, "unit": unit, "better": better, "status": "ok"}
+    v: dict[str, object] = {
+        "name": name,
+        "label": label,
+        "unit": unit,
+        "better": better,
+        "status": "ok",
+    }
     v.update(summarize(samples))
-    v["samples"] = [float(s) for s in samples]  # type: ignore[assignment]
-    v["extra"] = dict(extra)  # type: ignore[assignment]
+    v["samples"] = [float(s) for s in samples]
+    v["extra"] = dict(extra)
     return v
 
 
@@ -232,23 +238,23 @@ def device_info(index: int | None) -> dict:
 def versions() -> dict:
     from .probe import cudnn_version, nvml_info, torch_info
 
-    v = {"gpulint": __version__, "python": sys.version.split()[0]}
+    v: dict[str, str | None] = {"gpulint": __version__, "python": sys.version.split()[0]}
     try:
         import torch
 
         v["torch"] = torch.__version__
         v["cuda"] = torch.version.cuda
-        v["cudnn"] = cudnn_version(  # type: ignore[assignment]
+        v["cudnn"] = cudnn_version(
             torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
         )
         try:
             n = torch.cuda.nccl.version()
             v["nccl"] = ".".join(map(str, n)) if isinstance(n, tuple) else str(n)
         except Exception:
-            v["nccl"] = None  # type: ignore[assignment]
+            v["nccl"] = None
     except ImportError:
         v.update(torch_info())
-    v["driver"] = nvml_info().get("driver")  # type: ignore[assignment]
+    v["driver"] = nvml_info().get("driver")
     return v
 
 

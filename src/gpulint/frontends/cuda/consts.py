@@ -432,9 +432,10 @@ class ConstEval:
         if element is None:
             return None
         total = 0
-        for d in decl.children_by_field_name("declarator"):
-            if d.type == "init_declarator":
-                d = d.child_by_field_name("declarator")  # type: ignore[assignment]
+        for declarator in decl.children_by_field_name("declarator"):
+            d: Node | None = declarator
+            if declarator.type == "init_declarator":
+                d = declarator.child_by_field_name("declarator")
             count = 1
             seen = False
             while d is not None and d.type == "array_declarator":
@@ -444,7 +445,7 @@ class ConstEval:
                     return None
                 count *= v
                 seen = True
-                d = d.child_by_field_name("declarator")  # type: ignore[assignment]
+                d = d.child_by_field_name("declarator")
             if not seen or d is None or d.type != "identifier":
                 return None
             total += count * element

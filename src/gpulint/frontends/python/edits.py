@@ -164,7 +164,8 @@ def argument_starts(file: PythonFile, call: ast.Call) -> dict[int, int] | None:
     args = call_arguments(file, call)
     if args is None:
         return None
-    ordered = sorted([*call.args, *call.keywords], key=lambda n: (n.lineno, n.col_offset))  # type: ignore[attr-defined]
+    parts: list[ast.expr | ast.keyword] = [*call.args, *call.keywords]
+    ordered = sorted(parts, key=lambda n: (n.lineno, n.col_offset))
     if len(ordered) != len(args.starts):
         return None
     return {id(node): start for node, start in zip(ordered, args.starts, strict=True)}
