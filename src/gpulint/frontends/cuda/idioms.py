@@ -283,7 +283,10 @@ def discarded_status(file: CudaFile, call, name: str) -> str | None:
 
 
 # A function whose job is to compare results against a reference.
-_VALIDATING = re.compile(r"(?i)verif|validat|compar|correctness|allclose|mismatch|^check_?guard")
+# (named by its verb first: `ml_dsa_verify` verifies a signature, its product)
+_VALIDATING = re.compile(
+    r"(?i)^(verif|validat|compar|check_?guard)|correctness|allclose|mismatch|check_?result"
+)
 _DEBUG_MACRO = re.compile(r"\b\w*DEBUG\w*\b")
 
 
