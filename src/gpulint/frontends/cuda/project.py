@@ -324,11 +324,14 @@ def build(
     facts: dict[str, dict] = {}
     rest: list[tuple[str, bytes]] = []
     drivers: set[str] = set()  # sources defining `main`, which other files may `#include`
+    extension_sources: list[str] = []  # launching sources that mention torch (GPU804's files)
     for path, data in files:
         if _MAIN_BYTES.search(data) and not path.endswith((".h", ".cuh", ".hpp")):
             drivers.add(path.replace("\\", "/"))
         if b"<<<" in data or b"cudaLaunchKernel" in data:
             facts[path] = facts_of(path, data)
+            if b"<<<" in data and b"torch" in data:
+                extension_sources.append(path)
         else:
             rest.append((path, data))
     # Then the files that call a launcher, and those that call an unchecked caller of one
@@ -359,7 +362,7 @@ def build(
             }
     project = merge(facts)
     project.harness_headers = harness_headers(facts, paths, drivers)
-    project.script_built = script_built(paths)
+    project.script_built = script_built(extension_sources)
     return project
 
 
