@@ -8,8 +8,14 @@ from gpulint.frontends.python.loops import Loop
 from gpulint.frontends.python.model import FUNCTIONS, MemoKey
 from gpulint.frontends.python.names import terminal_name
 from gpulint.frontends.python.summaries import summaries
-from gpulint.frontends.python.syncs import READBACK_METHODS, host_sync, python_side
-from gpulint.frontends.python.tensors import TENSOR_METHODS, assigned_values, looks_like_tensor
+from gpulint.frontends.python.syncs import (
+    READBACK_METHODS,
+    data_dependent,
+    host_sync,
+    implicit_sync,
+    python_side,
+)
+from gpulint.frontends.python.tensors import assigned_values
 from gpulint.frontends.python.timing import is_clock
 from gpulint.rule import Rule
 
@@ -203,75 +209,39 @@ for x, y in loader:
 
     def visit_JoinedStr(self, node: ast.JoinedStr, file: PythonFile) -> Iterator[Finding]:
         """`f"loss {loss:.3f}"`: formatting a tensor reads its value back."""
-        if file.is_test or not file.uses_cuda or _printed(file, node):
-            return
-        scope = file.enclosing_function(node)
-        for part in node.values:
-            if isinstance(part, ast.FormattedValue) and _device_tensor(file, part.value, scope):
-                yield from self._implicit(node, file, "an f-string of a tensor")
-                return
+        if not _printed(file, node):
+            yield from self._implicit(node, file)
 
     def visit_BinOp(self, node: ast.BinOp, file: PythonFile) -> Iterator[Finding]:
         """`"%g" % loss`: as an f-string."""
-        if not (
-            isinstance(node.op, ast.Mod)
-            and isinstance(node.left, ast.Constant)
-            and isinstance(node.left.value, str)
-        ):
-            return
-        if file.is_test or not file.uses_cuda or _printed(file, node):
-            return
-        scope = file.enclosing_function(node)
-        values = node.right.elts if isinstance(node.right, ast.Tuple) else [node.right]
-        if any(_device_tensor(file, v, scope) for v in values):
-            yield from self._implicit(node, file, "`%` formatting of a tensor")
+        if isinstance(node.op, ast.Mod) and not _printed(file, node):
+            yield from self._implicit(node, file)
 
     def visit_If(self, node: ast.If, file: PythonFile) -> Iterator[Finding]:
-        yield from self._truth_test(node, file, "`if`")
+        yield from self._implicit(node, file)
 
     def visit_While(self, node: ast.While, file: PythonFile) -> Iterator[Finding]:
-        yield from self._truth_test(node, file, "`while`")
+        yield from self._implicit(node, file)
 
     def visit_Assert(self, node: ast.Assert, file: PythonFile) -> Iterator[Finding]:
-        yield from self._truth_test(node, file, "`assert`")
+        yield from self._implicit(node, file)
 
     def visit_Subscript(self, node: ast.Subscript, file: PythonFile) -> Iterator[Finding]:
         """`logits[labels != -100]`: a boolean mask's result size is read back to the host."""
-        if not isinstance(node.ctx, ast.Load) or not isinstance(node.slice, ast.Compare):
-            return
+        if isinstance(node.slice, ast.Compare):
+            yield from self._implicit(node, file)
+
+    def _implicit(self, node: ast.AST, file: PythonFile) -> Iterator[Finding]:
+        """`if torch.isnan(loss).any():`... (`syncs.implicit_sync`) on every step."""
         if file.is_test or not file.uses_cuda:
             return
-        scope = file.enclosing_function(node)
-        mask = node.slice
-        if _device_tensor(file, node.value, scope) and any(
-            _device_tensor(file, side, scope) for side in [mask.left, *mask.comparators]
-        ):
-            yield from self._implicit(node, file, "boolean-mask indexing (a data-dependent shape)")
-
-    def _truth_test(self, node: ast.If | ast.While | ast.Assert, file: PythonFile, kw: str):
-        """`if torch.isnan(loss):`, `assert (x >= 0).all()`: Python needs the bool on the host."""
-        if file.is_test or not file.uses_cuda:
+        found = implicit_sync(file, node)
+        if found is None:
             return
-        scope = file.enclosing_function(node)
-        test = node.test
-        while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-            test = test.operand
-        parts = test.values if isinstance(test, ast.BoolOp) else [test]
-        if any(_nan_check(file, p) for p in parts):
-            return  # `if not torch.isfinite(loss): raise`: a deliberate guard, paid knowingly
-        if any(_tensor_condition(file, p, scope) for p in parts):
-            yield from self._implicit(node.test, file, f"{kw} on a tensor")
-
-    def _implicit(self, node: ast.AST, file: PythonFile, what: str) -> Iterator[Finding]:
-        loop = self._every_step(node, file)
-        if (
-            loop is not None
-            and not _after_sync(file, node, loop)
-            and self._first_on_line(file, node)
-        ):
-            yield self.report(
-                file, node, what=what.capitalize() if what[0] != "`" else what, loop=loop.lineno
-            )
+        what, at = found
+        loop = self._every_step(at, file)
+        if loop is not None and not _after_sync(file, at, loop) and self._first_on_line(file, at):
+            yield self.report(file, at, what=what, loop=loop.lineno)
 
     def _every_step(self, node: ast.AST, file: PythonFile) -> Loop | None:
         loop = file.loops.runs_every_step(node)
@@ -345,7 +315,7 @@ for x, y in loader:
                 and inner.func.attr in READBACK_METHODS
             ):
                 return None
-        if _data_dependent(file, node):
+        if data_dependent(file, node):
             return "`nonzero()`-style op (a data-dependent shape)"
         what = host_sync(file, node, with_events=False)
         # Event and stream syncs are the timing rules' business; a step loop's cost is the device.
@@ -516,24 +486,6 @@ def _timing_near(block: list, at: int, file: PythonFile) -> bool:
     return False
 
 
-_DATA_DEPENDENT = {"nonzero", "masked_select", "unique", "unique_consecutive", "argwhere"}
-
-
-def _data_dependent(file: PythonFile, node: ast.Call) -> bool:
-    """`torch.nonzero(mask)`, `(labels == k).nonzero()`: the host waits to learn the size."""
-    q = file.qualname(node)
-    if q is not None:
-        return q.startswith("torch.") and q.rsplit(".", 1)[-1] in _DATA_DEPENDENT
-    func = node.func
-    if not isinstance(func, ast.Attribute) or func.attr not in _DATA_DEPENDENT:
-        return False
-    scope = file.enclosing_function(node)
-    receiver = func.value
-    if isinstance(receiver, ast.Compare):
-        return any(_device_tensor(file, s, scope) for s in [receiver.left, *receiver.comparators])
-    return _device_tensor(file, receiver, scope)
-
-
 def _short(path: str, here: str) -> str:
     """The callee's file as a reader finds it: its name when beside this file, else the path."""
     head, _, name = path.rpartition("/")
@@ -565,102 +517,6 @@ def _loop_control(file: PythonFile, node: ast.AST) -> bool:
             return False
         child = parent
     return False
-
-
-# Callees whose result is a tensor by their name alone: models and loss functions.
-_TENSOR_CALLEE = re.compile(
-    r"^(model|net|module|criterion|loss_fn|loss_func|lossfn|forward)$|_(model|net|criterion)$",
-    re.IGNORECASE,
-)
-
-
-def _device_tensor(file: PythonFile, expr: ast.AST, scope: ast.AST | None, depth: int = 0) -> bool:
-    """A tensor by evidence that reaches its root, stricter than `looks_like_tensor` (an
-    implicit sync is only as sure as the tensor): a torch op, a model or loss-function call,
-    a tensor method on such a value, `outputs.loss`/`.logits`, or a name every binding of
-    which is one of those."""
-    if depth > 4 or python_side(file, expr):
-        return False
-    if isinstance(expr, ast.Call):
-        func = expr.func
-        if isinstance(func, ast.Attribute) and func.attr in {"item", "tolist", "numpy", "cpu"}:
-            return False
-        q = file.qualname(expr)
-        if q is not None:
-            return q.startswith("torch.") and looks_like_tensor(file, expr, scope)
-        if isinstance(func, ast.Attribute) and func.attr in TENSOR_METHODS:
-            return _device_tensor(file, func.value, scope, depth + 1)
-        name = terminal_name(func)
-        return bool(name and _TENSOR_CALLEE.search(name))
-    if isinstance(expr, ast.Attribute):
-        return expr.attr in {"loss", "logits"}
-    if isinstance(expr, ast.Subscript):
-        return _device_tensor(file, expr.value, scope, depth + 1)
-    if isinstance(expr, ast.BinOp):
-        return _device_tensor(file, expr.left, scope, depth + 1) or _device_tensor(
-            file, expr.right, scope, depth + 1
-        )
-    if isinstance(expr, ast.Name):
-        bound = file.model.bindings_of(expr.id, before=expr)
-        return bool(bound) and all(
-            b.value is not None and _device_tensor(file, b.value, scope, depth + 1) for b in bound
-        )
-    return False
-
-
-def _tensor_condition(file: PythonFile, test: ast.AST, scope: ast.AST | None) -> bool:
-    """A condition that is a tensor: `torch.isnan(loss).any()`, `loss > threshold` with `loss`
-    a tensor, `(x >= 0).all()`; not a Python value (`x.item() > 0`, `len(x)`)."""
-    if isinstance(test, ast.Compare):
-        if any(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in test.ops):
-            return False
-        return any(_tensor_operand(file, s, scope) for s in [test.left, *test.comparators])
-    return _tensor_operand(file, test, scope)
-
-
-def _tensor_operand(file: PythonFile, expr: ast.AST, scope: ast.AST | None) -> bool:
-    """A tensor by evidence that reaches its root: `torch.isnan(x)`, `logits.abs()`,
-    `(pred == y).all()` with `logits`/`pred` tensors; never a bare method name on an unknown."""
-    if isinstance(expr, ast.Call):
-        func = expr.func
-        if _torch_predicate(file, expr) or (
-            (file.qualname(expr) or "").startswith("torch.")
-            and looks_like_tensor(file, expr, scope)
-        ):
-            return True
-        if isinstance(func, ast.Attribute) and func.attr in TENSOR_METHODS:
-            receiver = func.value
-            if isinstance(receiver, ast.Compare):
-                return _tensor_condition(file, receiver, scope)
-            return _tensor_operand(file, receiver, scope)
-        return False
-    if isinstance(expr, ast.Subscript):
-        return _tensor_operand(file, expr.value, scope)
-    if isinstance(expr, ast.BinOp):
-        return _tensor_operand(file, expr.left, scope) or _tensor_operand(file, expr.right, scope)
-    if isinstance(expr, ast.Compare):
-        return _tensor_condition(file, expr, scope)
-    if isinstance(expr, (ast.Name, ast.Attribute)):
-        return _device_tensor(file, expr, scope)
-    return False
-
-
-def _nan_check(file: PythonFile, expr: ast.AST) -> bool:
-    for node in ast.walk(expr):
-        if isinstance(node, ast.Call):
-            q = file.qualname(node) or ""
-            name = q.rsplit(".", 1)[-1] if q else terminal_name(node.func)
-            if name in {"isnan", "isinf", "isfinite", "isneginf", "isposinf"}:
-                return True
-    return False
-
-
-def _torch_predicate(file: PythonFile, call: ast.Call) -> bool:
-    q = file.qualname(call) or ""
-    return q.startswith("torch.") and q.rsplit(".", 1)[-1] in {
-        "isnan", "isinf", "isfinite", "any", "all", "equal", "allclose", "isclose", "isneginf",
-        "isposinf",
-    }  # fmt: skip
 
 
 def _only_when_failing(node, file: PythonFile, loop) -> bool:

@@ -20,7 +20,7 @@ from gpulint.frontends import BackLink
 from gpulint.frontends.python.loops import is_step_marker
 from gpulint.frontends.python.model import FUNCTIONS, Function, MemoKey
 from gpulint.frontends.python.names import terminal_name
-from gpulint.frontends.python.syncs import host_sync
+from gpulint.frontends.python.syncs import data_dependent, host_sync, implicit_sync
 
 if TYPE_CHECKING:
     from gpulint.frontends.python.file import PythonFile
@@ -174,6 +174,10 @@ class Summaries:
         waits = False  # anything that waits for the device
         called_at = 0
         for node in file.model.members(f):
+            if type(node) in _IMPLICIT_KINDS:
+                if sync is None:
+                    sync = self._implicit(f, node)
+                continue
             if type(node) is not ast.Call:
                 continue
             func = node.func
@@ -192,6 +196,8 @@ class Summaries:
                 called_at = clocks  # `fn(*args)` after a clock read: timed if one follows
             if name and _WAITS.search(name):
                 waits = True
+            if sync is None and data_dependent(file, node):
+                sync = self._implicit(f, node)
             if sync is None:
                 what = host_sync(file, node, with_events=False)
                 if (
@@ -218,6 +224,26 @@ class Summaries:
                 )
         times = timed and not waits and sync is None
         return Summary(sync, steps, launches, moves, times), calls
+
+    def _implicit(self, f: Function, node: ast.AST) -> SyncSite | None:
+        """An implicit sync of `f`'s own (`if torch.min(y) < -1.:`, `x[mask]`), where it runs
+        on every call and reads data rooted in a device tensor (`syncs.implicit_sync`)."""
+        file = self.file
+        found = implicit_sync(file, node)
+        if found is None:
+            return None
+        what, at = found
+        roots = [v.value for v in at.values] if isinstance(at, ast.JoinedStr) else [at]
+        if not (
+            any(device_rooted(file, r, 0) for r in roots)
+            and not _guarded(file, at, f)
+            and not _in_step_loop(file, at, f)
+            and _branch(file, at, f) is None
+            and not _moved_later(file, f, at, at)
+        ):
+            return None
+        line, col, _, _ = file.span(at)
+        return SyncSite(_lower_first(what), file.display_path, line, col)  # type: ignore[arg-type]
 
     def _solve(self, functions: list[Function]) -> None:
         final = self._final
@@ -290,6 +316,15 @@ class _Call:
     branch: tuple | None = (
         None  # (the `if`, 0 body / 1 else) when under one `if` of `f`; see _branch
     )
+
+
+# Statements and expressions that may sync with no readback call (`syncs.implicit_sync`).
+_IMPLICIT_KINDS = (ast.If, ast.While, ast.Assert, ast.Subscript, ast.JoinedStr, ast.BinOp)
+
+
+def _lower_first(what: str) -> str:
+    """ "An f-string of a tensor" reads "an f-string of a tensor" inside a message."""
+    return what[0].lower() + what[1:] if what[:1].isupper() else what
 
 
 def _read_value(call: ast.Call) -> ast.AST | None:

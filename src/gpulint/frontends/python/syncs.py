@@ -7,9 +7,11 @@ of a tensor, `torch.cuda.synchronize()`, and `.synchronize()` on a CUDA event or
 from __future__ import annotations
 
 import ast
+import re
 from typing import TYPE_CHECKING
 
-from gpulint.frontends.python.tensors import looks_like_tensor
+from gpulint.frontends.python.names import terminal_name
+from gpulint.frontends.python.tensors import TENSOR_METHODS, looks_like_tensor
 
 if TYPE_CHECKING:
     from gpulint.frontends.python.file import PythonFile
@@ -60,4 +62,171 @@ def host_sync(file: PythonFile, node: ast.AST, *, with_events: bool = True) -> s
                         return "`print()` of a tensor"
     elif isinstance(func, ast.Name) and file.qualname(func) in {"torch.cuda.synchronize"}:
         return "`torch.cuda.synchronize()`"
+    return None
+
+
+_DATA_DEPENDENT = {"nonzero", "masked_select", "unique", "unique_consecutive", "argwhere"}
+
+
+def data_dependent(file: PythonFile, node: ast.Call) -> bool:
+    """`torch.nonzero(mask)`, `(labels == k).nonzero()`: the host waits to learn the size."""
+    q = file.qualname(node)
+    if q is not None:
+        return q.startswith("torch.") and q.rsplit(".", 1)[-1] in _DATA_DEPENDENT
+    func = node.func
+    if not isinstance(func, ast.Attribute) or func.attr not in _DATA_DEPENDENT:
+        return False
+    scope = file.enclosing_function(node)
+    receiver = func.value
+    if isinstance(receiver, ast.Compare):
+        return any(device_tensor(file, s, scope) for s in [receiver.left, *receiver.comparators])
+    return device_tensor(file, receiver, scope)
+
+
+# Callees whose result is a tensor by their name alone: models and loss functions.
+_TENSOR_CALLEE = re.compile(
+    r"^(model|net|module|criterion|loss_fn|loss_func|lossfn|forward)$|_(model|net|criterion)$",
+    re.IGNORECASE,
+)
+
+
+def device_tensor(file: PythonFile, expr: ast.AST, scope: ast.AST | None, depth: int = 0) -> bool:
+    """A tensor by evidence that reaches its root, stricter than `looks_like_tensor` (an
+    implicit sync is only as sure as the tensor): a torch op, a model or loss-function call,
+    a tensor method on such a value, `outputs.loss`/`.logits`, or a name every binding of
+    which is one of those."""
+    if depth > 4 or python_side(file, expr):
+        return False
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        if isinstance(func, ast.Attribute) and func.attr in {"item", "tolist", "numpy", "cpu"}:
+            return False
+        q = file.qualname(expr)
+        if q is not None:
+            return q.startswith("torch.") and looks_like_tensor(file, expr, scope)
+        if isinstance(func, ast.Attribute) and func.attr in TENSOR_METHODS:
+            return device_tensor(file, func.value, scope, depth + 1)
+        name = terminal_name(func)
+        return bool(name and _TENSOR_CALLEE.search(name))
+    if isinstance(expr, ast.Attribute):
+        return expr.attr in {"loss", "logits"}
+    if isinstance(expr, ast.Subscript):
+        return device_tensor(file, expr.value, scope, depth + 1)
+    if isinstance(expr, ast.BinOp):
+        return device_tensor(file, expr.left, scope, depth + 1) or device_tensor(
+            file, expr.right, scope, depth + 1
+        )
+    if isinstance(expr, ast.Name):
+        bound = file.model.bindings_of(expr.id, before=expr)
+        return bool(bound) and all(
+            b.value is not None and device_tensor(file, b.value, scope, depth + 1) for b in bound
+        )
+    return False
+
+
+def tensor_condition(file: PythonFile, test: ast.AST, scope: ast.AST | None) -> bool:
+    """A condition that is a tensor: `torch.isnan(loss).any()`, `loss > threshold` with `loss`
+    a tensor, `(x >= 0).all()`; not a Python value (`x.item() > 0`, `len(x)`)."""
+    if isinstance(test, ast.Compare):
+        if any(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in test.ops):
+            return False
+        return any(tensor_operand(file, s, scope) for s in [test.left, *test.comparators])
+    return tensor_operand(file, test, scope)
+
+
+def tensor_operand(file: PythonFile, expr: ast.AST, scope: ast.AST | None) -> bool:
+    """A tensor by evidence that reaches its root: `torch.isnan(x)`, `logits.abs()`,
+    `(pred == y).all()` with `logits`/`pred` tensors; never a bare method name on an unknown."""
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        if torch_predicate(file, expr) or (
+            (file.qualname(expr) or "").startswith("torch.")
+            and looks_like_tensor(file, expr, scope)
+        ):
+            return True
+        if isinstance(func, ast.Attribute) and func.attr in TENSOR_METHODS:
+            receiver = func.value
+            if isinstance(receiver, ast.Compare):
+                return tensor_condition(file, receiver, scope)
+            return tensor_operand(file, receiver, scope)
+        return False
+    if isinstance(expr, ast.Subscript):
+        return tensor_operand(file, expr.value, scope)
+    if isinstance(expr, ast.BinOp):
+        return tensor_operand(file, expr.left, scope) or tensor_operand(file, expr.right, scope)
+    if isinstance(expr, ast.Compare):
+        return tensor_condition(file, expr, scope)
+    if isinstance(expr, (ast.Name, ast.Attribute)):
+        return device_tensor(file, expr, scope)
+    return False
+
+
+def nan_check(file: PythonFile, expr: ast.AST) -> bool:
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Call):
+            q = file.qualname(node) or ""
+            name = q.rsplit(".", 1)[-1] if q else terminal_name(node.func)
+            if name in {"isnan", "isinf", "isfinite", "isneginf", "isposinf"}:
+                return True
+    return False
+
+
+def torch_predicate(file: PythonFile, call: ast.Call) -> bool:
+    q = file.qualname(call) or ""
+    return q.startswith("torch.") and q.rsplit(".", 1)[-1] in {
+        "isnan", "isinf", "isfinite", "any", "all", "equal", "allclose", "isclose", "isneginf",
+        "isposinf",
+    }  # fmt: skip
+
+
+def implicit_sync(file: PythonFile, node: ast.AST) -> tuple[str, ast.AST] | None:
+    """A sync that no readback call spells: an `if`/`while`/`assert` on a tensor, an f-string
+    or `%` formatting of one, boolean-mask indexing or a `nonzero()`-style op (their output size
+    is data-dependent). Returns (what, the node to report) or None. Strict on evidence: the
+    tensor must be one by a torch op, a model call or a tensor method reaching its root; a NaN
+    check (`if not torch.isfinite(loss):`) is a deliberate guard and is not counted."""
+    kind = type(node)
+    if kind in (ast.If, ast.While, ast.Assert):
+        test = node.test  # type: ignore[attr-defined]
+        while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test = test.operand
+        parts = test.values if isinstance(test, ast.BoolOp) else [test]
+        if any(nan_check(file, p) for p in parts):
+            return None
+        scope = file.enclosing_function(node)
+        if any(tensor_condition(file, p, scope) for p in parts):
+            kw = {ast.If: "`if`", ast.While: "`while`", ast.Assert: "`assert`"}[kind]
+            return f"{kw} on a tensor", node.test  # type: ignore[attr-defined]
+        return None
+    if kind is ast.JoinedStr:
+        scope = file.enclosing_function(node)
+        for part in node.values:  # type: ignore[attr-defined]
+            if isinstance(part, ast.FormattedValue) and device_tensor(file, part.value, scope):
+                return "An f-string of a tensor", node
+        return None
+    if kind is ast.BinOp:
+        if not (
+            isinstance(node.op, ast.Mod)  # type: ignore[attr-defined]
+            and isinstance(node.left, ast.Constant)  # type: ignore[attr-defined]
+            and isinstance(node.left.value, str)  # type: ignore[attr-defined]
+        ):
+            return None
+        scope = file.enclosing_function(node)
+        right = node.right  # type: ignore[attr-defined]
+        values = right.elts if isinstance(right, ast.Tuple) else [right]
+        if any(device_tensor(file, v, scope) for v in values):
+            return "`%` formatting of a tensor", node
+        return None
+    if kind is ast.Subscript:
+        if not isinstance(node.ctx, ast.Load) or not isinstance(node.slice, ast.Compare):  # type: ignore[attr-defined]
+            return None
+        scope = file.enclosing_function(node)
+        mask = node.slice  # type: ignore[attr-defined]
+        if device_tensor(file, node.value, scope) and any(  # type: ignore[attr-defined]
+            device_tensor(file, side, scope) for side in [mask.left, *mask.comparators]
+        ):
+            return "Boolean-mask indexing (a data-dependent shape)", node
+        return None
+    if kind is ast.Call and data_dependent(file, node):  # type: ignore[arg-type]
+        return "`nonzero()`-style op (a data-dependent shape)", node
     return None
