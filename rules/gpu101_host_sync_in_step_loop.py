@@ -228,7 +228,7 @@ for x, y in loader:
 
     def visit_Subscript(self, node: ast.Subscript, file: PythonFile) -> Iterator[Finding]:
         """`logits[labels != -100]`: a boolean mask's result size is read back to the host."""
-        if isinstance(node.slice, ast.Compare):
+        if isinstance(node.slice, (ast.Compare, ast.UnaryOp, ast.Call, ast.Name)):
             yield from self._implicit(node, file)
 
     def _implicit(self, node: ast.AST, file: PythonFile) -> Iterator[Finding]:

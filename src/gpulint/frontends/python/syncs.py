@@ -10,6 +10,7 @@ import ast
 import re
 from typing import TYPE_CHECKING
 
+from gpulint.frontends.python.model import MemoKey
 from gpulint.frontends.python.names import terminal_name
 from gpulint.frontends.python.tensors import TENSOR_METHODS, looks_like_tensor
 
@@ -94,8 +95,23 @@ def device_tensor(file: PythonFile, expr: ast.AST, scope: ast.AST | None, depth:
     """A tensor by evidence that reaches its root, stricter than `looks_like_tensor` (an
     implicit sync is only as sure as the tensor): a torch op, a model or loss-function call,
     a tensor method on such a value, `outputs.loss`/`.logits`, or a name every binding of
-    which is one of those."""
-    if depth > 4 or python_side(file, expr):
+    which is one of those. Each expression is answered once per file (a chain of rebindings,
+    `labels = labels.float()` then `labels = labels.to(device)`, fans out otherwise); one
+    reached again while it is being answered (a cycle) counts as no evidence."""
+    known = file.memo.get(_DEVICE_TENSORS, dict)
+    key = (id(expr), id(scope))
+    found = known.get(key)
+    if found is None:
+        known[key] = False  # while answering: a cycle back here is no evidence
+        found = known[key] = _device_tensor(file, expr, scope, depth)
+    return found
+
+
+_DEVICE_TENSORS: MemoKey[dict] = MemoKey("device tensors by evidence")
+
+
+def _device_tensor(file: PythonFile, expr: ast.AST, scope: ast.AST | None, depth: int) -> bool:
+    if depth > 64 or python_side(file, expr):
         return False
     if isinstance(expr, ast.Call):
         func = expr.func
@@ -116,12 +132,31 @@ def device_tensor(file: PythonFile, expr: ast.AST, scope: ast.AST | None, depth:
         return device_tensor(file, expr.left, scope, depth + 1) or device_tensor(
             file, expr.right, scope, depth + 1
         )
+    if isinstance(expr, ast.Compare) and not any(
+        isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in expr.ops
+    ):
+        return any(device_tensor(file, s, scope, depth + 1) for s in [expr.left, *expr.comparators])
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, (ast.Invert, ast.USub)):
+        return device_tensor(file, expr.operand, scope, depth + 1)
     if isinstance(expr, ast.Name):
-        bound = file.model.bindings_of(expr.id, before=expr)
+        # `labels = labels.to(device)` read inside its own right-hand side: the earlier
+        # bindings answer for it.
+        bound = [
+            b
+            for b in file.model.bindings_of(expr.id, before=expr)
+            if b.value is None or not _within(expr, b.value)
+        ]
         return bool(bound) and all(
             b.value is not None and device_tensor(file, b.value, scope, depth + 1) for b in bound
         )
     return False
+
+
+def _within(node: ast.AST, outer: ast.AST) -> bool:
+    start = (getattr(outer, "lineno", 0), getattr(outer, "col_offset", 0))
+    end = (getattr(outer, "end_lineno", 0), getattr(outer, "end_col_offset", 0))
+    at = (getattr(node, "lineno", -1), getattr(node, "col_offset", -1))
+    return start <= at < end
 
 
 def tensor_condition(file: PythonFile, test: ast.AST, scope: ast.AST | None) -> bool:
@@ -218,15 +253,63 @@ def implicit_sync(file: PythonFile, node: ast.AST) -> tuple[str, ast.AST] | None
             return "`%` formatting of a tensor", node
         return None
     if kind is ast.Subscript:
-        if not isinstance(node.ctx, ast.Load) or not isinstance(node.slice, ast.Compare):  # type: ignore[attr-defined]
+        if not isinstance(node.ctx, ast.Load):  # type: ignore[attr-defined]
             return None
         scope = file.enclosing_function(node)
-        mask = node.slice  # type: ignore[attr-defined]
-        if device_tensor(file, node.value, scope) and any(  # type: ignore[attr-defined]
-            device_tensor(file, side, scope) for side in [mask.left, *mask.comparators]
+        if device_tensor(file, node.value, scope) and bool_mask(  # type: ignore[attr-defined]
+            file,
+            node.slice,  # type: ignore[attr-defined]
+            scope,
         ):
             return "Boolean-mask indexing (a data-dependent shape)", node
         return None
     if kind is ast.Call and data_dependent(file, node):  # type: ignore[arg-type]
         return "`nonzero()`-style op (a data-dependent shape)", node
     return None
+
+
+_BOOL_METHODS = {"bool", "eq", "ne", "gt", "lt", "ge", "le", "logical_not", "logical_and"}
+_BOOL_OPS = {"isnan", "isinf", "isfinite", "logical_not", "logical_and", "logical_or", "eq", "ne"}
+
+
+def bool_mask(file: PythonFile, index: ast.AST, scope: ast.AST | None, depth: int = 0) -> bool:
+    """A boolean device tensor used as an index: `labels != -100`, `~mask`, `m.bool()`,
+    `torch.isfinite(x)`, or a name every binding of which is one. An integer index tensor
+    (`x[idx]`) gathers with a known shape and is not one."""
+    if depth > 3:
+        return False
+    if isinstance(index, ast.Compare):
+        return any(device_tensor(file, s, scope) for s in [index.left, *index.comparators])
+    if isinstance(index, ast.UnaryOp) and isinstance(index.op, (ast.Invert, ast.Not)):
+        return bool_mask(file, index.operand, scope, depth + 1)
+    if isinstance(index, ast.Call):
+        func = index.func
+        q = file.qualname(index)
+        if q is not None:
+            if not q.startswith("torch."):
+                return False
+            if _bool_dtype(file, index):
+                # `torch.eye(n, dtype=torch.bool, device=d)`: a mask built on the device
+                return any(k.arg == "device" for k in index.keywords)
+            return q.rsplit(".", 1)[-1] in _BOOL_OPS and any(
+                device_tensor(file, a, scope) for a in index.args
+            )
+        if isinstance(func, ast.Attribute) and func.attr in _BOOL_METHODS:
+            return device_tensor(file, func.value, scope)
+        if isinstance(func, ast.Attribute) and func.attr in {"to", "cuda"}:
+            # `torch.eye(n, dtype=torch.bool).to(device)`: a host mask moved to the device
+            inner = func.value
+            if isinstance(inner, ast.Call) and _bool_dtype(file, inner):
+                return True
+            return bool_mask(file, inner, scope, depth + 1)
+        return False
+    if isinstance(index, ast.Name):
+        bound = file.model.bindings_of(index.id, before=index)
+        return bool(bound) and all(
+            b.value is not None and bool_mask(file, b.value, scope, depth + 1) for b in bound
+        )
+    return False
+
+
+def _bool_dtype(file: PythonFile, call: ast.Call) -> bool:
+    return any(k.arg == "dtype" and file.qualname(k.value) == "torch.bool" for k in call.keywords)
