@@ -7,6 +7,7 @@ from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.loops import Loop
 from gpulint.frontends.python.model import FUNCTIONS, MemoKey
 from gpulint.frontends.python.names import terminal_name
+from gpulint.frontends.python.options import off_by_default
 from gpulint.frontends.python.summaries import summaries
 from gpulint.frontends.python.syncs import (
     READBACK_METHODS,
@@ -55,7 +56,8 @@ class HostSyncInStepLoop(Rule):
     waits for nothing. A value read before the statement that moves its batch to the device
     (`batch = move_to_device(batch, device)`) is still on the CPU. A warm-up loop, a profiler
     pass or a loop under a `--profile`/`--benchmark` flag is opt-in measurement, not a per-step
-    cost of training. One line with two reads is one finding, and a helper called from several
+    cost of training. A sync on a side of an `if` that the script's command-line defaults do not
+    take (`if args.caption_dropout > 0:` with `default=0.0`) is not on the default path either. One line with two reads is one finding, and a helper called from several
     places of one loop is reported once, at the first call.
 
     ## Why is this bad?
@@ -160,6 +162,23 @@ for step in range(max_steps):
         torch.cuda.synchronize()
     dt = time.time() - t0
 """,
+        # Behind a command-line option that is off by default.
+        """
+import argparse
+import torch
+parser = argparse.ArgumentParser()
+parser.add_argument("--caption_dropout", type=float, default=0.0)
+args = parser.parse_args()
+for x, y in train_loader:
+    emb = encoder(x.cuda())
+    if args.caption_dropout > 0:
+        drop = torch.rand(emb.shape[0], device=emb.device) < args.caption_dropout
+        if drop.any():
+            emb[drop] = 0
+    loss = model(emb, y.cuda())
+    loss.backward()
+    optimizer.step()
+""",
     ]
     INVALID = [
         # A sync with nothing to time.
@@ -245,7 +264,12 @@ for x, y in loader:
 
     def _every_step(self, node: ast.AST, file: PythonFile) -> Loop | None:
         loop = file.loops.runs_every_step(node)
-        if loop is None or _only_when_failing(node, file, loop) or _opt_in(file, node, loop):
+        if (
+            loop is None
+            or _only_when_failing(node, file, loop)
+            or _opt_in(file, node, loop)
+            or off_by_default(file, node, loop)  # `if args.caption_dropout > 0:`, default 0
+        ):
             return None
         return loop
 

@@ -136,3 +136,57 @@ def test_device_from_configuration_makes_gpu_code_and_cpu_defaults_do_not():
     assert not parse("def f(m, device='cpu'):\n    m.to(device)\n").uses_cuda
     assert not parse("device = 'cpu'\nx = y.to(device)\nz = w.to(device=device)\n").uses_cuda
     assert not parse("x = 1\n").uses_cuda
+
+
+def test_reaching_drops_bindings_a_later_assignment_always_overwrites():
+    file = parse(
+        """
+        def f(z, flag):
+            z = normalize(z)
+            sim = z @ z.T
+            if flag:
+                sim = sim * 2
+            out = sim
+            return out
+        """
+    )
+    z_read = _name_at(file, "z", 4)
+    assert [b.kind for b in file.model.reaching("z", z_read)] == ["assign"]
+    assert len(file.model.bindings_of("z", z_read)) == 2  # the parameter may reach, textually
+    # The read inside `z = normalize(z)` still sees the parameter.
+    assert [b.kind for b in file.model.reaching("z", _name_at(file, "z", 3))] == ["param"]
+    # An assignment under an `if` does not dominate the read after it: both reach.
+    assert len(file.model.reaching("sim", _name_at(file, "sim", 7))) == 2
+
+
+def test_option_defaults_decide_which_branches_the_default_run_takes():
+    from gpulint.frontends.python.options import default_truth, off_by_default
+
+    file = parse(
+        """
+        import argparse
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--caption_dropout", type=float, default=0.0)
+        parser.add_argument("--use-ema", action="store_true")
+        parser.add_argument("--resume", default=None)
+        parser.add_argument("--lr", type=float, default=computed())
+        args = parser.parse_args()
+        for x in loader:
+            if args.caption_dropout > 0:
+                a = 1
+            if not args.use_ema:
+                b = 1
+            else:
+                c = 1
+            if args.resume is not None or args.lr > 0:
+                d = 1
+        """
+    )
+    tests = [n.test for n in file.nodes(ast.If)]
+    assert [default_truth(file, t) for t in tests] == [False, True, None]
+    loop = next(iter(file.nodes(ast.For)))
+    names = {n.id: n for n in file.nodes(ast.Name) if isinstance(n.ctx, ast.Store)}
+    assert off_by_default(file, names["a"], loop)
+    assert not off_by_default(file, names["b"], loop)
+    assert off_by_default(file, names["c"], loop)
+    assert not off_by_default(file, names["d"], loop)  # `args.lr` is computed: unknown

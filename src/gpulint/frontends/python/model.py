@@ -231,6 +231,35 @@ class SemanticModel:
                 out.append(b)
         return out
 
+    def reaching(self, name: str, before: ast.AST) -> list[Binding]:
+        """`bindings_of`, less those that a later plain assignment always overwrites before
+        the read: in `z = F.normalize(z); sim = z @ z.T`, only `z = F.normalize(z)` reaches
+        the `z` of the second line, not the parameter. An assignment kills the earlier ones
+        when it is a statement of a block that holds the read in a later statement (it runs
+        on every path to the read)."""
+        # A read in the right-hand side of its own assignment (`z = f(z)`) sees the earlier one.
+        bound = [
+            b
+            for b in self.bindings_of(name, before)
+            if not (b.is_assignment and _inside(before, b.node))
+        ]
+        at = position(before)
+        earlier = sorted((b for b in bound if b.position < at), key=_by_position, reverse=True)
+        for b in earlier:
+            if b.kind not in ("assign", "annassign") or not isinstance(b.node, ast.stmt):
+                continue
+            block = self.file.statement_block(b.node)
+            if block is None:
+                continue
+            index = block.index(b.node)
+            for ancestor in self.file.ancestors(before):
+                if ancestor is b.node:
+                    break  # the read is inside the assignment itself (`z = f(z)`)
+                if ancestor in block[index + 1 :]:
+                    return [x for x in bound if x.position >= b.position]
+            # not dominating the read: an earlier binding may still reach it
+        return bound
+
     def values_of(self, name: str, scope: ast.AST | None) -> list[ast.expr | None]:
         """Every value bound to `name` in `scope` (the module when None) or, where it does not
         bind it, the scope it resolves to; None stands for a value that cannot be told."""

@@ -10,6 +10,8 @@ options with the same destination, a computed default or an option of another mo
 from __future__ import annotations
 
 import ast
+import operator
+import re
 from typing import TYPE_CHECKING
 
 from gpulint.frontends.python.model import MemoKey
@@ -82,3 +84,116 @@ def option_default(file: PythonFile, expr: ast.AST) -> tuple[str, object] | None
     if value is _MISSING or value is _UNKNOWN:
         return None
     return expr.attr, value
+
+
+# -- which side of an `if` the defaults take (GPU101: a sync off the default path) ----------
+_OPTIONS_OBJECT = re.compile(r"^(args|opts?|options|flags|hparams|hp|cfg|config|a)$", re.I)
+_COMPARE = {
+    ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Lt: operator.lt, ast.LtE: operator.le,
+    ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Is: operator.is_, ast.IsNot: operator.is_not,
+}  # fmt: skip
+_FLAGS: MemoKey[dict[str, object]] = MemoKey("command-line flag defaults")
+
+
+def _flag_table(file: PythonFile) -> dict[str, object]:
+    """Options declared once without `default=`: `action="store_true"` is False by default,
+    `"store_false"` True, a plain option None (argparse's value for an option not given)."""
+    table: dict[str, object] = {}
+    if "add_argument" not in file.text:
+        return table
+    for call in file.nodes(ast.Call):
+        if not (isinstance(call.func, ast.Attribute) and call.func.attr == "add_argument"):
+            continue
+        name = _destination(call)
+        if name is None or keyword(call, "default") is not None:
+            continue
+        required = keyword(call, "required")
+        action = keyword(call, "action")
+        action_name = (
+            action.value.value if action and isinstance(action.value, ast.Constant) else None
+        )
+        value: object = _UNKNOWN
+        if required is not None:
+            value = _UNKNOWN
+        elif action_name == "store_true":
+            value = False
+        elif action_name == "store_false":
+            value = True
+        elif action is None:
+            value = None
+        table[name] = _UNKNOWN if name in table else value
+    return table
+
+
+def _option_value(file: PythonFile, expr: ast.AST) -> object:
+    """The default of `args.name` (any `args`-like object), or `_UNKNOWN`."""
+    if not (isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name)):
+        return _UNKNOWN
+    if not _OPTIONS_OBJECT.match(expr.value.id):
+        return _UNKNOWN
+    found = option_default(file, expr)
+    if found is not None:
+        return found[1]
+    flags = file.memo.get(_FLAGS, lambda: _flag_table(file))
+    declared = file.memo.get(_OPTIONS, lambda: _table(file))
+    if expr.attr in declared and declared[expr.attr] is not _MISSING:
+        return _UNKNOWN  # declared with a computed default, or twice
+    return flags.get(expr.attr, _UNKNOWN)
+
+
+def default_truth(file: PythonFile, test: ast.AST) -> bool | None:
+    """What `test` evaluates to with every option at its default; None where unknown."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = default_truth(file, test.operand)
+        return None if inner is None else not inner
+    if isinstance(test, ast.BoolOp):
+        values = [default_truth(file, v) for v in test.values]
+        if isinstance(test.op, ast.And):
+            if False in values:
+                return False
+            return True if all(v is True for v in values) else None
+        if True in values:
+            return True
+        return False if all(v is False for v in values) else None
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        op = _COMPARE.get(type(test.ops[0]))
+        left, right = test.left, test.comparators[0]
+        if op is None:
+            return None
+        lv, rv = _operand(file, left), _operand(file, right)
+        if lv is _UNKNOWN or rv is _UNKNOWN:
+            return None
+        if not (isinstance(left, ast.Attribute) or isinstance(right, ast.Attribute)):
+            return None  # two constants: not an option test
+        try:
+            return bool(op(lv, rv))
+        except TypeError:
+            return None
+    value = _option_value(file, test)
+    return None if value is _UNKNOWN else bool(value)
+
+
+def _operand(file: PythonFile, node: ast.AST) -> object:
+    if isinstance(node, ast.Constant):
+        return node.value
+    return _option_value(file, node)
+
+
+def off_by_default(file: PythonFile, node: ast.AST, stop: ast.AST) -> bool:
+    """`node` runs only on a side of an `if` (between it and `stop`) that the options' defaults
+    do not take: `if args.caption_dropout > 0:` with `default=0.0`, the `else` of `if not
+    args.use_ema:` with `action="store_true"`."""
+    child = node
+    for parent in file.ancestors(node):
+        if parent is stop:
+            return False
+        if isinstance(parent, (ast.If, ast.IfExp)) and child is not parent.test:
+            truth = default_truth(file, parent.test)
+            if truth is not None:
+                in_body = (
+                    child in parent.body if isinstance(parent, ast.If) else child is parent.body
+                )
+                if truth != in_body:
+                    return True
+        child = parent
+    return False

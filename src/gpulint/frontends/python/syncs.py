@@ -143,7 +143,7 @@ def _device_tensor(file: PythonFile, expr: ast.AST, scope: ast.AST | None, depth
         # bindings answer for it.
         bound = [
             b
-            for b in file.model.bindings_of(expr.id, before=expr)
+            for b in file.model.reaching(expr.id, before=expr)
             if b.value is None or not _within(expr, b.value)
         ]
         return bool(bound) and all(
