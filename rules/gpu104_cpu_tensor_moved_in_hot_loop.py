@@ -1,10 +1,13 @@
 import ast
 from collections.abc import Iterator
 
-from gpulint.diagnostics import Finding
+from gpulint.diagnostics import Finding, Related
 from gpulint.frontends.python.file import PythonFile
-from gpulint.frontends.python.names import keyword
-from gpulint.frontends.python.transfers import CPU_FACTORIES, device_transfer
+from gpulint.frontends.python.model import MemoKey
+from gpulint.frontends.python.names import keyword, terminal_name
+from gpulint.frontends.python.options import off_by_default
+from gpulint.frontends.python.summaries import summaries
+from gpulint.frontends.python.transfers import host_built_move
 from gpulint.rule import Rule
 
 # Legacy constructors take no CUDA `device=`: suggest torch.tensor with their dtype instead.
@@ -23,7 +26,11 @@ class CpuTensorMovedInHotLoop(Rule):
     ## What it does
     Finds a tensor built on the CPU by a `torch` factory and moved to the GPU at once, such as
     `torch.zeros(n).cuda()` or `torch.tensor(x).to(device)`, where it runs on every iteration of
-    a step loop or in a module's `forward`. The same pattern in one-time setup (before the loop,
+    a step loop or in a module's `forward`. A helper that does it on every call (a method, a
+    closure, a function of another module of the checked tree), called on every step, is
+    reported at the call in the loop, naming the line that builds the tensor; a call under an
+    `if` in the loop, or a build under an `if` in the helper, is not the default path and is
+    left alone. The same pattern in one-time setup (before the loop,
     in `__init__`) is left alone, and so is a fallback on one side of a conditional expression
     (`logp if is_last_stage else torch.zeros(n).cuda()`): it runs only where the condition
     fails, not on every step of the default path.
@@ -55,12 +62,17 @@ class CpuTensorMovedInHotLoop(Rule):
 
     code = "GPU104"
     name = "cpu-tensor-moved-in-hot-loop"
+    # A move must be there: in this file, or in a helper of the tree a step loop here calls
+    # (its factory may be in another module, so no second gate on the factory's name).
     triggers = (".cuda(", ".to(")
-    # A CPU factory call must be there to be moved.
-    requires = tuple(f"{name}(" for name in sorted(CPU_FACTORIES))
     message = (
         "`{factory}(...)` builds the tensor on the CPU and `{move}` copies it to the GPU {where}; "
         "create it on the device: `{suggest}`"
+    )
+    callee_message = (
+        "`{callee}()` builds a tensor on the CPU and copies it to the GPU on every call: "
+        "{what} at {where}{chain}, in the step loop at line {loop}; create it on the device "
+        "(`device=`) or once, before the loop"
     )
     tags = ("data-movement",)
 
@@ -93,6 +105,18 @@ for x in train_loader:
 """,
     ]
     INVALID = [
+        # A helper called on every step builds its mask on the host.
+        """
+import torch
+def drop_diagonal(sim):
+    eye = torch.eye(sim.shape[0], dtype=torch.bool).to(sim.device)
+    return sim.masked_fill(eye, float("-inf"))
+for x, _ in train_loader:
+    z = model(x.cuda())
+    loss = drop_diagonal(z @ z.T).logsumexp(-1).mean()
+    loss.backward()
+    optimizer.step()
+""",
         """
 import torch
 for x, y in train_loader:
@@ -112,27 +136,15 @@ class Net(nn.Module):
     ]
 
     def visit_Call(self, node: ast.Call, file: PythonFile) -> Iterator[Finding]:
-        if (
-            file.is_test
-            or not device_transfer(file, node)
-            or not isinstance(node.func, ast.Attribute)
-        ):
+        if file.is_test or not isinstance(node.func, ast.Attribute | ast.Name):
+            return
+        inner = host_built_move(file, node)
+        if inner is None:
+            yield from self._callee_upload(node, file)
             return
         func = node.func
-        inner = func.value
-        if not isinstance(inner, ast.Call):
-            return
-        factory = file.qualname(inner)
-        if (
-            not factory
-            or not factory.startswith("torch.")
-            or factory.split(".")[-1] not in CPU_FACTORIES
-        ):
-            return
-        if factory.count(".") != 1:
-            return  # torch.cuda.FloatTensor etc. are already on the device
-        if keyword(inner, "device") is not None or _no_elements(inner, factory):
-            return  # built on the device already, or nothing to copy
+        assert isinstance(func, ast.Attribute)
+        factory = file.qualname(inner) or ""
         where = self._hot(node, file)
         if where is None:
             return
@@ -151,6 +163,38 @@ class Net(nn.Module):
             device=device,
         )
 
+    def _callee_upload(self, node: ast.Call, file: PythonFile) -> Iterator[Finding]:
+        """`loss = self.info_nce_loss(z)` every step, where the callee (or its callee) builds a
+        tensor on the host and copies it over on every call: reported at the call, naming it."""
+        if not file.uses_cuda or not _named_call(node):
+            return
+        loop = file.loops.runs_every_step(node)
+        if loop is None or _fallback(file, node, loop) or off_by_default(file, node, loop):
+            return
+        if _conditional(file, node, loop):
+            return  # a branch a flag or the data may never take
+        summary = summaries(file).of_call(node)
+        if summary is None or summary.upload is None:
+            return
+        site = summary.upload
+        seen = file.memo.get(_REPORTED, set)
+        key = (site.path, site.line, loop.lineno)
+        if key in seen:
+            return
+        seen.add(key)
+        chain = f" (through {site.via})" if site.via else ""
+        yield self.report(
+            file,
+            node,
+            self.callee_message,
+            callee=terminal_name(node.func) or "the callee",
+            what=site.what,
+            where=f"{_short(site.path, file.display_path)}:{site.line}",
+            chain=chain,
+            loop=loop.lineno,
+            related=(Related(site.path, site.line, site.col, "built on the host and copied here"),),
+        )
+
     @staticmethod
     def _hot(node, file: PythonFile) -> str | None:
         loop = file.loops.runs_every_step(node)
@@ -165,28 +209,6 @@ class Net(nn.Module):
         ):
             return "on every call of `forward`"
         return None
-
-
-_FROM_DATA = {
-    "tensor",
-    "as_tensor",
-    "Tensor",
-    "FloatTensor",
-    "LongTensor",
-    "IntTensor",
-    "BoolTensor",
-}
-
-
-def _no_elements(factory_call: ast.Call, factory: str) -> bool:
-    """`torch.zeros(0)`, `torch.empty((0, 4))`, `torch.tensor([])`: a zero-element tensor, whose
-    move copies no data (a placeholder, an empty accumulator)."""
-    args = factory_call.args
-    first = args[0] if len(args) == 1 else None
-    if isinstance(first, (ast.List, ast.Tuple)) and factory.split(".")[-1] in _FROM_DATA:
-        return not first.elts  # torch.tensor([]): empty data (torch.zeros(()) is one element)
-    sizes = first.elts if isinstance(first, (ast.List, ast.Tuple)) else args
-    return any(isinstance(a, ast.Constant) and a.value == 0 and type(a.value) is int for a in sizes)
 
 
 def _suggestion(factory: str, device: str) -> str:
@@ -208,3 +230,34 @@ def _fallback(file: PythonFile, node: ast.AST, loop: ast.AST) -> bool:
             return True
         child = parent
     return False
+
+
+_REPORTED: MemoKey[set] = MemoKey("GPU104 reported callee sites")
+
+
+def _named_call(call: ast.Call) -> bool:
+    """`f(x)`, `self.m(x)`, `mod.f(x)`: a call the summaries may resolve (not `x.to()`)."""
+    func = call.func
+    if isinstance(func, ast.Name):
+        return True
+    return (
+        isinstance(func, ast.Attribute)
+        and isinstance(func.value, ast.Name)
+        and func.attr not in {"to", "cuda", "item", "cpu"}
+    )
+
+
+def _conditional(file: PythonFile, node: ast.AST, loop: ast.AST) -> bool:
+    child = node
+    for parent in file.ancestors(node):
+        if parent is loop:
+            return False
+        if isinstance(parent, (ast.If, ast.IfExp)) and child is not parent.test:
+            return True
+        child = parent
+    return False
+
+
+def _short(path: str, here: str) -> str:
+    head, _, name = path.rpartition("/")
+    return name if head == here.rpartition("/")[0] else path

@@ -21,6 +21,7 @@ from gpulint.frontends.python.loops import is_step_marker
 from gpulint.frontends.python.model import FUNCTIONS, Function, MemoKey
 from gpulint.frontends.python.names import terminal_name
 from gpulint.frontends.python.syncs import data_dependent, host_sync, implicit_sync
+from gpulint.frontends.python.transfers import HOST_DATA_FACTORIES, host_built_move
 
 if TYPE_CHECKING:
     from gpulint.frontends.python.file import PythonFile
@@ -52,18 +53,25 @@ class Summary:
     launches: bool = False  # queues GPU work (a model call, a torch op, a kernel)
     moves: bool = False  # moves tensors to a device
     times: bool = False  # reads a clock before and after calling a callable it was given, no sync
+    # builds a tensor on the host with a torch factory and moves it to the device, every call
+    upload: SyncSite | None = None
 
     def merge(self, callee: Summary, callee_name: str) -> Summary:
         sync = self.sync
         if sync is None and callee.sync is not None:
             via = f"{callee_name}()" + (f" -> {callee.sync.via}" if callee.sync.via else "")
             sync = replace(callee.sync, via=via)
+        upload = self.upload
+        if upload is None and callee.upload is not None:
+            via = f"{callee_name}()" + (f" -> {callee.upload.via}" if callee.upload.via else "")
+            upload = replace(callee.upload, via=via)
         return Summary(
             sync,
             self.steps or callee.steps,
             self.launches or callee.launches,
             self.moves or callee.moves,
             self.times,
+            upload,
         )
 
     def to_list(self) -> list:
@@ -73,17 +81,19 @@ class Summary:
             self.launches,
             self.moves,
             self.times,
+            self.upload.to_list() if self.upload else None,
         ]
 
     @classmethod
     def from_list(cls, data: list) -> Summary:
-        sync, steps, launches, moves, times = data
+        sync, steps, launches, moves, times, upload = data
         return cls(
             SyncSite.from_list(sync) if sync else None,
             bool(steps),
             bool(launches),
             bool(moves),
             bool(times),
+            SyncSite.from_list(upload) if upload else None,
         )
 
 
@@ -167,6 +177,7 @@ class Summaries:
         file = self.file
         sync: SyncSite | None = None
         steps = launches = moves = times = False
+        upload: SyncSite | None = None
         calls: list[_Call] = []
         params = {a.arg for a in [*f.args.posonlyargs, *f.args.args, *f.args.kwonlyargs]}
         clocks = 0  # clock reads so far
@@ -189,6 +200,8 @@ class Summaries:
                 steps = steps or not _in_loop(file, node, f)
             elif name in ("to", "cuda") and isinstance(func, ast.Attribute):
                 moves = True
+                if upload is None and f.name != "forward":  # GPU104 reports `forward` itself
+                    upload = self._upload(f, node)
             elif name in _CLOCK_NAMES:
                 clocks += 1
                 timed = timed or (called_at > 0 and clocks > called_at)
@@ -223,7 +236,7 @@ class Summaries:
                     _Call(node, callee, quiet, _in_loop(file, node, f), _branch(file, node, f))
                 )
         times = timed and not waits and sync is None
-        return Summary(sync, steps, launches, moves, times), calls
+        return Summary(sync, steps, launches, moves, times, upload), calls
 
     def _implicit(self, f: Function, node: ast.AST) -> SyncSite | None:
         """An implicit sync of `f`'s own (`if torch.min(y) < -1.:`, `x[mask]`), where it runs
@@ -244,6 +257,22 @@ class Summaries:
             return None
         line, col, _, _ = file.span(at)
         return SyncSite(_lower_first(what), file.display_path, line, col)  # type: ignore[arg-type]
+
+    def _upload(self, f: Function, node: ast.Call) -> SyncSite | None:
+        """`torch.eye(n, dtype=torch.bool).to(device)` on every call of `f`."""
+        file = self.file
+        inner = host_built_move(file, node)
+        if inner is None or _guarded(file, node, f) or _in_step_loop(file, node, f):
+            return None
+        if _branch(file, node, f) is not None:
+            return None
+        factory = file.qualname(inner) or "torch.tensor"
+        if factory.rsplit(".", 1)[-1] in HOST_DATA_FACTORIES:
+            # `torch.tensor(loss_value).cuda()`: the data is on the host; `device=` still copies
+            return None
+        line, col, _, _ = file.span(node)
+        what = f"`{factory}(...).{terminal_name(node.func)}()`"
+        return SyncSite(what, file.display_path, line, col)  # type: ignore[arg-type]
 
     def _solve(self, functions: list[Function]) -> None:
         final = self._final
@@ -270,6 +299,8 @@ class Summaries:
                         continue
                     if site.in_loop and other.steps:
                         other = replace(other, steps=False)
+                    if other.upload is not None and site.branch is not None:
+                        other = replace(other, upload=None)  # one side of an `if`: maybe never
                     if other.sync is not None and site.branch is not None:
                         if not self._both_branches_sync(key, site.branch, final):
                             other = replace(other, sync=None)

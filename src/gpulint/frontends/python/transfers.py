@@ -98,3 +98,46 @@ def non_blocking(call: ast.Call) -> str:
     if isinstance(kw.value, ast.Constant):
         return "true" if kw.value.value else "false"
     return "unknown"
+
+
+# The constructors that take host data (`torch.tensor(x)`): built with `device=`, they still
+# copy it; the others (`zeros`, `arange`, `eye`...) need no copy at all when built in place.
+HOST_DATA_FACTORIES = {
+    "tensor", "as_tensor", "Tensor", "FloatTensor", "LongTensor", "IntTensor", "BoolTensor",
+    "ByteTensor",
+}  # fmt: skip
+
+
+def host_built_move(file: PythonFile, call: ast.AST) -> ast.Call | None:
+    """`torch.zeros(n).cuda()`, `torch.arange(t).to(device)`: a tensor a torch factory builds on
+    the host, moved to the device at once. Returns the factory call, or None (built on the
+    device already with `device=`, a zero-element placeholder, or not a factory at all;
+    `torch.from_numpy(batch)` is host data that has to be copied anyway)."""
+    if not device_transfer(file, call) or not isinstance(call.func, ast.Attribute):  # type: ignore[union-attr]
+        return None
+    inner = call.func.value
+    if not isinstance(inner, ast.Call):
+        return None
+    factory = file.qualname(inner)
+    if (
+        not factory
+        or not factory.startswith("torch.")
+        or factory.split(".")[-1] not in CPU_FACTORIES
+    ):
+        return None
+    if factory.count(".") != 1:
+        return None  # torch.cuda.FloatTensor etc. are already on the device
+    if keyword(inner, "device") is not None or no_elements(inner, factory):
+        return None
+    return inner
+
+
+def no_elements(factory_call: ast.Call, factory: str) -> bool:
+    """`torch.zeros(0)`, `torch.empty((0, 4))`, `torch.tensor([])`: a zero-element tensor, whose
+    move copies no data (a placeholder, an empty accumulator)."""
+    args = factory_call.args
+    first = args[0] if len(args) == 1 else None
+    if isinstance(first, (ast.List, ast.Tuple)) and factory.split(".")[-1] in HOST_DATA_FACTORIES:
+        return not first.elts  # torch.tensor([]): empty data (torch.zeros(()) is one element)
+    sizes = first.elts if isinstance(first, (ast.List, ast.Tuple)) else args
+    return any(isinstance(a, ast.Constant) and a.value == 0 and type(a.value) is int for a in sizes)
