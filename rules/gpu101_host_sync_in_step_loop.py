@@ -56,7 +56,9 @@ class HostSyncInStepLoop(Rule):
     waits for nothing. A value read before the statement that moves its batch to the device
     (`batch = move_to_device(batch, device)`) is still on the CPU. A warm-up loop, a profiler
     pass or a loop under a `--profile`/`--benchmark` flag is opt-in measurement, not a per-step
-    cost of training. A sync on a side of an `if` that the script's command-line defaults do not
+    cost of training. A run of statements that each read back the same way (a block of
+    `metrics[k] = v.item()` lines) is one finding, at its first line: the first read drains
+    the queue and the fix is one. A sync on a side of an `if` that the script's command-line defaults do not
     take (`if args.caption_dropout > 0:` with `default=0.0`) is not on the default path either. One line with two reads is one finding, and a helper called from several
     places of one loop is reported once, at the first call.
 
@@ -222,7 +224,7 @@ for x, y in loader:
             return  # an eval loop copying its outputs to the host: the copy is the point
         if isinstance(node.func, ast.Attribute) and _host_value(file, node.func.value, loop):
             return
-        if _after_sync(file, node, loop) or not self._first_on_line(file, node):
+        if _after_sync(file, node, loop) or not self._first_on_line(file, node, what=what):
             return
         yield self.report(file, node, what=what, loop=loop.lineno)
 
@@ -259,7 +261,11 @@ for x, y in loader:
             return
         what, at = found
         loop = self._every_step(at, file)
-        if loop is not None and not _after_sync(file, at, loop) and self._first_on_line(file, at):
+        if (
+            loop is not None
+            and not _after_sync(file, at, loop)
+            and self._first_on_line(file, at, what=what)
+        ):
             yield self.report(file, at, what=what, loop=loop.lineno)
 
     def _every_step(self, node: ast.AST, file: PythonFile) -> Loop | None:
@@ -273,13 +279,19 @@ for x, y in loader:
             return None
         return loop
 
-    def _first_on_line(self, file: PythonFile, node: ast.AST, key: object = None) -> bool:
-        """One finding per line (`f"{a.item()} {b.item()}"` is one fix), and one per callee
+    def _first_on_line(
+        self, file: PythonFile, node: ast.AST, key: object = None, what: str = ""
+    ) -> bool:
+        """One finding per line (`f"{a.item()} {b.item()}"` is one fix), one per run of
+        statements that each read back (`m["kl"] = kl.item()` then `m["ent"] = ent.item()`...:
+        the first drains the queue, the rest wait for little, and the fix is one), and one per callee
         sync site per step loop (a helper called from four places of one loop is one fix, in the
         helper; a second training loop that calls it pays it again and is reported there)."""
         seen = file.memo.get(_REPORTED, set)
         line = (getattr(node, "lineno", 0), key)
         if line in seen or (key is not None and key in seen):
+            return False
+        if key is None and _continues_reported(file, node, seen, what):
             return False
         seen.add(line)
         if key is not None:
@@ -583,3 +595,23 @@ def _host_value(file: PythonFile, receiver: ast.AST, loop, depth: int = 0) -> bo
             return not file.loops.moved_to_device(name.id, loop)
         return _host_value(file, source, loop, depth + 1)
     return False
+
+
+def _continues_reported(file: PythonFile, node: ast.AST, seen: set, what: str) -> bool:
+    """`node` is in the same statement as a reported sync of the same kind, or in the
+    statement right after one in the same block (a run of `.item()` reads: one finding, at
+    its first). Marks its own statement, so a run of any length is one finding."""
+    statement = next((a for a in [node, *file.ancestors(node)] if isinstance(a, ast.stmt)), None)
+    if statement is None:
+        return False
+    if isinstance(statement, (ast.If, ast.While, ast.For)):
+        return False  # a test or an iterable: its body's statements are other statements
+    mark = ("statement", id(statement), what)
+    if mark in seen:
+        return True
+    seen.add(mark)
+    block = file.statement_block(statement)
+    if not block:
+        return False
+    at = block.index(statement)
+    return at > 0 and ("statement", id(block[at - 1]), what) in seen

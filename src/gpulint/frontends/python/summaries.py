@@ -21,6 +21,7 @@ from gpulint.frontends.python.loops import is_step_marker
 from gpulint.frontends.python.model import FUNCTIONS, Function, MemoKey
 from gpulint.frontends.python.names import terminal_name
 from gpulint.frontends.python.syncs import data_dependent, host_sync, implicit_sync
+from gpulint.frontends.python.tensors import TENSOR_METHODS
 from gpulint.frontends.python.transfers import HOST_DATA_FACTORIES, host_built_move
 
 if TYPE_CHECKING:
@@ -178,6 +179,7 @@ class Summaries:
         sync: SyncSite | None = None
         steps = launches = moves = times = False
         upload: SyncSite | None = None
+        weak: SyncSite | None = None  # a sync read through `self` only, kept while no better
         calls: list[_Call] = []
         params = {a.arg for a in [*f.args.posonlyargs, *f.args.args, *f.args.kwonlyargs]}
         clocks = 0  # clock reads so far
@@ -186,8 +188,8 @@ class Summaries:
         called_at = 0
         for node in file.model.members(f):
             if type(node) in _IMPLICIT_KINDS:
-                if sync is None:
-                    sync = self._implicit(f, node)
+                if sync is None or sync is weak:
+                    sync = self._implicit(f, node) or sync
                 continue
             if type(node) is not ast.Call:
                 continue
@@ -209,9 +211,9 @@ class Summaries:
                 called_at = clocks  # `fn(*args)` after a clock read: timed if one follows
             if name and _WAITS.search(name):
                 waits = True
-            if sync is None and data_dependent(file, node):
-                sync = self._implicit(f, node)
-            if sync is None:
+            if (sync is None or sync is weak) and data_dependent(file, node):
+                sync = self._implicit(f, node) or sync
+            if sync is None or sync is weak:
                 what = host_sync(file, node, with_events=False)
                 if (
                     what not in _NOT_READBACKS
@@ -225,7 +227,14 @@ class Summaries:
                     and not _moved_later(file, f, node, _read_value(node))
                 ):
                     line, col, _, _ = file.span(node)
-                    sync = SyncSite(what, file.display_path, line, col)  # type: ignore[arg-type]
+                    site = SyncSite(what, file.display_path, line, col)  # type: ignore[arg-type]
+                    if not device_rooted(file, _read_value(node), 0, own=False):  # type: ignore[arg-type]
+                        # Only through `self` (`self.steps.item()`, maybe a CPU counter): kept
+                        # only to be replaced by a sync of a model's or a parameter's tensor.
+                        if sync is None:
+                            sync = weak = site
+                    else:
+                        sync = site
             if not _resolvable(node):
                 continue
             callee = file.model.resolve_callee(node)
@@ -235,6 +244,10 @@ class Summaries:
                 calls.append(
                     _Call(node, callee, quiet, _in_loop(file, node, f), _branch(file, node, f))
                 )
+        if sync is weak:
+            # Read through `self` only (`int(self.steps.item())`, a step counter buffer that
+            # may never leave the CPU): not evidence enough to blame the caller's loop.
+            sync = None
         times = timed and not waits and sync is None
         return Summary(sync, steps, launches, moves, times, upload), calls
 
@@ -373,7 +386,7 @@ _FACTORIES = {
 }  # fmt: skip
 
 
-def device_rooted(file: PythonFile, expr: ast.AST, depth: int) -> bool:
+def device_rooted(file: PythonFile, expr: ast.AST, depth: int, own: bool = True) -> bool:
     """The value comes from where a device tensor comes from: the function's parameters or
     `self` (the caller's tensors), a `.cuda()`/`.to(...)`, a model or loss call, or torch ops on
     such values. A tensor the helper builds itself (`torch.tensor(...)` with no device) or gets
@@ -397,21 +410,25 @@ def device_rooted(file: PythonFile, expr: ast.AST, depth: int) -> bool:
                 return False
             if q.rsplit(".", 1)[-1] in _FACTORIES:
                 return any(k.arg == "device" for k in expr.keywords)
-            return any(device_rooted(file, a, depth) for a in expr.args)
+            return any(device_rooted(file, a, depth, own) for a in expr.args)
         if isinstance(func, ast.Attribute):
-            return device_rooted(file, func.value, depth)  # `x.sum()`, `out.float()`
+            # `x.sum()`, `out.float()`; a call that is not a tensor method (`self.model(x)`,
+            # `self.model.parameters()`) reads the model's tensors, not a bare attribute
+            return device_rooted(file, func.value, depth, own or name not in TENSOR_METHODS)
         return bool(name and _MODEL_CALL.search(name))
     if isinstance(expr, (ast.Attribute, ast.Subscript, ast.Starred)):
-        return device_rooted(file, expr.value, depth)
+        return device_rooted(file, expr.value, depth, own)
     if isinstance(expr, ast.BinOp):
-        return device_rooted(file, expr.left, depth) or device_rooted(file, expr.right, depth)
+        return device_rooted(file, expr.left, depth, own) or device_rooted(
+            file, expr.right, depth, own
+        )
     if isinstance(expr, ast.UnaryOp):
-        return device_rooted(file, expr.operand, depth)
+        return device_rooted(file, expr.operand, depth, own)
     if isinstance(expr, ast.Compare):
-        return device_rooted(file, expr.left, depth)
+        return device_rooted(file, expr.left, depth, own)
     if isinstance(expr, ast.Name):
         if expr.id in ("self", "cls"):
-            return True
+            return own  # the object's own tensors: on the device, or a CPU step counter
         for b in file.model.bindings_of(expr.id, before=expr):
             if b.kind == "param":
                 return True
@@ -420,7 +437,7 @@ def device_rooted(file: PythonFile, expr: ast.AST, depth: int) -> bool:
                 source = getattr(b.node, "iter", None)
             elif source is None and isinstance(b.node, ast.Assign):
                 source = b.node.value  # `loss, logs = model(x)`: the whole right-hand side
-            if source is not None and device_rooted(file, source, depth + 1):
+            if source is not None and device_rooted(file, source, depth + 1, own):
                 return True
         return False
     return False
