@@ -56,9 +56,9 @@ class HostSyncInStepLoop(Rule):
     waits for nothing. A value read before the statement that moves its batch to the device
     (`batch = move_to_device(batch, device)`) is still on the CPU. A warm-up loop, a profiler
     pass or a loop under a `--profile`/`--benchmark` flag is opt-in measurement, not a per-step
-    cost of training. A run of statements that each read back the same way (a block of
-    `metrics[k] = v.item()` lines) is one finding, at its first line: the first read drains
-    the queue and the fix is one. A sync on a side of an `if` that the script's command-line defaults do not
+    cost of training. A block of statements that fill one dict with readbacks of the same kind
+    (`metrics["kl"] = kl.item()`, `metrics["entropy"] = ent.item()`...) is one finding, at its
+    first line: the first read drains the queue and the fix is one. A sync on a side of an `if` that the script's command-line defaults do not
     take (`if args.caption_dropout > 0:` with `default=0.0`) is not on the default path either. One line with two reads is one finding, and a helper called from several
     places of one loop is reported once, at the first call.
 
@@ -282,9 +282,9 @@ for x, y in loader:
     def _first_on_line(
         self, file: PythonFile, node: ast.AST, key: object = None, what: str = ""
     ) -> bool:
-        """One finding per line (`f"{a.item()} {b.item()}"` is one fix), one per run of
-        statements that each read back (`m["kl"] = kl.item()` then `m["ent"] = ent.item()`...:
-        the first drains the queue, the rest wait for little, and the fix is one), and one per callee
+        """One finding per line (`f"{a.item()} {b.item()}"` is one fix), one per block of
+        statements filling one dict with readbacks (`m["kl"] = kl.item()` then `m["ent"] =
+        ent.item()`...: the first drains the queue, and the fix is one), and one per callee
         sync site per step loop (a helper called from four places of one loop is one fix, in the
         helper; a second training loop that calls it pays it again and is reported there)."""
         seen = file.memo.get(_REPORTED, set)
@@ -598,20 +598,27 @@ def _host_value(file: PythonFile, receiver: ast.AST, loop, depth: int = 0) -> bo
 
 
 def _continues_reported(file: PythonFile, node: ast.AST, seen: set, what: str) -> bool:
-    """`node` is in the same statement as a reported sync of the same kind, or in the
-    statement right after one in the same block (a run of `.item()` reads: one finding, at
-    its first). Marks its own statement, so a run of any length is one finding."""
+    """`node` is in a statement that fills the same dict as the statement right before it,
+    which had a reported sync of the same kind (`metrics["kl"] = kl.item()` then
+    `metrics["entropy"] = ent.item()`...): one metrics block, one fix, reported at its first
+    line. Marks its own statement, so a block of any length is one finding."""
     statement = next((a for a in [node, *file.ancestors(node)] if isinstance(a, ast.stmt)), None)
-    if statement is None:
+    container = _filled_container(statement)
+    if statement is None or container is None:
         return False
-    if isinstance(statement, (ast.If, ast.While, ast.For)):
-        return False  # a test or an iterable: its body's statements are other statements
-    mark = ("statement", id(statement), what)
-    if mark in seen:
-        return True
-    seen.add(mark)
+    seen.add(("statement", id(statement), what, container))
     block = file.statement_block(statement)
     if not block:
         return False
     at = block.index(statement)
-    return at > 0 and ("statement", id(block[at - 1]), what) in seen
+    return at > 0 and ("statement", id(block[at - 1]), what, container) in seen
+
+
+def _filled_container(statement: ast.AST | None) -> str | None:
+    """`metrics` for `metrics["loss"] = ...`; None for any other statement."""
+    if not isinstance(statement, ast.Assign) or len(statement.targets) != 1:
+        return None
+    target = statement.targets[0]
+    if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+        return target.value.id
+    return None

@@ -416,6 +416,8 @@ def device_rooted(file: PythonFile, expr: ast.AST, depth: int, own: bool = True)
             # `self.model.parameters()`) reads the model's tensors, not a bare attribute
             return device_rooted(file, func.value, depth, own or name not in TENSOR_METHODS)
         return bool(name and _MODEL_CALL.search(name))
+    if isinstance(expr, ast.Attribute) and expr.attr == "grad":
+        return device_rooted(file, expr.value, depth)  # a gradient lives with its parameter
     if isinstance(expr, (ast.Attribute, ast.Subscript, ast.Starred)):
         return device_rooted(file, expr.value, depth, own)
     if isinstance(expr, ast.BinOp):
