@@ -166,7 +166,7 @@ def default_truth(file: PythonFile, test: ast.AST) -> bool | None:
         if not (isinstance(left, ast.Attribute) or isinstance(right, ast.Attribute)):
             return None  # two constants: not an option test
         try:
-            return bool(op(lv, rv))
+            return bool(op(lv, rv))  # type: ignore[arg-type]  # constants: a TypeError is caught
         except TypeError:
             return None
     value = _option_value(file, test)

@@ -259,7 +259,9 @@ class Summaries:
         if found is None:
             return None
         what, at = found
-        roots = [v.value for v in at.values] if isinstance(at, ast.JoinedStr) else [at]
+        roots: list[ast.AST] = [at]
+        if isinstance(at, ast.JoinedStr):
+            roots = [v.value for v in at.values if isinstance(v, ast.FormattedValue)]
         if not (
             any(device_rooted(file, r, 0) for r in roots)
             and not _guarded(file, at, f)

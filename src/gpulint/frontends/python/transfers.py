@@ -113,7 +113,9 @@ def host_built_move(file: PythonFile, call: ast.AST) -> ast.Call | None:
     the host, moved to the device at once. Returns the factory call, or None (built on the
     device already with `device=`, a zero-element placeholder, or not a factory at all;
     `torch.from_numpy(batch)` is host data that has to be copied anyway)."""
-    if not device_transfer(file, call) or not isinstance(call.func, ast.Attribute):  # type: ignore[union-attr]
+    if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Attribute):
+        return None
+    if not device_transfer(file, call):
         return None
     inner = call.func.value
     if not isinstance(inner, ast.Call):
