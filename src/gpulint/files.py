@@ -27,6 +27,7 @@ def _spec(lines: list[str]) -> pathspec.PathSpec:
     checking a file named on the command line matches none)."""
     import pathspec
 
+    # a _OneRegex answers match_file as the PathSpec does (all that callers ask of it)
     return _OneRegex.over(pathspec.GitIgnoreSpec.from_lines(lines))  # type: ignore[return-value]
 
 
@@ -47,19 +48,20 @@ class _OneRegex:
     def over(cls, spec: pathspec.PathSpec):
         active = [p for p in spec.patterns if getattr(p, "include", None) is not None]
         regexes = [getattr(p, "regex", None) for p in active]
+        patterns = [r for r in regexes if isinstance(r, re.Pattern) and isinstance(r.pattern, str)]
         if (
             not active
             or any(p.include is not True for p in active)
-            or not all(isinstance(r, re.Pattern) and isinstance(r.pattern, str) for r in regexes)
-            or len({r.flags for r in regexes}) != 1  # type: ignore[union-attr]
+            or len(patterns) != len(regexes)
+            or len({r.flags for r in patterns}) != 1
         ):
             return spec
         # The directory mark is a named group in each pattern; only matching matters here.
-        parts = [r.pattern.replace("(?P<ps_d>", "(?:") for r in regexes]  # type: ignore[union-attr]
+        parts = [r.pattern.replace("(?P<ps_d>", "(?:") for r in patterns]
         if any("(?P<" in p or "(?P=" in p for p in parts):
             return spec
         try:
-            regex = re.compile("|".join(f"(?:{p})" for p in parts), regexes[0].flags)  # type: ignore[union-attr]
+            regex = re.compile("|".join(f"(?:{p})" for p in parts), patterns[0].flags)
         except re.error:
             return spec
         return cls(spec, regex)

@@ -218,11 +218,10 @@ class RuleRef:
         return None
 
     def load(self) -> type:
-        module = importlib.import_module(self.module)
-        cls = module
+        cls: Any = importlib.import_module(self.module)
         for part in self.qualname.split("."):
             cls = getattr(cls, part)
-        return cls  # type: ignore[return-value]
+        return cls
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,8 @@ def device_transfer(file: PythonFile, call: ast.AST) -> bool:
 
 
 def transfer_receiver(call: ast.Call) -> ast.AST:
-    return call.func.value  # type: ignore[attr-defined]
+    func = call.func  # `x.to(...)`, `x.cuda()`: an attribute call (is_transfer)
+    return func.value if isinstance(func, ast.Attribute) else func
 
 
 def root_name(node: ast.AST) -> str | None:
@@ -91,7 +92,8 @@ def non_blocking(call: ast.Call) -> str:
         if any(k.arg is None for k in call.keywords):
             return "unknown"
         # `.to(device, dtype, non_blocking)` / `.cuda(device, non_blocking)` positionally.
-        limit = 1 if call.func.attr == "cuda" else 2  # type: ignore[attr-defined]
+        cuda = isinstance(call.func, ast.Attribute) and call.func.attr == "cuda"
+        limit = 1 if cuda else 2
         if len(call.args) > limit:
             return "unknown"
         return "false"
