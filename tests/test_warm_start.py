@@ -44,6 +44,15 @@ def _check(cwd: Path, *args: str) -> tuple[int, str, list[str], str]:
     return info["code"], out, info["modules"], done.stderr
 
 
+def _heavy(modules: list[str]) -> list[str]:
+    # The one note a run prints about rules skipped for want of hardware targets may ask a
+    # rule whose triggers depend on the settings (GPU901's lever registry) what it looks for.
+    asked = {
+        r.module for r in registry.registry().rules if r.needs_targets and not r.static_triggers
+    }
+    return [m for m in modules if m.startswith(HEAVY) and m not in asked]
+
+
 @pytest.fixture
 def project(tmp_path):
     (tmp_path / "pyproject.toml").write_text("[tool.gpulint]\n")
@@ -68,12 +77,7 @@ def test_a_cache_hit_run_imports_no_rule_and_no_front_end(project):
     assert cold[0] == warm[0] == 1  # findings, both times
     assert json.loads(cold[1])["findings"] and json.loads(cold[1]) == json.loads(warm[1])
     assert cold[3] == warm[3]
-    # The one note a run prints about rules skipped for want of hardware targets may ask a
-    # rule whose triggers depend on the settings (GPU901's lever registry) what it looks for.
-    asked = {
-        r.module for r in registry.registry().rules if r.needs_targets and not r.static_triggers
-    }
-    heavy = [m for m in warm[2] if m.startswith(HEAVY) and m not in asked]
+    heavy = _heavy(warm[2])
     assert heavy == [], heavy
     assert any(m.startswith("gpulint.rules.gpu") for m in cold[2])  # the cold run did lint
 
@@ -177,3 +181,18 @@ def test_gates_known_from_the_registry_are_the_rules_own():
                         answered += 1
                         assert known == rule.gates(language, settings), (rule.code, opts)
     assert answered > len(all_rules())  # most rules are answered from the index
+
+
+def test_one_file_no_rule_wants_is_answered_without_a_worker(project):
+    """pre-commit and editors check one file per call: when no rule passes its gates, nothing
+    is parsed, and no worker process is started (nor its machinery imported) to not parse it."""
+    (project / "bad.py").write_bytes(b"# -*- coding: ascii -*-\nx = '\xe9'\n")
+    code, out, modules, _ = _check(project, "--no-cache", "plain.py")
+    assert code == 0
+    assert "multiprocessing.connection" not in modules
+    assert _heavy(modules) == []
+    # the same answers as a worker gives: an undecodable file is still reported
+    code, out, modules, _ = _check(project, "--no-cache", "bad.py")
+    assert code == 1 and "GPU000" in out and "multiprocessing.connection" not in modules
+    code, out, modules, _ = _check(project, "--no-cache", "amp.py")
+    assert code == 1 and "GPU201" in out and "multiprocessing.connection" in modules

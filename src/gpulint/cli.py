@@ -23,7 +23,10 @@ def _codes_arg(value: str) -> list[str]:
     return [c.strip().upper() for c in value.split(",") if c.strip()]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(core_only: bool = False) -> argparse.ArgumentParser:
+    """The command line. `core_only`: only check, rules and rule (what `gpulint check`, run
+    once per pre-commit hook or editor save, needs to parse its own arguments), without
+    importing the runtime's and the language server's commands."""
     parser = argparse.ArgumentParser(
         prog="gpulint",
         description="Find GPU and deep-learning performance anti-patterns in PyTorch, Triton and CUDA code.",
@@ -128,6 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
     rule.add_argument("code")
     rule.set_defaults(func=cmd_rule)
 
+    if core_only:
+        return parser
     try:
         from gpulint.runtime.cli import register
     except ImportError:
@@ -202,7 +207,9 @@ def cmd_rule(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    # `check`'s arguments parse the same with or without the other commands registered
+    parser = build_parser(core_only=argv[:1] == ["check"])
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

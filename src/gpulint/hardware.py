@@ -11,7 +11,6 @@ import functools
 import re
 import tomllib
 from dataclasses import dataclass, field
-from importlib import resources
 
 DTYPES = ("bf16", "fp16", "tf32", "fp8", "fp32")
 SPARSE_TO_DENSE = 2.0  # NVIDIA's 2:4-sparse figures are exactly twice the dense ones
@@ -103,6 +102,8 @@ def _norm(name: str) -> str:
 
 @functools.cache
 def table() -> Table:
+    from importlib import resources  # here: importing it costs more than a check of one file
+
     raw = tomllib.loads(resources.files("gpulint").joinpath("data/hardware.toml").read_text())
     archs = {
         name: Arch(name, v["compute_capability"], v["smem_per_block"], v["bf16"], v["fp8"])

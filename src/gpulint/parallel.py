@@ -69,7 +69,13 @@ def lint_many(
             stamps[index] = stamp
         todo.append((index, path))
 
-    if todo:
+    if len(todo) == 1 and _unwanted(linter, todo[0][1]):
+        # One file that no rule wants (it is not parsed, only read and, for Python, decoded):
+        # answered here, as a worker would answer it, without starting one. The commonest
+        # call of an editor or a pre-commit hook.
+        index, path = todo[0]
+        results[index] = linter.lint_path(path)
+    elif todo:
         global _worker_linter
         _worker_linter = linter  # the workers are forked with it
         if len(todo) > 1:
@@ -114,6 +120,22 @@ def lint_many(
     return [
         results[i] if i in results else FileResult(display_path(p), []) for i, p in enumerate(files)
     ]
+
+
+def _unwanted(linter, path: Path) -> bool:
+    """Whether no rule passes its gates on the file (so linting it parses nothing)."""
+    from gpulint.registry import registry
+    from gpulint.safeio import Unreadable
+
+    rules_for = getattr(linter, "_rules_for", None)
+    ref = registry().frontend_for(path.name)
+    if rules_for is None or ref is None:
+        return False
+    try:
+        data = linter.read(path)
+    except (Unreadable, OSError):
+        return False  # reported by a worker, as any file
+    return not rules_for(ref.language, data, linter.prefilter)
 
 
 def _prepare(linter, paths: list[Path]) -> None:

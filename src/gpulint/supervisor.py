@@ -21,8 +21,10 @@ import signal
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from multiprocessing.connection import Connection, Pipe, wait
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:  # imported where a worker is started: a run that forks none does not pay it
+    from multiprocessing.connection import Connection
 
 FILE_TIME_BUDGET_S = 30.0  # a pathological file is reported and skipped, never hangs the run
 MEMORY_HEADROOM = 3 * 1024**3  # bytes of address space a worker may add to what it inherited
@@ -86,6 +88,8 @@ def _serve(conn: Connection, keep: int) -> None:
 
 class _Worker:
     def __init__(self) -> None:
+        from multiprocessing.connection import Pipe
+
         parent, child = Pipe()
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child's side, measured by the tests' outcomes
@@ -161,6 +165,8 @@ class Supervisor:
                 except Exception as e:  # noqa: BLE001
                     yield index, Outcome("error", f"{type(e).__name__}: {e}")
             return
+        from multiprocessing.connection import wait
+
         busy: dict[Connection, tuple[_Worker, int, float]] = {}
         while todo or busy:
             while todo and len(busy) < self.size:
@@ -177,7 +183,7 @@ class Supervisor:
                 continue
             wait_s = max(0.0, min(d for _, _, d in busy.values()) - time.monotonic())
             for ready in wait(list(busy), timeout=wait_s):
-                conn = cast(Connection, ready)  # wait() returns some of the objects it was given
+                conn = cast("Connection", ready)  # wait() returns some of the objects it was given
                 worker, index, _ = busy.pop(conn)
                 try:
                     outcome = conn.recv()
