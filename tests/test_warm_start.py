@@ -196,3 +196,19 @@ def test_one_file_no_rule_wants_is_answered_without_a_worker(project):
     assert code == 1 and "GPU000" in out and "multiprocessing.connection" not in modules
     code, out, modules, _ = _check(project, "--no-cache", "amp.py")
     assert code == 1 and "GPU201" in out and "multiprocessing.connection" in modules
+
+
+def test_the_registry_picks_the_front_end_the_front_ends_claim():
+    from gpulint.frontends import by_extension
+
+    table = by_extension()
+    names = ["a.py", "A.PY", "x.pyi", "levers.toml", "my-levers.toml", "pyproject.toml"]
+    names += ["foo.toml", ".env", "x.env", ".env.local", "k.cu", "k.CUH", "README.md", "r.rst"]
+    names += ["s.sh", "c.yaml", "d.yml", "noext", "x.", "x.tar.gz", "a.h", "levers.toml.bak"]
+    for name in names:
+        longest = next(
+            (table[e] for e in sorted(table, key=len, reverse=True) if name.lower().endswith(e)),
+            None,
+        )
+        ref = registry.registry().frontend_for(name)
+        assert (ref.load() if ref else None) is longest, name

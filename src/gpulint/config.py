@@ -403,7 +403,9 @@ class ConfigResolver:
 
     def for_file(self, path: Path | str) -> Config:
         """`for_path` of a path known not to be a folder (a file the walk found): no stat."""
-        return self(os.path.dirname(os.path.abspath(path)))
+        folder = os.path.dirname(os.path.abspath(path))
+        config = self._by_folder.get(folder)
+        return config if config is not None else self(folder)
 
 
 # key -> (Config field, whether the value extends the field rather than replacing it)

@@ -62,7 +62,7 @@ def lint_many(
     for index, path in enumerate(files):
         if cache is not None:
             stamp = _stamp(path, started)
-            hit = _from_cache(linter, cache, path, digests, stamp)
+            hit = _from_cache(linter, cache, path, digests, stamp, started)
             if hit is not None:
                 results[index] = hit
                 continue
@@ -154,15 +154,23 @@ def _prepare(linter, paths: list[Path]) -> None:
         build()
 
 
-def _deps_unchanged(linter, deps: dict[str, str], digests: dict[str, str | None]) -> bool:
+def _deps_unchanged(
+    linter, deps: dict[str, str], digests: dict[str, str | None], cache=None, started: int = 0
+) -> bool:
     from gpulint.safeio import Unreadable
 
     for relpath, digest in deps.items():
         if relpath not in digests:
+            path = linter.config.root / relpath
+            # A dependency that is itself in the cache with its stamp unchanged has the bytes
+            # its entry was made from (the same test as for the file itself): not re-read.
+            stamp = _stamp(path, started) if cache is not None and started else None
+            recorded = cache.stamped(relpath, stamp) if stamp is not None else None
+            if recorded is not None:
+                digests[relpath] = recorded.split(":", 1)[0]
+                continue
             try:
-                digests[relpath] = hashlib.sha256(
-                    linter.read(linter.config.root / relpath)
-                ).hexdigest()
+                digests[relpath] = hashlib.sha256(linter.read(path)).hexdigest()
             except (Unreadable, OSError):
                 digests[relpath] = None
         if digests[relpath] != digest:
@@ -186,7 +194,12 @@ def _stamp(path: Path, started: int) -> list[int] | None:
 
 
 def _from_cache(
-    linter, cache, path: Path, digests: dict[str, str | None], stamp: list[int] | None = None
+    linter,
+    cache,
+    path: Path,
+    digests: dict[str, str | None],
+    stamp: list[int] | None = None,
+    started: int = 0,
 ):
     from gpulint.engine import FileResult, display_path
     from gpulint.safeio import Unreadable
@@ -208,7 +221,7 @@ def _from_cache(
     if findings is None:
         return None
     deps = cache.deps(relpath)
-    if deps and not _deps_unchanged(linter, deps, digests):
+    if deps and not _deps_unchanged(linter, deps, digests, cache, started):
         return None  # a callee in another file changed: its callers are linted again
     if recorded is None and stamp is not None:
         cache.restamp(relpath, stamp)  # hashed and unchanged: the next run need not hash it

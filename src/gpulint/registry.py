@@ -247,14 +247,23 @@ class Registry:
         return {ext: f for f in self.frontends for ext in f.extensions}
 
     @functools.cached_property
-    def _longest_first(self) -> tuple[tuple[str, FrontendRef], ...]:
+    def _by_last_suffix(self) -> dict[str, tuple[tuple[str, FrontendRef], ...]]:
+        """Extensions grouped by their last dot-suffix, longest first: a name can end with an
+        extension only if it ends with that extension's last suffix, so one dict lookup
+        finds the few candidates (every extension holds a dot)."""
         table = self.by_extension
-        return tuple((ext, table[ext]) for ext in sorted(table, key=len, reverse=True))
+        groups: dict[str, list[tuple[str, FrontendRef]]] = {}
+        for ext in sorted(table, key=len, reverse=True):
+            groups.setdefault(ext[ext.rfind(".") :], []).append((ext, table[ext]))
+        return {suffix: tuple(group) for suffix, group in groups.items()}
 
     def frontend_for(self, filename: str) -> FrontendRef | None:
         """As `gpulint.frontends.frontend_for`: the longest extension the name ends with."""
         name = filename.lower()
-        for ext, ref in self._longest_first:
+        dot = name.rfind(".")
+        if dot < 0:
+            return None
+        for ext, ref in self._by_last_suffix.get(name[dot:], ()):
             if name.endswith(ext):
                 return ref
         return None
