@@ -5,6 +5,8 @@ fresh interpreter, by what is in `sys.modules` after the run (not by timing)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
@@ -212,3 +214,61 @@ def test_the_registry_picks_the_front_end_the_front_ends_claim():
         )
         ref = registry.registry().frontend_for(name)
         assert (ref.load() if ref else None) is longest, name
+
+
+def test_a_warm_run_does_not_reread_callees_whose_stamp_is_unchanged(tmp_path, monkeypatch):
+    """A cached result that used another file's function summary is served while that file is
+    unchanged: decided from the callee's own cache stamp, as for the file itself, without
+    reading it; an edited callee (a new stamp) is read, and its callers linted again."""
+    import os
+
+    from gpulint.cli import main
+    from gpulint.engine import Linter
+
+    monkeypatch.chdir(tmp_path)
+    from tests.test_project_index import METRICS, TRAIN, UTILS
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "utils.py").write_text(textwrap.dedent(UTILS))
+    (tmp_path / "pkg" / "metrics.py").write_text(textwrap.dedent(METRICS))
+    (tmp_path / "train.py").write_text(textwrap.dedent(TRAIN))
+    old = 1_600_000_000  # stamped only when older than the run's start by a margin
+    for path in tmp_path.rglob("*.py"):
+        os.utime(path, (old, old))
+    # (with targets: the note on rules skipped for want of them reads files of its own)
+    args = ["check", "--format", "json", "--exit-zero", "--targets", "H100"]
+    args += ["--cache-dir", str(tmp_path / "c"), "."]
+    reads: list[str] = []
+    real_read = Linter.read
+
+    def counting(self, path):
+        reads.append(Path(path).name)
+        return real_read(self, path)
+
+    monkeypatch.setattr(Linter, "read", counting)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        main(args)
+    cold = json.loads(out.getvalue())["findings"]
+    assert any(f["path"] == "train.py" and f["code"] == "GPU101" for f in cold)
+    reads.clear()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        main(args)
+    assert json.loads(out.getvalue())["findings"] == cold
+    assert reads == []  # not train.py, nor the modules its findings depend on
+    summarize = "def summarize(metrics):\n    return {k: v.item() for k, v in metrics.items()}"
+    edited = textwrap.dedent(METRICS).replace(
+        summarize, "def summarize(metrics):\n    return metrics"
+    )
+    assert edited != textwrap.dedent(METRICS)
+    (tmp_path / "pkg" / "metrics.py").write_text(edited)
+    os.utime(tmp_path / "pkg" / "metrics.py", (old + 5, old + 5))
+    reads.clear()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        main(args)
+    warm = json.loads(out.getvalue())["findings"]
+    assert "metrics.py" in reads
+    assert not any(f["path"] == "train.py" and f["code"] == "GPU101" for f in warm)
