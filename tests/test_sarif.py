@@ -460,3 +460,17 @@ def test_action_installs_runs_with_sarif_and_uploads(tmp_path, validator):
     assert [r["ruleId"] for r in log["runs"][0]["results"]] == ["GPU201"]
     # The docs use the action, pinned to a release tag.
     assert "uses: gpulint/gpulint@v" in (REPO / "docs" / "integrations.md").read_text()
+
+
+def test_a_note_on_the_analysis_is_a_valid_tool_execution_notification(tmp_path, validator):
+    # GPU800 (CUDA lines not analysed) is a note on the run, not a result.
+    (tmp_path / "broken.cu").write_text(
+        "__global__ void k(float* x) {}\n"
+        "void run(float* x) {\n  k<<<1, 100>>>(x)  ))) }}} template <<< ;\n}\n"
+    )
+    log = sarif(tmp_path, "broken.cu")
+    assert_valid(validator, log)
+    run = log["runs"][0]
+    assert run["results"] == []
+    [note] = run["invocations"][0]["toolExecutionNotifications"]
+    assert (note["level"], note["associatedRule"]["id"]) == ("note", "GPU800")
