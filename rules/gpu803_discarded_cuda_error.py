@@ -21,7 +21,7 @@ class DiscardedCudaError(Rule):
     header the project includes only from such code, and files under test, benchmark, demo or
     example paths; and calls in a function whose job is to compare results with a reference
     (`check_correctness`, `verify_output`, `compare_*`), where a failed copy shows as a
-    mismatch; and debug-only code (the first branch of `#if DEBUG_GUARDS`, `#ifdef MY_DEBUG`,
+    mismatch; debugging helpers (`print_*`, `dump_*`, `debug_*` functions); and debug-only code (the first branch of `#if DEBUG_GUARDS`, `#ifdef MY_DEBUG`,
     `#ifndef NDEBUG`), a diagnostic aid rather than the product. Other runtime calls (synchronisation, events, streams,
     frees outside teardown, queries whose result is never read) are GPU811, off by default.
     The suggested check is the macro the file already uses, `C10_CUDA_CHECK` in a PyTorch
@@ -103,6 +103,16 @@ void inspect_block(const unsigned char* d, size_t n) {
     if (guard[i] != 0xfe) { printf("overrun after block %p\\n", d); break; }
   }
 #endif
+}
+"""
+    )
+    VALID.append(
+        """
+void print_device_rows(const float* d, int rows, int cols) {
+  float* h = (float*)malloc(rows * cols * sizeof(float));
+  cudaMemcpy(h, d, rows * cols * sizeof(float), cudaMemcpyDeviceToHost);
+  for (int r = 0; r < rows; ++r) printf("%d: %f\\n", r, h[r * cols]);
+  free(h);
 }
 """
     )

@@ -269,6 +269,8 @@ def discarded_status(file: CudaFile, call, name: str) -> str | None:
         return None  # a test that validates its output: a failed call fails the test
     if function is not None and _VALIDATING.search(function_name(file, function) or ""):
         return None  # `check_correctness`, `verify_output`: a failed copy shows as a mismatch
+    if function is not None and _DEBUG_HELPER.search(function_name(file, function) or ""):
+        return None  # `print_global_mem`, `dump_tensor`: a debugging aid, not the product
     if _debug_only(file, call):
         return None  # `#if DEBUG_GUARDS` / `#ifndef NDEBUG`: a diagnostic aid, not the product
     if TEARDOWN.match(name):
@@ -287,6 +289,8 @@ def discarded_status(file: CudaFile, call, name: str) -> str | None:
 _VALIDATING = re.compile(
     r"(?i)^(verif|validat|compar|check_?guard)|correctness|allclose|mismatch|check_?result"
 )
+# A debugging helper, named by what it does first: `print_global_mem`, `dump_tile`, `debug_*`.
+_DEBUG_HELPER = re.compile(r"(?i)^(print|dump|debug)(_|[A-Z]|$)")
 _DEBUG_MACRO = re.compile(r"\b\w*DEBUG\w*\b")
 
 
