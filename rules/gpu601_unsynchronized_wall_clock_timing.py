@@ -8,7 +8,13 @@ from gpulint.frontends.python.loops import is_step_marker
 from gpulint.frontends.python.model import scope_nodes
 from gpulint.frontends.python.names import keyword, terminal_name
 from gpulint.frontends.python.summaries import summaries
-from gpulint.frontends.python.timing import CLOCK_TRIGGERS, cuda_work, intervals, is_sync
+from gpulint.frontends.python.timing import (
+    CLOCK_TRIGGERS,
+    cuda_work,
+    intervals,
+    is_clock,
+    is_sync,
+)
 from gpulint.rule import Rule
 
 # `if device == "cpu":` / `if not torch.cuda.is_available():`: the work in there is CPU work.
@@ -34,7 +40,10 @@ class UnsynchronizedWallClockTiming(Rule):
     a Triton launch, or a torch op (not a tensor factory) in a function that uses CUDA. Also
     `timeit.timeit`/`timeit.repeat`/`timeit.Timer` of a callable (a lambda, or a function of the
     file) that does CUDA work and never syncs, and the same through a helper of the project that
-    reads the clock before and after calling a callable it is given (`bench(lambda: model(x))`).
+    reads the clock before and after calling a callable it is given (`bench(lambda: model(x))`),
+    and a callback that opens an interval in one per-step hook and closes it in its pair
+    (`on_train_batch_start` -> `on_train_batch_end`, `on_step_begin` -> `on_step_end`,
+    `pre_step` -> `post_step`) with no sync in the closing hook.
 
     Left alone: a sync anywhere in the interval; CPU-only work (modules without CUDA, branches
     under `if device == "cpu":`); whole training steps (forward plus backward or optimizer step,
@@ -79,6 +88,12 @@ class UnsynchronizedWallClockTiming(Rule):
         "`{helper}()` reads the wall clock around the callable it is given, and neither syncs: "
         "the time is that of the kernel launches, not their execution; end the callable with "
         "`torch.cuda.synchronize()` or time it with `torch.utils.benchmark.Timer`"
+    )
+    hook_message = (
+        "interval opened in `{opening}()` and closed in `{closing}()` with no sync: the step "
+        "the framework runs between the two hooks is only queued on the GPU when `{closing}()` "
+        "reads the clock; call `torch.cuda.synchronize()` before that read (or record "
+        "`torch.cuda.Event`s in both hooks)"
     )
     timeit_message = (
         "`{call}` times CUDA work with no sync in the timed callable: it measures kernel "
@@ -143,6 +158,47 @@ class UnsynchronizedWallClockTiming(Rule):
             is_sync(file, n) for n in body
         )
 
+    def visit_ClassDef(self, node: ast.ClassDef, file: PythonFile) -> Iterator[Finding]:
+        """A callback that opens an interval in one per-step hook and closes it in its pair
+        (`on_train_batch_start` -> `on_train_batch_end`, `pre_step` -> `post_step`): the
+        framework runs the step between them, and at the closing hook it is only queued."""
+        if file.is_test or not file.uses_cuda:
+            return
+        methods = {m.name: m for m in node.body if isinstance(m, ast.FunctionDef)}
+        for name, opening in methods.items():
+            closing = methods.get(_closing_hook(name) or "")
+            if closing is None:
+                continue
+            opened = {
+                ast.unparse(target)
+                for stmt in ast.walk(opening)
+                if isinstance(stmt, ast.Assign) and is_clock(file, stmt.value)
+                for target in stmt.targets
+                if isinstance(target, ast.Attribute)
+                and isinstance(target.value, ast.Name)
+                and target.value.id == "self"
+            }
+            if not opened:
+                continue
+            body = list(scope_nodes(closing))
+            if any(is_sync(file, n) for n in body):
+                continue  # the closing hook waits for the device (a sync, `.item()`...)
+            for sub in body:
+                if (
+                    isinstance(sub, ast.BinOp)
+                    and isinstance(sub.op, ast.Sub)
+                    and is_clock(file, sub.left)
+                    and ast.unparse(sub.right) in opened
+                ):
+                    yield self.report(
+                        file,
+                        sub,
+                        self.hook_message,
+                        opening=name,
+                        closing=closing.name,
+                    )
+                    break
+
     def visit_Module(self, node: ast.Module, file: PythonFile):
         if file.is_test or not file.uses_cuda:
             return
@@ -167,6 +223,23 @@ class UnsynchronizedWallClockTiming(Rule):
 
 
 _TIMEIT = {"timeit.timeit", "timeit.repeat", "timeit.Timer"}
+# Per-step hook pairs of training frameworks' callbacks (Lightning, Hugging Face, mmengine,
+# olmo-core, Composer...): the opening hook's name and the closing one's differ only here.
+_HOOK_PAIRS = (
+    (re.compile(r"^(on_\w*(?:batch|step|iter)\w*)_(?:start|begin)$"), r"\1_end"),
+    (re.compile(r"^pre_(\w*(?:batch|step|iter)\w*)$"), r"post_\1"),
+    (re.compile(r"^before_(\w*(?:batch|step|iter)\w*)$"), r"after_\1"),
+)
+
+
+def _closing_hook(name: str) -> str | None:
+    """`on_train_batch_start` -> `on_train_batch_end`, `pre_step` -> `post_step`,
+    `before_train_iter` -> `after_train_iter`; per step only (an epoch's time is right in
+    steady state, the queue being a few steps deep)."""
+    for pattern, closing in _HOOK_PAIRS:
+        if pattern.match(name):
+            return pattern.sub(closing, name)
+    return None
 
 
 def _callable_body(file: PythonFile, stmt: ast.AST | None, at: ast.AST) -> list[ast.AST] | None:

@@ -3,7 +3,8 @@
 A module is GPU code when its text says `cuda`, or when it moves tensors or models to a device
 that is not provably the CPU, whatever the device's spelling: `x.to(args.device)`,
 `device=cfg.device`, `torch.device(device_type)`, an `Accelerator()`/`Fabric()` object or its
-`.device`, `torch.accelerator.current_accelerator()`. A device is provably the CPU when every
+`.device`, `torch.accelerator.current_accelerator()`, a trainer built with
+`accelerator="gpu"`. A device is provably the CPU when every
 value that reaches it is the constant "cpu" (or "meta"): `def run(x, device="cpu"): x.to(device)`
 with no other device stays CPU code, as do `device = "cpu"` scripts. A TPU (`xm.xla_device()`),
 MPS or XPU device is not a CUDA GPU either: such a module is CUDA code only if its text says so.
@@ -62,6 +63,15 @@ def uses_gpu(file: PythonFile) -> bool:
             if arg is not None and not provably_host(file, arg):
                 return True
             continue
+        chosen = keyword(
+            call, "accelerator"
+        )  # `Trainer(accelerator="gpu")`, `Fabric(accelerator="cuda")`
+        if (
+            chosen is not None
+            and isinstance(chosen.value, ast.Constant)
+            and chosen.value.value in ("gpu", "cuda")
+        ):
+            return True
         device = keyword(call, "device")
         if device is not None and not provably_host(file, device.value):
             return True
