@@ -12,9 +12,9 @@ bound there resolves through the enclosing functions to the module, skipping cla
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gpulint.frontends import BackLink, Memo
 from gpulint.frontends import MemoKey as MemoKey  # re-exported: rules import it from here
@@ -170,6 +170,7 @@ class SemanticModel:
         parent = self.file.parent
         scope_cache = self._scope_of
         for kind in _BINDING_KINDS:
+            bind = _BINDERS[kind]
             for node in by_type.get(kind, ()):
                 # The scope around the node: its nearest function/lambda/class ancestor.
                 found: ast.AST = tree
@@ -185,7 +186,7 @@ class SemanticModel:
                     table = tables[id(found)] = {}
                     if isinstance(found, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
                         _add_params(table, found)
-                _add_node(table, node)
+                bind(table, node)
         for table in tables.values():
             for bindings in table.values():
                 bindings.sort(key=_by_position)
@@ -365,8 +366,10 @@ def _add(
     table.setdefault(name, []).append(Binding(name, kind, node, value, position(at)))
 
 
-def _add_params(table: dict[str, list[Binding]], scope: ast.AST) -> None:
-    args = scope.args  # type: ignore[attr-defined]
+def _add_params(
+    table: dict[str, list[Binding]], scope: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
+) -> None:
+    args = scope.args
     positional = [*args.posonlyargs, *args.args]
     defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults))
     defaults += list(args.defaults)
@@ -379,37 +382,80 @@ def _add_params(table: dict[str, list[Binding]], scope: ast.AST) -> None:
             _add(table, star.arg, "param", star, None, star)
 
 
-def _add_node(table: dict[str, list[Binding]], node: ast.AST) -> None:
-    kind = type(node)
-    if kind is ast.Assign:
-        for target in node.targets:  # type: ignore[attr-defined]
-            if type(target) is ast.Name:
-                _add(table, target.id, "assign", node, node.value, target)  # type: ignore[attr-defined]
-            else:
-                for t in _names_in(target):
-                    _add(table, t.id, "assign", node, None, t)
-    elif kind is ast.AnnAssign or kind is ast.AugAssign:
-        target = node.target  # type: ignore[attr-defined]
-        if type(target) is ast.Name and node.value is not None:  # type: ignore[attr-defined]
-            tag = "annassign" if kind is ast.AnnAssign else "augassign"
-            _add(table, target.id, tag, node, node.value, target)  # type: ignore[attr-defined]
-    elif kind is ast.For or kind is ast.AsyncFor or kind is ast.comprehension:
-        for t in _names_in(node.target):  # type: ignore[attr-defined]
-            _add(table, t.id, "for", node, None, t)
-    elif kind is ast.With or kind is ast.AsyncWith:
-        for item in node.items:  # type: ignore[attr-defined]
-            if item.optional_vars is not None:
-                for t in _names_in(item.optional_vars):
-                    _add(table, t.id, "with", node, None, t)
-    elif kind is ast.NamedExpr:
-        _add(table, node.target.id, "assign", node, node.value, node)  # type: ignore[attr-defined]
-    elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
-        _add(table, node.name, "def", node, None, node)  # type: ignore[attr-defined]
-    elif kind is ast.ClassDef:
-        _add(table, node.name, "class", node, None, node)  # type: ignore[attr-defined]
-    elif kind is ast.Import or kind is ast.ImportFrom:
-        for alias in node.names:  # type: ignore[attr-defined]
-            if alias.name != "*":
-                _add(table, alias.asname or alias.name.split(".")[0], "import", node, None, node)
-    elif kind is ast.ExceptHandler and node.name:  # type: ignore[attr-defined]
-        _add(table, node.name, "other", node, None, node)  # type: ignore[attr-defined]
+Table = dict[str, list[Binding]]
+
+
+def _bind_assign(table: Table, node: ast.Assign) -> None:
+    for target in node.targets:
+        if type(target) is ast.Name:
+            _add(table, target.id, "assign", node, node.value, target)
+        else:
+            for t in _names_in(target):
+                _add(table, t.id, "assign", node, None, t)
+
+
+def _bind_annassign(table: Table, node: ast.AnnAssign) -> None:
+    target = node.target
+    if type(target) is ast.Name and node.value is not None:
+        _add(table, target.id, "annassign", node, node.value, target)
+
+
+def _bind_augassign(table: Table, node: ast.AugAssign) -> None:
+    target = node.target
+    if type(target) is ast.Name:
+        _add(table, target.id, "augassign", node, node.value, target)
+
+
+def _bind_loop(table: Table, node: ast.For | ast.AsyncFor | ast.comprehension) -> None:
+    for t in _names_in(node.target):
+        _add(table, t.id, "for", node, None, t)
+
+
+def _bind_with(table: Table, node: ast.With | ast.AsyncWith) -> None:
+    for item in node.items:
+        if item.optional_vars is not None:
+            for t in _names_in(item.optional_vars):
+                _add(table, t.id, "with", node, None, t)
+
+
+def _bind_walrus(table: Table, node: ast.NamedExpr) -> None:
+    _add(table, node.target.id, "assign", node, node.value, node)
+
+
+def _bind_def(table: Table, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+    _add(table, node.name, "def", node, None, node)
+
+
+def _bind_class(table: Table, node: ast.ClassDef) -> None:
+    _add(table, node.name, "class", node, None, node)
+
+
+def _bind_import(table: Table, node: ast.Import | ast.ImportFrom) -> None:
+    for alias in node.names:
+        if alias.name != "*":
+            _add(table, alias.asname or alias.name.split(".")[0], "import", node, None, node)
+
+
+def _bind_except(table: Table, node: ast.ExceptHandler) -> None:
+    if node.name:
+        _add(table, node.name, "other", node, None, node)
+
+
+# What each binding statement binds, by its exact node type (_BINDING_KINDS, in that order).
+_BINDERS: dict[type[ast.AST], Callable[[Table, Any], None]] = {
+    ast.Assign: _bind_assign,
+    ast.AnnAssign: _bind_annassign,
+    ast.AugAssign: _bind_augassign,
+    ast.For: _bind_loop,
+    ast.AsyncFor: _bind_loop,
+    ast.comprehension: _bind_loop,
+    ast.With: _bind_with,
+    ast.AsyncWith: _bind_with,
+    ast.NamedExpr: _bind_walrus,
+    ast.FunctionDef: _bind_def,
+    ast.AsyncFunctionDef: _bind_def,
+    ast.ClassDef: _bind_class,
+    ast.Import: _bind_import,
+    ast.ImportFrom: _bind_import,
+    ast.ExceptHandler: _bind_except,
+}
