@@ -220,9 +220,8 @@ def implicit_sync(file: PythonFile, node: ast.AST) -> tuple[str, ast.AST] | None
     is data-dependent). Returns (what, the node to report) or None. Strict on evidence: the
     tensor must be one by a torch op, a model call or a tensor method reaching its root; a NaN
     check (`if not torch.isfinite(loss):`) is a deliberate guard and is not counted."""
-    kind = type(node)
-    if kind in (ast.If, ast.While, ast.Assert):
-        test = node.test  # type: ignore[attr-defined]
+    if isinstance(node, (ast.If, ast.While, ast.Assert)):
+        test = node.test
         while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
             test = test.operand
         parts = test.values if isinstance(test, ast.BoolOp) else [test]
@@ -230,40 +229,36 @@ def implicit_sync(file: PythonFile, node: ast.AST) -> tuple[str, ast.AST] | None
             return None
         scope = file.enclosing_function(node)
         if any(tensor_condition(file, p, scope) for p in parts):
-            kw = {ast.If: "`if`", ast.While: "`while`", ast.Assert: "`assert`"}[kind]
-            return f"{kw} on a tensor", node.test  # type: ignore[attr-defined]
+            kw = {ast.If: "`if`", ast.While: "`while`", ast.Assert: "`assert`"}[type(node)]
+            return f"{kw} on a tensor", node.test
         return None
-    if kind is ast.JoinedStr:
+    if isinstance(node, ast.JoinedStr):
         scope = file.enclosing_function(node)
-        for part in node.values:  # type: ignore[attr-defined]
+        for part in node.values:
             if isinstance(part, ast.FormattedValue) and device_tensor(file, part.value, scope):
                 return "An f-string of a tensor", node
         return None
-    if kind is ast.BinOp:
+    if isinstance(node, ast.BinOp):
         if not (
-            isinstance(node.op, ast.Mod)  # type: ignore[attr-defined]
-            and isinstance(node.left, ast.Constant)  # type: ignore[attr-defined]
-            and isinstance(node.left.value, str)  # type: ignore[attr-defined]
+            isinstance(node.op, ast.Mod)
+            and isinstance(node.left, ast.Constant)
+            and isinstance(node.left.value, str)
         ):
             return None
         scope = file.enclosing_function(node)
-        right = node.right  # type: ignore[attr-defined]
+        right = node.right
         values = right.elts if isinstance(right, ast.Tuple) else [right]
         if any(device_tensor(file, v, scope) for v in values):
             return "`%` formatting of a tensor", node
         return None
-    if kind is ast.Subscript:
-        if not isinstance(node.ctx, ast.Load):  # type: ignore[attr-defined]
+    if isinstance(node, ast.Subscript):
+        if not isinstance(node.ctx, ast.Load):
             return None
         scope = file.enclosing_function(node)
-        if device_tensor(file, node.value, scope) and bool_mask(  # type: ignore[attr-defined]
-            file,
-            node.slice,  # type: ignore[attr-defined]
-            scope,
-        ):
+        if device_tensor(file, node.value, scope) and bool_mask(file, node.slice, scope):
             return "Boolean-mask indexing (a data-dependent shape)", node
         return None
-    if kind is ast.Call and data_dependent(file, node):  # type: ignore[arg-type]
+    if isinstance(node, ast.Call) and data_dependent(file, node):
         return "`nonzero()`-style op (a data-dependent shape)", node
     return None
 
