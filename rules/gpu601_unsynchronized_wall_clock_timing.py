@@ -5,7 +5,7 @@ from collections.abc import Iterator
 from gpulint.diagnostics import Finding
 from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.loops import is_step_marker
-from gpulint.frontends.python.model import scope_nodes
+from gpulint.frontends.python.model import position, scope_nodes
 from gpulint.frontends.python.names import keyword, terminal_name
 from gpulint.frontends.python.summaries import summaries
 from gpulint.frontends.python.timing import (
@@ -43,7 +43,9 @@ class UnsynchronizedWallClockTiming(Rule):
     reads the clock before and after calling a callable it is given (`bench(lambda: model(x))`),
     and a callback that opens an interval in one per-step hook and closes it in its pair
     (`on_train_batch_start` -> `on_train_batch_end`, `on_step_begin` -> `on_step_end`,
-    `pre_step` -> `post_step`) with no sync in the closing hook.
+    `pre_step` -> `post_step`) with no sync in the closing hook, and a function that does CUDA
+    work under a timing decorator of the file (`@timed`, whose wrapper reads the clock around the
+    call) with no sync on either side.
 
     Left alone: a sync anywhere in the interval; CPU-only work (modules without CUDA, branches
     under `if device == "cpu":`); whole training steps (forward plus backward or optimizer step,
@@ -158,6 +160,26 @@ class UnsynchronizedWallClockTiming(Rule):
             is_sync(file, n) for n in body
         )
 
+    def visit_FunctionDef(self, node: ast.FunctionDef, file: PythonFile) -> Iterator[Finding]:
+        """`@timed` on a function that does CUDA work and never syncs, where `timed` is a
+        decorator of this file whose wrapper reads the clock around the wrapped call."""
+        if file.is_test or not file.uses_cuda or not node.decorator_list:
+            return
+        for decorator in node.decorator_list:
+            if not isinstance(decorator, ast.Name):
+                continue
+            bound = file.model.bindings_of(decorator.id, before=decorator)
+            if len(bound) != 1 or bound[0].kind != "def":
+                continue
+            if not _times_wrapped_call(file, bound[0].node):
+                continue
+            body = list(scope_nodes(node))
+            if any(cuda_work(file, n, node) for n in body) and not any(
+                is_sync(file, n) for n in body
+            ):
+                yield self.report(file, decorator, self.helper_message, helper=decorator.id)
+                return
+
     def visit_ClassDef(self, node: ast.ClassDef, file: PythonFile) -> Iterator[Finding]:
         """A callback that opens an interval in one per-step hook and closes it in its pair
         (`on_train_batch_start` -> `on_train_batch_end`, `pre_step` -> `post_step`): the
@@ -230,6 +252,29 @@ _HOOK_PAIRS = (
     (re.compile(r"^pre_(\w*(?:batch|step|iter)\w*)$"), r"post_\1"),
     (re.compile(r"^before_(\w*(?:batch|step|iter)\w*)$"), r"after_\1"),
 )
+
+
+def _times_wrapped_call(file: PythonFile, decorator: ast.AST) -> bool:
+    """A decorator `def timed(fn)` whose nested wrapper reads a clock, calls `fn`, reads a clock
+    again, and never syncs."""
+    if not isinstance(decorator, ast.FunctionDef) or not decorator.args.args:
+        return False
+    wrapped = decorator.args.args[0].arg
+    for wrapper in decorator.body:
+        if not isinstance(wrapper, ast.FunctionDef):
+            continue
+        nodes = list(scope_nodes(wrapper))
+        if any(is_sync(file, n) for n in nodes):
+            continue
+        clocks = sorted(position(n) for n in nodes if is_clock(file, n))
+        calls = [
+            (n.lineno, n.col_offset)
+            for n in nodes
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == wrapped
+        ]
+        if len(clocks) >= 2 and any(clocks[0] < c < clocks[-1] for c in calls):
+            return True
+    return False
 
 
 def _closing_hook(name: str) -> str | None:
