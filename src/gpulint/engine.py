@@ -457,8 +457,8 @@ def evidence_notes(
     notes = {}
     for rule in all_rules():
         key = rule.evidence_key()
-        if key and key not in notes:
-            note = evidence_note(records, rule.bench, rule.bench_claim)  # type: ignore[arg-type]
+        if key and key not in notes and rule.bench:  # a key says the rule has a bench
+            note = evidence_note(records, rule.bench, rule.bench_claim)
             if note:
                 notes[key] = note
 

@@ -57,7 +57,7 @@ class NoqaPlanner:
         text = self.source.line_text(line)
         existing = noqa_codes(text)
         missing = sorted(c for c in codes if not is_suppressed(c, existing))
-        if not missing:
+        if not missing or self.language is None:  # (edits() asks only with a language)
             return None  # already there (or a blanket noqa): nothing to write
         match = _NOQA.search(text) if existing else None
         if match is not None and match.group("codes"):
@@ -67,7 +67,7 @@ class NoqaPlanner:
             start, end, codes_end = match.start(), len(text), match.end("codes")
             new = text[start:codes_end] + ", " + ", ".join(missing) + text[codes_end:end]
             return Edit(self.source.offset(line, start + 1), self.source.offset(line, end + 1), new)
-        comment = noqa_comment(self.language, ", ".join(missing))  # type: ignore[arg-type]
+        comment = noqa_comment(self.language, ", ".join(missing))
         end = self.source.offset(line, len(text) + 1)
         padding = "" if not text.strip() else ("  " if comment.startswith("#") else " ")
         return Edit(end, end, padding + comment)

@@ -9,6 +9,7 @@ every epoch, as they do in training. Figures are samples per second (higher is b
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from ..harness import BenchResult, Context, variant_from
 
@@ -43,10 +44,10 @@ class SyntheticImages:
 
 def run(ctx: Context) -> BenchResult:
     torch = ctx.torch
-    cfg = dict(CONFIG)
+    cfg: dict[str, Any] = dict(CONFIG)  # the bench's settings, then what it chose
     workers = max(2, min(8, (os.cpu_count() or 4) // 2))
     cfg["workers"] = workers
-    ds = SyntheticImages(cfg["samples"], cfg["image"])  # type: ignore[arg-type]
+    ds = SyntheticImages(cfg["samples"], cfg["image"])
     plan = [
         ("workers0", "num_workers=0", dict(num_workers=0)),
         (f"workers{workers}", f"num_workers={workers}", dict(num_workers=workers)),

@@ -16,6 +16,7 @@ strict-FP32 loss: a lower-precision variant that computes a different function f
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from ..harness import BenchResult, Context, variant_from, variant_not_run
 
@@ -46,7 +47,7 @@ def flop_per_step(cfg: dict) -> float:
 
 def run(ctx: Context) -> BenchResult:
     torch = ctx.torch
-    cfg = dict(CONFIG)
+    cfg: dict[str, Any] = dict(CONFIG)  # the bench's settings, then what it measured
     cfg.update(ctx.options.get("train-step", {}))
     compile_ok = not ctx.options.get("no_compile", False)
     g = torch.Generator(device=ctx.device).manual_seed(0)
@@ -70,7 +71,7 @@ def run(ctx: Context) -> BenchResult:
                 batch_first=True,
                 norm_first=cfg["norm_first"],
             )
-            for _ in range(cfg["layers"])  # type: ignore[call-overload]
+            for _ in range(cfg["layers"])
         ).to(ctx.device)
         opt = torch.optim.AdamW(layers.parameters(), lr=1e-4)
         # Regional compilation: identical layers share one compiled graph.
@@ -88,7 +89,8 @@ def run(ctx: Context) -> BenchResult:
         plan.append(
             ("bf16_autocast_compile", "BF16 autocast + torch.compile", "high", True, True, "bf16")
         )
-    variants, checks, first_loss = [], {}, {}
+    variants, first_loss = [], {}
+    checks: dict[str, dict[str, object]] = {}  # name -> ok and what was compared
     flop = flop_per_step(cfg)
     try:
         for name, label, precision, bf16, compiled, roof_dtype in plan:
@@ -142,9 +144,9 @@ def run(ctx: Context) -> BenchResult:
             rel = abs(loss - ref) / abs(ref)
             checks[f"{name}_loss_matches_fp32"] = {
                 "ok": rel <= LOSS_RTOL,
-                "rel_diff": rel,  # type: ignore[dict-item]
-                "loss": loss,  # type: ignore[dict-item]
-                "fp32_loss": ref,  # type: ignore[dict-item]
+                "rel_diff": rel,
+                "loss": loss,
+                "fp32_loss": ref,
             }
     cfg["flop_per_step"] = flop
     cfg["compile"] = (
