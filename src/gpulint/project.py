@@ -138,7 +138,13 @@ class ProjectSession:
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
             imported = self._imported(file, func.value.id, call)
             if imported is None:
-                return None
+                # `meter = Meter()` with `from .utils import Meter`: the method `Meter.add`
+                built = file.model.constructed_class(func.value)
+                found = self._imported(file, built.id, built) if built is not None else None
+                if built is None or found is None or found[1] is None:
+                    return None
+                resolved = self.index.resolve_module(found[0])
+                return (resolved, f"{found[1]}.{func.attr}") if resolved else None
             module, attr = imported
             dotted = f"{module}.{attr}" if attr else module
             resolved = self.index.resolve_module(dotted)  # `import pkg.utils as u; u.f()`
@@ -146,8 +152,12 @@ class ProjectSession:
         return None
 
     def _imported(self, file: PythonFile, name: str, at: ast.AST) -> tuple[str, str | None] | None:
-        """(module, attribute or None) that `name` was imported as, where one import binds it."""
+        """(module, attribute or None) that `name` was imported as, where one import binds it,
+        or, for a name nothing binds, the one module of the tree among the file's `from m
+        import *` that defines it at its top level."""
         bound = file.model.bindings_of(name, before=at)
+        if not bound and file.model.defining_scope(name, at) is None:
+            return self._star_imported(file, name)
         if len(bound) != 1 or bound[0].kind != "import":
             return None
         node = bound[0].node
@@ -166,6 +176,28 @@ class ProjectSession:
                 if (alias.asname or alias.name) == name:
                     return base, alias.name
         return None
+
+    def _star_imported(self, file: PythonFile, name: str) -> tuple[str, str] | None:
+        found: list[str] = []
+        for stmt in file.tree.body:
+            if not (isinstance(stmt, ast.ImportFrom) and stmt.names[0].name == "*"):
+                continue
+            base = self._from_module(stmt)
+            resolved = self.index.resolve_module(base) if base else None
+            if resolved is None:
+                continue
+            info = self.index.modules.get(resolved)
+            if info is None:
+                continue
+            try:
+                text = info.path.read_bytes()
+            except OSError:
+                continue
+            # Consulted: a later `def name` there must invalidate this file's cached result.
+            self.deps[info.relpath] = hashlib.sha256(text).hexdigest()
+            if _defines(text, name):
+                found.append(resolved)
+        return (found[0], name) if len(found) == 1 else None
 
     def _from_module(self, node: ast.ImportFrom) -> str | None:
         if not node.level:
@@ -220,6 +252,16 @@ class ProjectSession:
             _IN_PROGRESS.discard(info.name)
         inner.deps[info.relpath] = hashlib.sha256(data).hexdigest()
         return table, inner.deps
+
+
+def _defines(text: bytes, name: str) -> bool:
+    """The module's text has a top-level `def name(` or `class name` (a cheap test before a
+    star import is taken to bring `name`: the summary is computed only if it does)."""
+    needle = name.encode()
+    return any(
+        (b"\n" + head + needle + tail) in text or text.startswith(head + needle + tail)
+        for head, tail in ((b"def ", b"("), (b"class ", b"("), (b"class ", b":"))
+    )
 
 
 def reset() -> None:

@@ -330,6 +330,35 @@ class SemanticModel:
             for stmt in cls.body:
                 if isinstance(stmt, FUNCTIONS) and stmt.name == func.attr:
                     return stmt
+            return None
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            # `meter = Meter()` ... `meter.add(loss)`: a method of a class of this file
+            built = self.constructed_class(func.value)
+            cls_node = self._local_class(built) if built is not None else None
+            if cls_node is not None:
+                for stmt in cls_node.body:
+                    if isinstance(stmt, FUNCTIONS) and stmt.name == func.attr:
+                        return stmt
+        return None
+
+    def constructed_class(self, name: ast.Name) -> ast.Name | None:
+        """`Meter` in `meter = Meter(...)`, where that is the one binding of `meter` reaching
+        `name` (a class's instance, by the call that built it); None otherwise."""
+        bound = self.reaching(name.id, name)
+        if len(bound) != 1 or bound[0].kind != "assign":
+            return None
+        value = bound[0].value
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
+            return value.func
+        return None
+
+    def _local_class(self, name: ast.Name) -> ast.ClassDef | None:
+        scope = self.defining_scope(name.id, name)
+        if scope is None:
+            return None
+        bound = self.table(scope)[name.id]
+        if len(bound) == 1 and isinstance(bound[0].node, ast.ClassDef):
+            return bound[0].node
         return None
 
     def in_loop(self, node: ast.AST) -> ast.AST | None:

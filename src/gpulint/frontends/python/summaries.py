@@ -417,7 +417,12 @@ def device_rooted(file: PythonFile, expr: ast.AST, depth: int, own: bool = True)
             # `x.sum()`, `out.float()`; a call that is not a tensor method (`self.model(x)`,
             # `self.model.parameters()`) reads the model's tensors, not a bare attribute
             return device_rooted(file, func.value, depth, own or name not in TENSOR_METHODS)
+        if isinstance(func, ast.Name) and func.id in _REDUCERS:
+            # `sum(p.grad.norm() ** 2 for p in model.parameters())`: the elements' root
+            return any(device_rooted(file, a, depth, own) for a in expr.args)
         return bool(name and _MODEL_CALL.search(name))
+    if isinstance(expr, (ast.GeneratorExp, ast.ListComp)):
+        return device_rooted(file, expr.elt, depth, own)
     if isinstance(expr, ast.Attribute) and expr.attr == "grad":
         return device_rooted(file, expr.value, depth)  # a gradient lives with its parameter
     if isinstance(expr, (ast.Attribute, ast.Subscript, ast.Starred)):
@@ -447,6 +452,7 @@ def device_rooted(file: PythonFile, expr: ast.AST, depth: int, own: bool = True)
     return False
 
 
+_REDUCERS = {"sum", "max", "min", "abs"}  # builtins that reduce tensors to a tensor
 _MODEL_CALL = re.compile(
     r"^(model|net|module|criterion|loss_fn|forward)$|_(model|net|criterion|loss)$", re.IGNORECASE
 )
