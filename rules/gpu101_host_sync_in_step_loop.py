@@ -33,8 +33,10 @@ class HostSyncInStepLoop(Rule):
     tensor, `print()` of a tensor, `torch.cuda.synchronize()`, and the implicit ones: an f-string
     or `%` formatting of a tensor, `if`/`while`/`assert` on a tensor, `nonzero()`-style ops and
     boolean-mask indexing (their output size is data-dependent). A helper that syncs (`.item()`
-    per parameter in `clip_grads()`), called every step, is reported at the call in the loop with
-    the line that syncs, also through further calls within the module.
+    per parameter in `clip_grads()`, a `meter.add(loss)` that calls `.item()`), called every step,
+    is reported at the call in the loop with the line that syncs, also through further calls
+    and across the modules of the checked tree (imports, `from m import *`, methods of an
+    instance built in sight).
 
     A step loop is a loop whose own body calls `.backward()`, `optimizer.step()` or
     `scaler.step()` (directly or through a function it calls once per iteration: a closure,
@@ -48,7 +50,7 @@ class HostSyncInStepLoop(Rule):
 
     Only syncs the default path pays on every step are reported. A helper's sync counts at the
     call only where it runs on every call of the helper (not under an `if` of the helper's,
-    unless both sides of that `if` sync), where the call itself is not under an `if` in the loop
+    unless both sides of that `if` sync, nor past a guard that may return early), where the call itself is not under an `if` in the loop
     (a branch a config value or a flag may never take), and where the caller hands it device
     data (`all_reduce_mean(loss_value)` with `loss_value = loss.item()` gets a Python number). A
     sync that follows an unconditional `torch.cuda.synchronize()` of the same iteration, with

@@ -156,3 +156,51 @@ def test_mutual_recursion_across_modules_terminates_with_the_sync_found(tree):
     )
     lines = {f["line"] for f in check("--no-cache")}
     assert 15 in lines  # deep(loss): its own .item(), found past the recursion recurse_a <-> cyclic
+
+
+STAR_TRAIN = """
+import torch
+from helpers import *
+from meters import Meter
+
+
+def train(model, loader, optimizer):
+    meter = Meter()
+    for x, y in loader:
+        loss = model(x.cuda(), y.cuda())
+        loss.backward()
+        optimizer.step()
+        meter.add(loss)
+        norm = grad_norm(model)
+        gate(loss, active=False)
+"""
+HELPERS = """
+def grad_norm(model):
+    return sum(p.grad.norm() ** 2 for p in model.parameters()).sqrt().item()
+
+
+def gate(loss, active):
+    if not active:
+        return
+    print(loss.item())
+"""
+METERS = """
+class Meter:
+    def __init__(self):
+        self.values = []
+
+    def add(self, loss):
+        self.values.append(loss.item())
+"""
+
+
+def test_methods_of_built_instances_and_star_imports_resolve_across_modules(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text(textwrap.dedent(STAR_TRAIN))
+    (tmp_path / "helpers.py").write_text(textwrap.dedent(HELPERS))
+    (tmp_path / "meters.py").write_text(textwrap.dedent(METERS))
+    found = {(f["line"], f["message"].split(" syncs")[0]) for f in check("--no-cache")}
+    # `meter.add()` (a method of an imported class), `grad_norm()` (from a star import, its
+    # `.item()` rooted in the gradients through `sum(...)`); not `gate()`, which syncs only
+    # past a guard that may return early.
+    assert found == {(13, "`add()`"), (14, "`grad_norm()`")}

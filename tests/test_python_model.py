@@ -110,7 +110,7 @@ def test_summaries_reach_a_fixed_point_through_recursion_and_closures():
             return b(t)
         def b(t):
             if t:
-                return a(t)
+                a(t)
             return t.item()
         def loop(model, opt, loader):
             def step(x):

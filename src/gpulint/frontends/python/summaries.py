@@ -509,7 +509,10 @@ def _guarded(file: PythonFile, node: ast.AST, function: ast.AST) -> bool:
 def _branch(file: PythonFile, node: ast.AST, function: ast.AST) -> tuple | None:
     """None where `node` runs on every call of `function` (as far as `if`s go); else the one
     `if` it sits under and the side (0 body, 1 else), or `("nested", 0)`: under several `if`s,
-    a conditional expression or `and`/`or`, never paired with another side."""
+    a conditional expression or `and`/`or`, never paired with another side. After a guard
+    that may return early (`if not active: return`), nothing runs on every call either."""
+    if _after_early_return(file, node, function):
+        return ("nested", 0)
     found: tuple | None = None
     child = node
     for parent in file.ancestors(node):
@@ -527,6 +530,37 @@ def _branch(file: PythonFile, node: ast.AST, function: ast.AST) -> tuple | None:
             return ("nested", 0)
         child = parent
     return found
+
+
+def _after_early_return(file: PythonFile, node: ast.AST, function: ast.AST) -> bool:
+    """An `if` with a `return` in it comes before `node` in a block around it, in `function`."""
+    child = node
+    for parent in file.ancestors(node):
+        if isinstance(child, ast.stmt):
+            block = file.statement_block(child)
+            if block is not None:
+                for earlier in block[: block.index(child)]:
+                    if isinstance(earlier, ast.If) and any(
+                        isinstance(n, ast.Return) for n in _own_statements(earlier)
+                    ):
+                        return True
+        if parent is function:
+            return False
+        child = parent
+    return False
+
+
+def _own_statements(statement: ast.AST):
+    """The statements under `statement`, not those of nested functions or classes."""
+    stack = [statement]
+    while stack:
+        current = stack.pop()
+        yield current
+        for child in ast.iter_child_nodes(current):
+            if isinstance(child, ast.stmt) and not isinstance(
+                child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+            ):
+                stack.append(child)
 
 
 _TO_DEVICE = re.compile(r"^(to|cuda)$|to_device$|^(move|place|put)_to", re.IGNORECASE)
