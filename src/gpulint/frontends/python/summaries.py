@@ -20,7 +20,7 @@ from gpulint.frontends import BackLink
 from gpulint.frontends.python.loops import is_step_marker
 from gpulint.frontends.python.model import FUNCTIONS, Function, MemoKey
 from gpulint.frontends.python.names import terminal_name
-from gpulint.frontends.python.syncs import data_dependent, host_sync, implicit_sync
+from gpulint.frontends.python.syncs import data_dependent, host_sync, implicit_sync, nan_check
 from gpulint.frontends.python.tensors import TENSOR_METHODS
 from gpulint.frontends.python.transfers import HOST_DATA_FACTORIES, host_built_move
 
@@ -317,7 +317,11 @@ class Summaries:
                     if other.upload is not None and site.branch is not None:
                         other = replace(other, upload=None)  # one side of an `if`: maybe never
                     if other.sync is not None and site.branch is not None:
-                        if not self._both_branches_sync(key, site.branch, final):
+                        if not self._both_branches_sync(key, site.branch, final) or (
+                            site.branch[1] == 0
+                        ):
+                            # Both sides sync: name the `else` side's line, the one a flag off
+                            # by default (`if self.use_fp16:`) leaves running.
                             other = replace(other, sync=None)
                     merged = current.merge(other, callee_name)
                     if merged != current:
@@ -540,8 +544,12 @@ def _after_early_return(file: PythonFile, node: ast.AST, function: ast.AST) -> b
             block = file.statement_block(child)
             if block is not None:
                 for earlier in block[: block.index(child)]:
-                    if isinstance(earlier, ast.If) and any(
-                        isinstance(n, ast.Return) for n in _own_statements(earlier)
+                    if (
+                        isinstance(earlier, ast.If)
+                        # skipping a step on overflow (`if not isfinite(...): return`) is the
+                        # rare path, as an exception would be
+                        and not nan_check(file, earlier.test)
+                        and any(isinstance(n, ast.Return) for n in _own_statements(earlier))
                     ):
                         return True
         if parent is function:
