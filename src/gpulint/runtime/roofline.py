@@ -98,14 +98,14 @@ def lookup(
                 f"{gpu.name} ({dense:g} TFLOP/s): that is a 2:4-sparse figure; use the dense one"
             )
 
-    if peak is not None:
+    if peak is not None and source is not None:  # (a peak without a source was refused above)
         memory = bandwidth if bandwidth is not None else (gpu.memory_tbps if gpu else None)
         return Roofline(
             device=gpu.name if gpu else device,
             dtype=dtype,
             peak_tflops=float(peak),
             memory_tbps=memory,
-            source=f"user: {source.strip()}",  # type: ignore[union-attr]
+            source=f"user: {source.strip()}",
             estimated=[],
             note="peak supplied by the user",
             user_supplied=True,

@@ -636,7 +636,7 @@ def declared_names(node: Node) -> list[str]:
     while stack:
         d = stack.pop()
         if d.type == "identifier":
-            out.append(d.text.decode("utf-8", errors="replace"))  # type: ignore[union-attr]
+            out.append((d.text or b"").decode("utf-8", errors="replace"))  # a parsed node has text
         elif d.type in (
             "init_declarator",
             "pointer_declarator",

@@ -50,7 +50,7 @@ def query(types) -> Query:
 def node_types() -> frozenset[str]:
     """Named node types the grammar knows, so a misspelt `visit_` method is caught early."""
     return frozenset(
-        LANGUAGE.node_kind_for_id(i)  # type: ignore[misc]
+        name
         for i in range(LANGUAGE.node_kind_count)
-        if LANGUAGE.node_kind_is_named(i) and LANGUAGE.node_kind_for_id(i)
+        if LANGUAGE.node_kind_is_named(i) and (name := LANGUAGE.node_kind_for_id(i))
     )
