@@ -10,6 +10,7 @@ import codecs
 import functools
 import hashlib
 import os
+import stat
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -81,11 +82,23 @@ def _code_stamp() -> str:
     import gpulint.rules
 
     entries = []
-    for root in sorted({Path(gpulint.__file__).parent, Path(gpulint.rules.__file__).parent}):
-        for path in sorted(root.rglob("*")):
-            if path.suffix in (".py", ".toml") and path.is_file():
-                st = path.stat()
-                entries.append(f"{path.relative_to(root)}:{st.st_size}:{st.st_mtime_ns}")
+    roots = {os.path.dirname(gpulint.__file__), os.path.dirname(gpulint.rules.__file__)}
+    for root in sorted(roots):
+        # os.walk, not Path.rglob: every run pays this (a warm one too); __pycache__ holds
+        # no source
+        for folder, subfolders, names in os.walk(root):
+            subfolders[:] = sorted(d for d in subfolders if d != "__pycache__")
+            for name in sorted(names):
+                if not name.endswith((".py", ".toml")):
+                    continue
+                path = os.path.join(folder, name)
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    continue
+                if stat.S_ISREG(st.st_mode):
+                    rel = os.path.relpath(path, root)
+                    entries.append(f"{rel}:{st.st_size}:{st.st_mtime_ns}")
     return hashlib.sha256("\n".join(entries).encode()).hexdigest()
 
 

@@ -225,10 +225,14 @@ class FileFinder:
     def _walk(self, top: Path, seen: set[str]) -> Iterator[Path]:
         # Each stack entry carries the gitignore specs of the directories above it.
         inherited = self._inherited_specs(top) if self.respect_gitignore else ()
-        stack: list[tuple[Path, tuple[tuple[Path, pathspec.PathSpec], ...]]] = [(top, inherited)]
+        # (folder, specs, its real path when known: a folder reached by an entry that is not
+        # a link is its parent's real path plus its name)
+        stack: list[tuple[Path, tuple[tuple[Path, pathspec.PathSpec], ...], str | None]] = [
+            (top, inherited, None)
+        ]
         visited_dirs: set[tuple[int, int]] = set()
         while stack:
-            directory, specs = stack.pop()
+            directory, specs, real = stack.pop()
             try:
                 st = directory.stat()
             except OSError as e:
@@ -250,7 +254,7 @@ class FileFinder:
             # per entry (a warm run is mostly this walk): its configuration and exclude spec,
             # its real path (an entry that is not a link resolves to it plus the entry's name)
             # and its path below each gitignore's folder.
-            place = _Folder(self, directory, specs)
+            place = _Folder(self, directory, specs, real)
             subdirs = []
             for entry in entries:
                 try:
@@ -270,13 +274,14 @@ class FileFinder:
                     )
                     continue
                 if is_dir:
-                    subdirs.append(Path(entry.path))
+                    real = None if link else os.path.join(place.real, entry.name)
+                    subdirs.append((Path(entry.path), real))
                 elif entry.name.lower().endswith(self._suffixes):
                     key = place.key(entry.name, entry.path, link)
                     if key not in seen:
                         seen.add(key)
                         yield Path(entry.path)
-            stack.extend((d, specs) for d in reversed(subdirs))
+            stack.extend((d, specs, r) for d, r in reversed(subdirs))
 
     def _inside_roots(self, path: Path) -> bool:
         real = os.path.realpath(path)
@@ -316,11 +321,11 @@ class _Folder:
     (per-path) way; any other entry's real path is the folder's real path plus its name, which
     is what `Path.resolve` would say, without its lstat of every component."""
 
-    def __init__(self, finder: FileFinder, directory: Path, specs) -> None:
+    def __init__(self, finder: FileFinder, directory: Path, specs, real: str | None = None) -> None:
         self.finder = finder
         self.directory = directory
         self.config, self.exclude = finder._exclude_for(directory)
-        self.real = os.path.realpath(directory)
+        self.real = real if real is not None else os.path.realpath(directory)
         self.rel = below(self.real, str(self.config.root))  # None: outside the root
         absolute = os.path.abspath(directory)
         self.specs = []
