@@ -170,16 +170,20 @@ class ConstEval:
     # -- evaluation --------------------------------------------------------------------------
     def value(self, node: Node | None, at: Node | None = None) -> int | None:
         """The integer value of expression `node` (names looked up from `at`), or None."""
+        if node is None:
+            return None
         try:
-            v = self._value(node, at or node, 0)  # type: ignore[arg-type]
+            v = self._value(node, at or node, 0)
         except (Unknown, RecursionError, OverflowError, ValueError):
             return None
         return v if isinstance(v, int) else None
 
     def threads(self, node: Node | None, at: Node | None = None) -> int | None:
         """Threads in a block given as an int or a dim3 (product of its dimensions), or None."""
+        if node is None:
+            return None
         try:
-            dims = self._dims(node, at or node, 0)  # type: ignore[arg-type]
+            dims = self._dims(node, at or node, 0)
         except (Unknown, RecursionError, OverflowError, ValueError):
             return None
         if dims is None:
@@ -216,7 +220,9 @@ class ConstEval:
             raise Unknown
         return tuple(values)
 
-    def _dim3_declarator(self, decl: Node, name: str, at: Node, depth: int) -> tuple[int, ...]:
+    def _dim3_declarator(
+        self, decl: Node, name: str, at: Node, depth: int
+    ) -> tuple[int, ...] | None:
         for d in decl.children_by_field_name("declarator"):
             if d.type == "identifier" and self.file.node_text(d) == name:
                 raise Unknown  # `dim3 block;` then fields set: not followed
@@ -237,7 +243,7 @@ class ConstEval:
                     return self._dim3_args(args, at, depth)
                 if value.type in ("argument_list", "initializer_list"):
                     return self._dim3_args(value, at, depth)
-                return self._dims(value, decl, depth + 1)  # type: ignore[return-value]
+                return self._dims(value, decl, depth + 1)
         raise Unknown
 
     def _value(self, node: Node | None, at: Node, depth: int) -> int:
