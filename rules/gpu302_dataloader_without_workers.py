@@ -232,6 +232,12 @@ class DataLoaderWithoutWorkers(Rule):
         "`num_workers` to the CPU cores per GPU, e.g. "
         "`num_workers=min(8, os.cpu_count() // torch.cuda.device_count())`"
     )
+    option_message = (
+        "DataLoader `num_workers={value}` is 0 by default on the script's command line: unless "
+        "the user passes a value, batches are loaded in the training process while the GPU "
+        "waits; default the option to the CPU cores per GPU, e.g. "
+        "`min(8, os.cpu_count() // torch.cuda.device_count())`"
+    )
     tags = ("input-pipeline",)
 
     VALID = [
@@ -282,8 +288,9 @@ trainer.fit(model, loader)
                 # `num_workers=args.workers` with `--workers` defaulting to 0: a run with the
                 # script's own defaults loads in the training process.
                 shown = ast.unparse(workers.value)
-                how = f"with `num_workers={shown}`, whose command-line default is 0"
-                yield self.report(file, workers, severity=severity, how=how)
+                yield self.report(
+                    file, workers, self.option_message, severity=severity, value=shown
+                )
         elif isinstance(workers.value, ast.Constant) and workers.value.value == 0:
             batch_size = keyword(node, "batch_size")
             if (
