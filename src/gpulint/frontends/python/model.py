@@ -287,10 +287,10 @@ class SemanticModel:
         if self._calls is None:
             calls: dict[str, list[ast.Call]] = {}
             qualname = self.file.qualname
-            for call in self.file.nodes_by_type.get(ast.Call, ()):
+            for call in self.file.nodes(ast.Call):
                 q = qualname(call)
                 if q is not None:
-                    calls.setdefault(q, []).append(call)  # type: ignore[arg-type]
+                    calls.setdefault(q, []).append(call)
             self._calls = calls
         if len(qualnames) == 1:
             return self._calls.get(qualnames[0], [])
@@ -316,8 +316,8 @@ class SemanticModel:
                 return None
             bound = self.table(scope)[func.id]
             defs = [b.node for b in bound if b.kind == "def"]
-            if len(defs) == len(bound) and len(defs) == 1:
-                return defs[0]  # type: ignore[return-value]
+            if len(defs) == len(bound) and len(defs) == 1 and isinstance(defs[0], FUNCTIONS):
+                return defs[0]  # (a "def" binding is a FunctionDef or AsyncFunctionDef)
             return None
         if (
             isinstance(func, ast.Attribute)
