@@ -27,7 +27,8 @@ class CudaSyncOrAllocInLoop(Rule):
     (`for (i...) cudaFree(bufs[i]);`, `for (s...) cudaStreamSynchronize(streams[s]);`) are left
     alone (the call's arguments use the loop variable), and so are syncs after which the host reads
     or times the iteration's result (a device-to-host copy, a `break`, a timer), loops that time
-    each iteration (a tuning sweep over configurations), loops over devices
+    each iteration (a tuning sweep over configurations, also when it allocates each
+    configuration's buffers), loops over devices
     (`cudaSetDevice(dev)` in the body), `cudaFree(0)` (the context-creation idiom), and code
     outside loops.
 
@@ -110,6 +111,26 @@ void cleanup(float** bufs, int n) {
 }
 """,
     ]
+    VALID.append(
+        """
+void tune(const int* ms, const int* ns, int count) {
+  for (int c = 0; c < count; ++c) {
+    float* buf;
+    CUDA_CHECK(cudaMalloc(&buf, (size_t)ms[c] * ns[c] * sizeof(float)));
+    cudaEvent_t start, stop;
+    cudaEventCreate(&start); cudaEventCreate(&stop);
+    cudaEventRecord(start);
+    for (int it = 0; it < 10; ++it) gemm_kernel<<<ms[c] / 64, 256>>>(buf, ms[c], ns[c]);
+    cudaEventRecord(stop);
+    cudaEventSynchronize(stop);
+    float ms_taken;
+    cudaEventElapsedTime(&ms_taken, start, stop);
+    printf("%d x %d: %.3f ms\\n", ms[c], ns[c], ms_taken / 10);
+    CUDA_CHECK(cudaFree(buf));
+  }
+}
+"""
+    )
     INVALID = [
         """
 #include <torch/extension.h>
@@ -165,6 +186,8 @@ void run(float* x, int iters) {
             both = b"cudaMalloc(" in body and b"cudaFree(" in body
             if not (both or launches):
                 return
+            if _TIMED.search(body):
+                return  # a tuning sweep: each configuration gets its buffers, then is timed
             advice = "allocate once before the loop and free after it (or use a caching allocator)"
         else:
             if not launches or _HOST_NEEDS_RESULT.search(rest) or b"DeviceToHost" in body:
