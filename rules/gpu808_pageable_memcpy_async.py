@@ -55,9 +55,10 @@ class PageableMemcpyAsync(Rule):
     the copy cannot overlap with other work; a copy whose stream is waited on right after
     overlaps with nothing either way, and made once, its staging costs little. Standalone
     programs (a file defining `main`, its `#if` branch, helpers and headers only it uses) are
-    left alone too. And a device-to-host copy whose host buffer is read before any sync of
-    its stream: the code relies on a copy to pageable memory returning only once done; pinned
-    memory would need a sync added, for a copy that blocks anyway.
+    left alone too. And a copy whose host buffer the code touches before any sync of the stream
+    (reads the copied result, refills or frees the source), or a buffer of the function's own
+    that dies with no sync after the copy: the code relies on a copy to or from pageable memory
+    being done with the buffer when the call returns; pinned memory would need a sync added.
 
     ## Why is this bad?
     An async copy from pageable memory is not async: the driver first copies the data into a
@@ -116,18 +117,36 @@ void check_converged(const float* d_sum, int n, cudaStream_t s) {
 }
 """
     )
+    VALID.append(
+        """
+template <typename T>
+void fill_device(T* d, size_t n, T value, cudaStream_t s) {
+  T* h = new T[n];
+  std::fill(h, h + n, value);
+  CUDA_CHECK(cudaMemcpyAsync(d, h, n * sizeof(T), cudaMemcpyHostToDevice, s));
+  delete[] h;  // safe only because a pageable source is staged before the call returns
+}
+"""
+    )
     INVALID = [
         """
 #include <vector>
-void f(float* d, size_t n, cudaStream_t s) {
+void upload_steps(float* d, size_t n, int steps, cudaStream_t s) {
   std::vector<float> h(n);
-  CUDA_CHECK(cudaMemcpyAsync(d, h.data(), n * sizeof(float), cudaMemcpyHostToDevice, s));
+  for (int i = 0; i < steps; ++i) {
+    CUDA_CHECK(cudaMemcpyAsync(d, h.data(), n * sizeof(float), cudaMemcpyHostToDevice, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+  }
 }
 """,
         """
-void f(float* d, size_t n, cudaStream_t s) {
+void download_steps(float* d, size_t n, int steps, cudaStream_t s) {
   float* h = (float*)malloc(n);
-  CUDA_CHECK(cudaMemcpyAsync(h, d, n, cudaMemcpyDeviceToHost, s));
+  for (int i = 0; i < steps; ++i) {
+    CUDA_CHECK(cudaMemcpyAsync(h, d, n, cudaMemcpyDeviceToHost, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+  }
+  free(h);
 }
 """,
     ]
@@ -155,15 +174,15 @@ void f(float* d, size_t n, cudaStream_t s) {
             return  # a standalone program's (or its harness's) copy: a sample's data, not a hot path
         if self._one_off(file, node, function, values):
             return
-        if "DeviceToHost" in kind and self._read_at_once(file, node, function, values):
-            return
         for arg in candidates:
             m = _ARG.match(" ".join(file.node_text(arg).split()))
             if not m:
                 continue
             name = m.group(1)
             origin = self._origin(file, name, function)
-            if origin is not None:
+            if origin is not None and not self._relies_on_staging(
+                file, node, function, values, name
+            ):
                 yield self.report(file, arg, name=name, origin=origin)
 
     @staticmethod
@@ -199,22 +218,27 @@ void f(float* d, size_t n, cudaStream_t s) {
         i = bisect.bisect_left(uses, node.end_byte)
         return i == len(uses) or uses[i] >= sync
 
-    def _read_at_once(self, file: CudaFile, node, function, values) -> bool:
-        """A copy to pageable host memory that the host reads before any synchronisation of the
-        stream: the code relies on such a copy returning only when done (the runtime's rule for
-        device-to-pageable copies); pinned memory would need a sync added, for a copy that
-        already blocks."""
+    def _relies_on_staging(self, file: CudaFile, node, function, values, name: str) -> bool:
+        """The code relies on the copy being done with the host buffer when the call returns, as
+        a copy from or to pageable memory is: it reads, writes or frees the buffer before any
+        sync of the stream (`delete[] h;`, `if (h[0] < eps)`), or the buffer is the function's
+        own and no sync follows before it dies (a `std::vector` filled, copied, gone). Pinned
+        memory there would need a sync added, for a copy that does not repeat a hot path."""
         if function is None:
-            return False
-        m = _ARG.match(" ".join(file.node_text(values[0]).split()))
-        if m is None:
             return False
         syncs, words = self._function_index(file, function)
         stream = " ".join(file.node_text(values[4]).split()) if len(values) > 4 else "0"
         after = [p for key in ("", stream) for p in syncs.get(key, ()) if p >= node.end_byte]
-        uses = words.get(m.group(1).encode(), [])
+        uses = words.get(name.encode(), [])
         i = bisect.bisect_left(uses, node.end_byte)
-        return i < len(uses) and (not after or uses[i] < min(after))
+        if i < len(uses) and (not after or uses[i] < min(after)):
+            return True
+        if after:
+            return False
+        return any(
+            function.start_byte <= decl.start_byte < function.end_byte
+            for decl in file.consts.declarations.get(name, ())
+        )
 
     def _function_index(
         self, file: CudaFile, function
