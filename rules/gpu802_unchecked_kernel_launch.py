@@ -2,7 +2,7 @@ import re
 
 from gpulint.diagnostics import Severity
 from gpulint.frontends.cuda.file import CudaFile
-from gpulint.frontends.cuda.idioms import VALIDATES, function_name, launch_check_for
+from gpulint.frontends.cuda.idioms import function_name, launch_check_for
 from gpulint.frontends.cuda.project import launch_checked_in
 from gpulint.rule import Rule
 
@@ -25,13 +25,15 @@ class UncheckedKernelLaunch(Rule):
     rule then looks up every call of it in the checked tree (other files too) and fires only
     when a caller does not check after the call, naming that caller. A function that also
     allocates or copies, or any function of a PyTorch extension (PyTorch checks after every
-    launch), fires unless callers are found and every one of them checks. In test files, a
-    launch whose output the test then validates (`validate(...)`, `ASSERT_*`, `allclose`) is
-    left alone: a failed launch fails the test. Standalone programs are left alone too (a file
-    defining `main`, the `#if` branch holding `main` beside library code, the functions only it
-    calls, headers only programs include, a file that `#include`s a driver source defining
-    `main`, such as a tutorial step's `#include "launch.cu"`): demos and benchmark drivers print what they measured,
-    and whether to check is their author's choice, not a hot-path bug.
+    launch), fires unless callers are found and every one of them checks. Calls from tests,
+    benchmarks, demos and examples (by their path) or from a `main` are not the library's use: a
+    launcher is judged by its library callers. Test code itself (a file under a test path: tests
+    and their helpers) is left alone: a failed launch fails or skews the test. Standalone
+    programs are left alone too (a file defining `main`, the `#if` branch holding `main` beside
+    library code, the functions only it calls, headers only programs include, a file that
+    `#include`s a driver source defining `main`, such as a tutorial step's
+    `#include "launch.cu"`): demos and benchmark drivers print what they measured, and whether
+    to check is their author's choice, not a hot-path bug.
 
     Also left alone: a launch whose configuration is fixed at compile time (`<<<1, 1>>>`,
     `<<<Cfg::NUM_BLOCKS, NUM_THREADS>>>`) followed in the same function by a launch that is
@@ -221,12 +223,8 @@ void run(float* x, cudaStream_t s) {
             # branch defining `main`, functions only it calls, headers only it includes): a
             # failed launch shows in its printed results, and its author chose no checking.
             return
-        if (
-            file.is_test
-            and function is not None
-            and VALIDATES.search(file.data[node.end_byte : function.end_byte])
-        ):
-            return  # a test that validates the output: a failed launch fails the test
+        if file.is_test:
+            return  # test code (a test, its helpers): a failed launch fails or skews the test
         check = launch_check_for(file)
         if function is None:
             yield self.report(file, node, check=check)

@@ -572,3 +572,28 @@ def test_a_packaged_op_still_fires(tmp_path, monkeypatch):
         "setup(ext_modules=[CUDAExtension('relu_ext', ['relu.cu'])])\n"
     )
     assert len(_default_stream_findings(tmp_path)) == 1
+
+
+def test_a_launcher_is_judged_by_its_library_callers_not_by_its_tests(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "src" / "ops.cu").write_text(LAUNCHER_CU)
+    (tmp_path / "src" / "layer.cpp").write_text(
+        "void launch_k(float* x, int n, cudaStream_t s);\n"
+        "void layer_forward(float* x, int n, cudaStream_t s) {\n"
+        "  launch_k(x, n, s);\n  CUDA_CHECK(cudaGetLastError());\n}\n"
+    )
+    (tmp_path / "tests" / "bench_k.cpp").write_text(
+        "void launch_k(float* x, int n, cudaStream_t s);\n"
+        "void time_k(float* x, int n, cudaStream_t s) {\n  launch_k(x, n, s);\n}\n"
+    )
+    linter = Linter(example_config(root=tmp_path))
+    assert [f for f in linter.run([tmp_path], jobs=1).findings if f.code == "GPU802"] == []
+    # An unchecked library caller is still named.
+    (tmp_path / "src" / "other.cpp").write_text(
+        "void launch_k(float* x, int n, cudaStream_t s);\n"
+        "void other_forward(float* x, int n, cudaStream_t s) {\n  launch_k(x, n, s);\n}\n"
+    )
+    [finding] = [f for f in linter.run([tmp_path], jobs=1).findings if f.code == "GPU802"]
+    assert "nor by `other_forward`" in finding.message

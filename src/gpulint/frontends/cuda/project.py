@@ -17,12 +17,14 @@ from typing import TYPE_CHECKING, TypeGuard
 
 from gpulint.frontends import MemoKey
 from gpulint.frontends.cuda.idioms import (
+    VALIDATES,
     file_checks,
     function_name,
     is_check_name,
     is_runtime_call,
     launch_helpers,
 )
+from gpulint.source import is_driver_path
 
 if TYPE_CHECKING:
     from gpulint.frontends.cuda.file import CudaFile
@@ -65,7 +67,10 @@ class CudaProject:
         and when no caller is found (the launcher is called through a table, from Python...)."""
         seen = set() if seen is None else seen
         seen.add(name)
-        for site in self.callers(name):
+        # A test's, benchmark's or demo's call (a driver path, or `main`) is not the library's
+        # use: the launcher is judged by its library callers.
+        sites = [s for s in self.callers(name) if s.caller != "main" and not is_driver_path(s.path)]
+        for site in sites:
             if site.checked or site.caller in seen:
                 continue
             caller = site.caller
@@ -144,6 +149,11 @@ def file_facts(file: CudaFile, configured: tuple[str, ...] = ()) -> dict:
         checked = (
             _status_checked(file, call)
             or last_check_end(file, function, configured) > call.end_byte
+            # a test that validates the output after the call: a failed launch fails the test
+            or (
+                file.is_test
+                and bool(VALIDATES.search(file.data[call.end_byte : function.end_byte]))
+            )
         )
         calls.append((name, caller, file.span(call)[0], checked))
     defined = {
