@@ -125,11 +125,11 @@ class Summaries:
         self._final: dict[int, Summary] = {}
         self._external: dict[int, Summary | None] = {}
 
-    def of(self, function: ast.AST) -> Summary:
+    def of(self, function: Function) -> Summary:
         key = id(function)
         found = self._final.get(key)
         if found is None:
-            self._solve(self._reachable(function))  # type: ignore[arg-type]
+            self._solve(self._reachable(function))
             found = self._final.get(key, EMPTY)
         return found
 
@@ -215,20 +215,22 @@ class Summaries:
                 sync = self._implicit(f, node) or sync
             if sync is None or sync is weak:
                 what = host_sync(file, node, with_events=False)
+                read = _read_value(node)
                 if (
-                    what not in _NOT_READBACKS
-                    and _read_value(node) is not None
-                    and device_rooted(file, _read_value(node), 0)  # type: ignore[arg-type]
+                    what is not None  # (None is one of _NOT_READBACKS)
+                    and what not in _NOT_READBACKS
+                    and read is not None
+                    and device_rooted(file, read, 0)
                     and not _guarded(file, node, f)
                     and not _in_step_loop(file, node, f)
                     # Only a sync on every call counts for the caller: one under an `if` waits on
                     # a parameter, a config value or the data the caller may never set.
                     and _branch(file, node, f) is None
-                    and not _moved_later(file, f, node, _read_value(node))
+                    and not _moved_later(file, f, node, read)
                 ):
                     line, col, _, _ = file.span(node)
-                    site = SyncSite(what, file.display_path, line, col)  # type: ignore[arg-type]
-                    if not device_rooted(file, _read_value(node), 0, own=False):  # type: ignore[arg-type]
+                    site = SyncSite(what, file.display_path, line, col)
+                    if not device_rooted(file, read, 0, own=False):
                         # Only through `self` (`self.steps.item()`, maybe a CPU counter): kept
                         # only to be replaced by a sync of a model's or a parameter's tensor.
                         if sync is None:
@@ -271,7 +273,7 @@ class Summaries:
         ):
             return None
         line, col, _, _ = file.span(at)
-        return SyncSite(_lower_first(what), file.display_path, line, col)  # type: ignore[arg-type]
+        return SyncSite(_lower_first(what), file.display_path, line, col)
 
     def _upload(self, f: Function, node: ast.Call) -> SyncSite | None:
         """`torch.eye(n, dtype=torch.bool).to(device)` on every call of `f`."""
@@ -287,7 +289,7 @@ class Summaries:
             return None
         line, col, _, _ = file.span(node)
         what = f"`{factory}(...).{terminal_name(node.func)}()`"
-        return SyncSite(what, file.display_path, line, col)  # type: ignore[arg-type]
+        return SyncSite(what, file.display_path, line, col)
 
     def _solve(self, functions: list[Function]) -> None:
         final = self._final
