@@ -326,6 +326,9 @@ for x, y in loader:
         if not self._first_on_line(file, node, (site.path, site.line, loop.lineno)):
             return
         callee = terminal_name(node.func) or "the callee"
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            if func.value.id not in ("self", "cls"):
+                callee = f"{func.value.id}.{callee}"  # `meter.add()`, `utils.clip_grads()`
         where = f"{_short(site.path, file.display_path)}:{site.line}"
         chain = f" (through {site.via})" if site.via else ""
         yield self.report(

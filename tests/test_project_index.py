@@ -79,7 +79,8 @@ def test_a_callee_in_another_module_is_reported_at_the_call_in_the_step_loop(tre
     (finding,) = check("--no-cache")
     assert finding["path"] == "train.py" and finding["line"] == 13
     assert (
-        "`log_metrics()` syncs on every step: `.item()` at pkg/metrics.py:10" in finding["message"]
+        "`M.log_metrics()` syncs on every step: `.item()` at pkg/metrics.py:10"
+        in finding["message"]
     )
     assert "through summarize()" in finding["message"]
     assert finding["related"] == [
@@ -203,4 +204,4 @@ def test_methods_of_built_instances_and_star_imports_resolve_across_modules(tmp_
     # `meter.add()` (a method of an imported class), `grad_norm()` (from a star import, its
     # `.item()` rooted in the gradients through `sum(...)`); not `gate()`, which syncs only
     # past a guard that may return early.
-    assert found == {(13, "`add()`"), (14, "`grad_norm()`")}
+    assert found == {(13, "`meter.add()`"), (14, "`grad_norm()`")}
