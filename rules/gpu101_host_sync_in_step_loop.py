@@ -61,8 +61,10 @@ class HostSyncInStepLoop(Rule):
     cost of training. A block of statements that fill one dict with readbacks of the same kind
     (`metrics["kl"] = kl.item()`, `metrics["entropy"] = ent.item()`...) is one finding, at its
     first line: the first read drains the queue and the fix is one. A sync on a side of an `if` that the script's command-line defaults do not
-    take (`if args.caption_dropout > 0:` with `default=0.0`) is not on the default path either. One line with two reads is one finding, and a helper called from several
-    places of one loop is reported once, at the first call.
+    take (`if args.caption_dropout > 0:` with `default=0.0`) is not on the default path either,
+    unless the README or a launch script in the script's folder passes that option. One line
+    with two reads is one finding, and a helper called from several places of one loop is
+    reported once, at the first call.
 
     ## Why is this bad?
     CUDA runs asynchronously: the CPU queues kernels and races ahead. Reading a value back makes

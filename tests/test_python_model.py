@@ -190,3 +190,31 @@ def test_option_defaults_decide_which_branches_the_default_run_takes():
     assert not off_by_default(file, names["b"], loop)
     assert off_by_default(file, names["c"], loop)
     assert not off_by_default(file, names["d"], loop)  # `args.lr` is computed: unknown
+
+
+def test_an_option_the_scripts_folder_documents_passing_is_not_taken_at_its_default(
+    tmp_path, monkeypatch
+):
+    from gpulint.frontends.python.options import default_truth
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "README.md").write_text("accelerate launch train.py \\\n  --use-lpl\n")
+    text = """
+        import argparse
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--use_lpl", action="store_true")
+        parser.add_argument("--use_ema", action="store_true")
+        args = parser.parse_args()
+        if args.use_lpl:
+            pass
+        if args.use_ema:
+            pass
+        """
+    file = parse(text, "proj/train.py")
+    lpl, ema = (n.test for n in file.nodes(ast.If))
+    assert default_truth(file, lpl) is None  # the README runs it with --use-lpl
+    assert default_truth(file, ema) is False
+    from gpulint import claims
+
+    assert "proj/README.md" in claims.EVIDENCE_READS  # a changed README drops cached results

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import operator
+import os
 import re
 from typing import TYPE_CHECKING
 
@@ -126,10 +127,14 @@ def _flag_table(file: PythonFile) -> dict[str, object]:
 
 
 def _option_value(file: PythonFile, expr: ast.AST) -> object:
-    """The default of `args.name` (any `args`-like object), or `_UNKNOWN`."""
+    """The default of `args.name` (any `args`-like object), or `_UNKNOWN`. An option the
+    script's own folder documents passing (`--use_lpl` in its README or a launch script) is
+    not run at its default by the people who follow those instructions: unknown too."""
     if not (isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name)):
         return _UNKNOWN
     if not _OPTIONS_OBJECT.match(expr.value.id):
+        return _UNKNOWN
+    if expr.attr in documented_flags(file):
         return _UNKNOWN
     found = option_default(file, expr)
     if found is not None:
@@ -197,3 +202,45 @@ def off_by_default(file: PythonFile, node: ast.AST, stop: ast.AST) -> bool:
                     return True
         child = parent
     return False
+
+
+_DOCUMENTED: MemoKey[frozenset[str]] = MemoKey("flags documented beside the script")
+_DOC_SUFFIXES = (".md", ".rst", ".txt", ".sh")
+_FLAG = re.compile(r"--([A-Za-z][\w-]*)")
+
+
+def documented_flags(file: PythonFile) -> frozenset[str]:
+    """Option names (`use_lpl`) that the README, notes or shell scripts in the script's own
+    folder pass (`--use_lpl`, `--use-lpl`). Each file read is recorded as evidence, so a cached
+    result is dropped when it changes."""
+    return file.memo.get(_DOCUMENTED, lambda: _read_documented(file))
+
+
+def _read_documented(file: PythonFile) -> frozenset[str]:
+    folder = os.path.dirname(file.display_path) or "."
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.endswith(_DOC_SUFFIXES))[:50]
+    except OSError:
+        return frozenset()  # linted from memory, or a folder we cannot list: nothing documented
+    found: set[str] = set()
+    for name in names:
+        path = os.path.join(folder, name)
+        if os.path.islink(path) or not os.path.isfile(path):
+            continue
+        try:
+            if os.path.getsize(path) > 2_000_000:
+                continue
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                text = handle.read()
+        except OSError:
+            continue
+        _record_evidence(path)
+        found.update(m.replace("-", "_") for m in _FLAG.findall(text))
+    return frozenset(found)
+
+
+def _record_evidence(path: str) -> None:
+    """The engine keys a file's cached result on the evidence it read (`gpulint.claims`)."""
+    from gpulint import claims
+
+    claims.EVIDENCE_READS.add(path)
