@@ -186,9 +186,12 @@ def _launch_helpers(file: CudaFile, own: frozenset[str] | set[str]) -> tuple[set
     status_checked: set[int] = set()
     functions = {}
     candidates = list(file.launches)
-    for call in file.all_calls:
-        if (file.call_name(call) or "").startswith("cudaLaunch"):
-            candidates.append(call)
+    if b"cudaLaunch" in file.data:  # (asking every call its name costs; most files have none)
+        for call in file.all_calls:
+            if (file.call_name(call) or "").startswith("cudaLaunch"):
+                candidates.append(call)
+    if not candidates:
+        return set(), set()
     for launch in candidates:
         fn = file.enclosing_function(launch)
         if fn is None or file.is_device_function(fn) or file.macro_name(fn) is not None:

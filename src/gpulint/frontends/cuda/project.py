@@ -169,15 +169,17 @@ def file_facts(file: CudaFile, configured: tuple[str, ...] = ()) -> dict:
             and path.type == "string_literal"
         }
     )
+    own = frozenset(file_checks(file))
+    checking, checked_launching = launch_helpers(file, own)
     return {
         "includes": includes,
         "launchers": {n: len(v) for n, v in sorted(launchers.items())},
         "defs": defs,
         "methods": sorted(methods),
         "calls": calls,
-        "checks": sorted(file_checks(file)),
-        "checking": sorted(launch_helpers(file, frozenset(file_checks(file)))[0]),
-        "checked_launching": sorted(launch_helpers(file, frozenset(file_checks(file)))[1]),
+        "checks": sorted(own),
+        "checking": sorted(checking),
+        "checked_launching": sorted(checked_launching),
         "defined": sorted(defined),
     }
 
