@@ -1,6 +1,7 @@
 import re
 
 from gpulint.diagnostics import Severity
+from gpulint.frontends import MemoKey
 from gpulint.frontends.cuda.file import CudaFile
 from gpulint.frontends.cuda.idioms import function_name, launch_check_for
 from gpulint.frontends.cuda.project import launch_checked_in
@@ -264,6 +265,8 @@ void run(float* x, cudaStream_t s) {
         )
 
 
+_FUNCTOR_CHECKED: MemoKey[dict[tuple, bool]] = MemoKey("gpu802.functor_checked")
+
 # A compile-time constant in a launch configuration: a literal, an ALL_CAPS name, `Cfg::NAME`.
 _CONSTANT_CONFIG = re.compile(
     r"^(?:\s|\d+[uUlL]*|[-+*/%()]|(?:[A-Za-z_]\w*::)*[A-Z][A-Z0-9_]*\b|dim3\b|,)*$"
@@ -298,7 +301,6 @@ def _fixed_before_checked_launch(file: CudaFile, node, function) -> bool:
 def _functor_checked_by_users(file: CudaFile, function, configured) -> bool:
     """`function` is a method of a class (a functor handed to a dispatch template) whose every
     mention in the file outside its own body sits in a function that checks after it."""
-    from gpulint.frontends.cuda.project import last_check_end
 
     body = next((a for a in file.ancestors(function) if a.type == "field_declaration_list"), None)
     if body is None or body.parent is None:
@@ -306,8 +308,17 @@ def _functor_checked_by_users(file: CudaFile, function, configured) -> bool:
     name_node = body.parent.child_by_field_name("name")
     if name_node is None:
         return False
-    name = file.node_text(name_node).encode()
     owner = body.parent
+    memo = file.memo.get(_FUNCTOR_CHECKED, dict)
+    key = (owner.start_byte, tuple(configured))
+    if key not in memo:  # once per class, not once per launch in its methods
+        memo[key] = _class_uses_checked(file, owner, file.node_text(name_node).encode(), configured)
+    return memo[key]
+
+
+def _class_uses_checked(file: CudaFile, owner, name: bytes, configured) -> bool:
+    from gpulint.frontends.cuda.project import last_check_end
+
     seen = 0
     for m in re.finditer(rb"\b" + re.escape(name) + rb"\b", file.data):
         if owner.start_byte <= m.start() < owner.end_byte:
