@@ -29,15 +29,14 @@ def dataset_on_device(file: PythonFile, call: ast.Call) -> bool:
 
 
 def _assigned(file: PythonFile, call: ast.Call, dataset: ast.AST) -> list[ast.AST]:
-    """Values assigned to the dataset's name in the loader's function (or module)."""
+    """Values assigned to the dataset's name that may reach the loader (`ds = Cls(...)` above
+    it, or in a loop around it), from the model's bindings."""
     if not isinstance(dataset, ast.Name):
         return []
-    scope = file.enclosing_function(call) or file.tree
     return [
-        node.value
-        for node in ast.walk(scope)
-        if isinstance(node, ast.Assign)
-        and any(isinstance(t, ast.Name) and t.id == dataset.id for t in node.targets)
+        b.value
+        for b in file.model.bindings_of(dataset.id, before=call)
+        if b.kind in ("assign", "annassign") and b.value is not None
     ]
 
 

@@ -1,7 +1,7 @@
 import ast
 
 from gpulint.frontends.python.file import PythonFile
-from gpulint.frontends.python.model import MemoKey, position
+from gpulint.frontends.python.model import position
 from gpulint.frontends.python.timing import first_sync
 from gpulint.rule import Rule
 
@@ -95,27 +95,18 @@ class ElapsedTimeWithoutSynchronize(Rule):
 
     @staticmethod
     def _is_event(receiver: ast.AST, file: PythonFile) -> bool:
-        """The receiver is bound to `torch.cuda.Event(...)` in its own scope (or an enclosing one),
-        directly, through a list of events, or as the loop variable over such a list. Parameters
-        are unknown."""
+        """The receiver is bound to `torch.cuda.Event(...)` where it is read (its own scope or
+        an enclosing one), directly, through a list of events, or as the loop variable over such
+        a list; an attribute (`self.start`), where the file assigns events to it. Parameters are
+        unknown."""
         while isinstance(receiver, ast.Subscript):
             receiver = receiver.value
         if isinstance(receiver, ast.Attribute):
-            return receiver.attr in _event_bindings(file, None)[1]
-        if not isinstance(receiver, ast.Name):
-            return False
-        scopes = [
-            a
-            for a in file.ancestors(receiver)
-            if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
-        ]
-        for scope in [*scopes, None]:
-            names, _, params = _event_bindings(file, scope)
-            if receiver.id in params:
-                return False
-            if receiver.id in names:
-                return True
-        return False
+            return any(
+                _makes_event(file, store.node.value)
+                for store in file.model.attribute_stores(receiver.attr)
+            )
+        return isinstance(receiver, ast.Name) and _name_is_event(file, receiver)
 
 
 def _base(node: ast.AST) -> str | None:
@@ -124,44 +115,30 @@ def _base(node: ast.AST) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
-_EventBindings = tuple[set[str], set[str], set[str]]
-_EVENT_BINDINGS: MemoKey[dict[int, _EventBindings]] = MemoKey("GPU603 event bindings by scope")
+def _makes_event(file: PythonFile, value: ast.AST | None) -> bool:
+    return value is not None and any(
+        isinstance(c, ast.Call) and file.qualname(c) in _EVENT for c in ast.walk(value)
+    )
 
 
-def _event_bindings(file: PythonFile, scope: ast.AST | None) -> _EventBindings:
-    """(names bound to events in `scope`, attribute names bound to events anywhere, parameters)."""
-    cache = file.memo.get(_EVENT_BINDINGS, dict)
-    key = id(scope)
-    if key in cache:
-        return cache[key]
-    root = scope if scope is not None else file.tree
-    names: set[str] = set()
-    attrs: set[str] = set()
+def _name_is_event(file: PythonFile, name: ast.Name, depth: int = 0) -> bool:
+    """`name` as read here is bound to events, by the model's bindings in the scope it resolves
+    to: `start = torch.cuda.Event(...)`, `starts = [Event() ...]`, or `for s, e in zip(starts,
+    ends)` over such names. A parameter of that scope makes it unknown."""
+    model = file.model
+    scope = model.defining_scope(name.id, name)
     if scope is None:
-        nodes = list(ast.walk(root))  # attributes (`self.start`) are looked up file-wide
-    else:
-        nodes = [n for n in ast.walk(root) if file.enclosing_function(n) is scope]
-    for node in nodes:
-        value = getattr(node, "value", None)
-        if isinstance(node, (ast.Assign, ast.AnnAssign)) and value is not None:
-            if any(isinstance(c, ast.Call) and file.qualname(c) in _EVENT for c in ast.walk(value)):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                for target in targets:
-                    for t in ast.walk(target):
-                        if isinstance(t, ast.Attribute):
-                            attrs.add(t.attr)
-                        elif isinstance(t, ast.Name) and (
-                            scope is not None or file.enclosing_function(t) is None
-                        ):
-                            names.add(t.id)
-    # `for s, e in zip(starts, ends)` / `[s.elapsed_time(e) for s, e in zip(starts, ends)]`
-    for node in ast.walk(root):
-        if isinstance(node, (ast.For, ast.comprehension)):
-            if any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node.iter)):
-                names |= {t.id for t in ast.walk(node.target) if isinstance(t, ast.Name)}
-    params: set[str] = set()
-    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-        args = scope.args
-        params = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}
-    cache[key] = (names, attrs, params)
-    return cache[key]
+        return False
+    bound = model.bindings_in(scope, name.id)
+    if any(b.kind == "param" for b in bound):
+        return False
+    for b in bound:
+        if b.kind in ("assign", "annassign") and _makes_event(file, getattr(b.node, "value", None)):
+            return True
+        if b.kind == "for" and depth < 3 and isinstance(b.node, (ast.For, ast.comprehension)):
+            if any(
+                isinstance(n, ast.Name) and _name_is_event(file, n, depth + 1)
+                for n in ast.walk(b.node.iter)
+            ):
+                return True
+    return False

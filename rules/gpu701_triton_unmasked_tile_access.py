@@ -377,12 +377,12 @@ def _resolve_grid(file: PythonFile, node, at):
     if isinstance(node, ast.Lambda):
         return node.body
     if isinstance(node, ast.Name):
+        # The last `grid = ...` above the launch in the launcher's own body.
         scope = file.enclosing_function(at) or file.tree
         found = None
-        for n in ast.walk(scope):
-            if isinstance(n, ast.Assign) and n.lineno < at.lineno:
-                if any(isinstance(t, ast.Name) and t.id == node.id for t in n.targets):
-                    found = n.value
+        for b in file.model.bindings_in(scope, node.id):  # in source order
+            if isinstance(b.node, ast.Assign) and b.node.lineno < at.lineno and b.value is not None:
+                found = b.value
         if isinstance(found, ast.Lambda):
             return found.body
         return found

@@ -49,6 +49,46 @@ class Binding:
         return self.kind in ("assign", "augassign", "annassign")
 
 
+@dataclass(frozen=True, slots=True)
+class AttributeStore:
+    """One assignment to an attribute (`self.start = time.time()`, `timer.t0: float = 0.0`).
+
+    `target` is the `ast.Attribute` stored to, `node` the statement, `value` what it is given
+    (for `a.x, a.y = p, q`, the matching element; None when that cannot be told)."""
+
+    target: ast.Attribute
+    node: ast.Assign | ast.AnnAssign
+    value: ast.expr | None
+
+
+def unpacked_value(binding: Binding) -> ast.expr | None:
+    """What `binding` gives its name: its `value`, or for unpacking of a literal tuple
+    (`BLOCK_M, BLOCK_N = 64, 128`) the element matched to the name."""
+    if binding.value is not None or not isinstance(binding.node, ast.Assign):
+        return binding.value
+    for target in binding.node.targets:
+        found = _matched(target, binding.node.value, binding.name, binding.position)
+        if found is not None:
+            return found
+    return None
+
+
+def _matched(target: ast.expr, value: ast.expr, name: str, at: Position) -> ast.expr | None:
+    if isinstance(target, ast.Name):
+        return value if target.id == name and position(target) == at else None
+    if not (isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List))):
+        return None
+    if len(target.elts) != len(value.elts) or any(
+        isinstance(e, ast.Starred) for e in (*target.elts, *value.elts)
+    ):
+        return None
+    for t, v in zip(target.elts, value.elts, strict=True):
+        found = _matched(t, v, name, at)
+        if found is not None:
+            return found
+    return None
+
+
 def position(node: ast.AST) -> Position:
     return getattr(node, "lineno", 0), getattr(node, "col_offset", 0)
 
@@ -106,6 +146,7 @@ class SemanticModel:
         self._scope_of: dict[int, ast.AST] = {}
         self._calls: dict[str, list[ast.Call]] | None = None
         self._functions: dict[str, list[Function]] | None = None
+        self._attribute_stores: dict[str, list[AttributeStore]] | None = None
 
     # -- scopes ------------------------------------------------------------------------------
     def scope_of(self, node: ast.AST) -> ast.AST:
@@ -271,6 +312,25 @@ class SemanticModel:
                 return [b.value for b in found]
         return []
 
+    def attribute_stores(self, attr: str) -> list[AttributeStore]:
+        """Every assignment (`=` or annotated, with a value) to an attribute named `attr`, on
+        any object, anywhere in the file, in source order: the table is built once from the
+        file's indexed assignments. Which object it is on is the caller's question
+        (`store.target.value`), as is which scope (`scope_of(store.node)`)."""
+        if self._attribute_stores is None:
+            table: dict[str, list[AttributeStore]] = {}
+            for node in self.file.nodes(ast.Assign, ast.AnnAssign):
+                if node.value is None:
+                    continue
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    for t, value in _attribute_targets(target, node.value):
+                        table.setdefault(t.attr, []).append(AttributeStore(t, node, value))
+            for stores in table.values():
+                stores.sort(key=lambda s: position(s.target))
+            self._attribute_stores = table
+        return self._attribute_stores.get(attr, [])
+
     def _ancestors_in_scope(self, node: ast.AST) -> Iterator[ast.AST]:
         for ancestor in self.file.ancestors(node):
             if isinstance(ancestor, SCOPES):
@@ -378,6 +438,24 @@ _BINDING_KINDS = (
     ast.AsyncWith, ast.NamedExpr, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import,
     ast.ImportFrom, ast.ExceptHandler,
 )  # fmt: skip
+
+
+def _attribute_targets(
+    target: ast.expr, value: ast.expr | None
+) -> Iterator[tuple[ast.Attribute, ast.expr | None]]:
+    """The attributes a target stores to, each with its value where a literal tuple says it."""
+    if isinstance(target, ast.Attribute):
+        yield target, value
+    elif isinstance(target, (ast.Tuple, ast.List)):
+        values: list[ast.expr | None] = [None] * len(target.elts)
+        if (
+            isinstance(value, (ast.Tuple, ast.List))
+            and len(value.elts) == len(target.elts)
+            and not any(isinstance(e, ast.Starred) for e in (*target.elts, *value.elts))
+        ):
+            values = list(value.elts)
+        for t, v in zip(target.elts, values, strict=True):
+            yield from _attribute_targets(t.value if isinstance(t, ast.Starred) else t, v)
 
 
 def _by_position(binding: Binding) -> Position:

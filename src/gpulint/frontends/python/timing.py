@@ -106,17 +106,22 @@ def _positioned(scope: ast.AST, file: PythonFile | None) -> tuple[list, list]:
     return found
 
 
-def _clock_assignments(file: PythonFile, scope: ast.AST) -> dict[str, list[ast.Call]]:
-    """`t0 = time.time()` / `self.start = perf_counter()`: target text -> the clock calls."""
-    out: dict[str, list[ast.Call]] = {}
-    for node in scope_nodes(scope):
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-            if not is_clock(file, node.value):
-                continue
-            for target in node.targets:
-                if isinstance(target, (ast.Name, ast.Attribute)):
-                    out.setdefault(file.segment(target), []).append(node.value)
-    return out
+def _clock_starts(
+    file: PythonFile, scope: ast.AST, read: ast.Name | ast.Attribute
+) -> list[ast.Call]:
+    """The clock calls assigned in `scope`'s own body to what `read` names (`t0 = time.time()`,
+    `self.start = perf_counter()`), from the model's bindings and attribute stores."""
+    model = file.model
+    if isinstance(read, ast.Name):
+        values = [b.value for b in model.bindings_in(scope, read.id) if b.kind != "augassign"]
+    else:
+        text = file.segment(read)
+        values = [
+            s.value
+            for s in model.attribute_stores(read.attr)
+            if model.scope_of(s.node) is scope and file.segment(s.target) == text
+        ]
+    return [v for v in values if isinstance(v, ast.Call) and is_clock(file, v)]
 
 
 _INTERVALS: MemoKey[list[Interval]] = MemoKey("timing intervals")
@@ -130,17 +135,12 @@ def _intervals(file: PythonFile) -> list[Interval]:
     found: dict[tuple[int, int], Interval] = {}
     scopes = [file.tree, *file.nodes(ast.FunctionDef, ast.AsyncFunctionDef)]
     for scope in scopes:
-        assigned = None
         for node in scope_nodes(scope):
             if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub)):
                 continue
             if not isinstance(node.right, (ast.Name, ast.Attribute)):
                 continue
-            if assigned is None:
-                assigned = _clock_assignments(file, scope)
-                if not assigned:
-                    break
-            starts = assigned.get(file.segment(node.right))
+            starts = _clock_starts(file, scope, node.right)
             if not starts:
                 continue
             end: ast.Call
@@ -148,9 +148,7 @@ def _intervals(file: PythonFile) -> list[Interval]:
                 end = node.left
             elif isinstance(node.left, (ast.Name, ast.Attribute)):
                 ends = [
-                    c
-                    for c in assigned.get(file.segment(node.left), [])
-                    if position(c) < position(node)
+                    c for c in _clock_starts(file, scope, node.left) if position(c) < position(node)
                 ]
                 if not ends:
                     continue
@@ -172,7 +170,7 @@ def local_function(file: PythonFile, name: str | None) -> ast.AST | None:
 
 
 _SYNCS: MemoKey[dict[tuple[int, int], bool]] = MemoKey("is_sync by node")
-_PIPELINES: MemoKey[dict[int, frozenset[str]]] = MemoKey("pipeline names by scope")
+_PIPELINE = re.compile(r"Pipeline|\bpipeline\(")
 _FIRST_SYNC: MemoKey[dict[tuple[int, bool], tuple | None]] = MemoKey("first sync by scope")
 
 
@@ -223,18 +221,12 @@ def _is_sync(file: PythonFile, node: ast.AST, depth: int) -> bool:
 def _pipeline(file: PythonFile, name: ast.Name, at: ast.AST) -> bool:
     """`pipe = DiffusionPipeline.from_pretrained(...)` / `pipe = pipeline("text-generation")`."""
     scope = file.enclosing_function(at) or file.tree
-    table = file.memo.get(_PIPELINES, dict)
-    names = table.get(id(scope))
-    if names is None:  # once per scope, not once per call in it
-        names = table[id(scope)] = frozenset(
-            t.id
-            for node in scope_nodes(scope)
-            if isinstance(node, ast.Assign)
-            and re.search(r"Pipeline|\bpipeline\(", file.segment(node.value))
-            for t in node.targets
-            if isinstance(t, ast.Name)
-        )
-    return name.id in names
+    return any(
+        b.kind == "assign"
+        and b.value is not None
+        and _PIPELINE.search(file.segment(b.value)) is not None
+        for b in file.model.bindings_in(scope, name.id)
+    )
 
 
 def _boolean_mask(index: ast.AST) -> bool:

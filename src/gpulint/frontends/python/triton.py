@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gpulint.frontends import BackLink, MemoKey
+from gpulint.frontends.python.model import unpacked_value
 from gpulint.frontends.python.names import terminal_name
 
 if TYPE_CHECKING:
@@ -1447,27 +1448,22 @@ def launches(file: PythonFile, kernel: Kernel) -> list[ast.Call]:
     ]
 
 
-def _host_value(file: PythonFile, scope, node: ast.expr, line: int, depth: int = 0) -> ast.expr:
+def _host_value(
+    file: PythonFile, scope: ast.AST, node: ast.expr, line: int, depth: int = 0
+) -> ast.expr:
     """A name in host code replaced by the value of its last assignment above `line` in the
-    launcher (tuple unpacking of a tuple included); anything else as it is."""
+    launcher's own body (unpacking of a literal tuple included); anything else as it is."""
     if depth > 4 or not isinstance(node, ast.Name):
         return node
     found = None
-    for n in ast.walk(scope):
-        if isinstance(n, ast.Assign) and n.lineno < line:
-            for t in n.targets:
-                if isinstance(t, ast.Name) and t.id == node.id:
-                    found = (n.lineno, n.value)
-                elif isinstance(t, (ast.Tuple, ast.List)) and isinstance(
-                    n.value, (ast.Tuple, ast.List)
-                ):
-                    for te, ve in zip(t.elts, n.value.elts, strict=False):
-                        if isinstance(te, ast.Name) and te.id == node.id:
-                            if found is None or found[0] <= n.lineno:
-                                found = (n.lineno, ve)
+    for b in file.model.bindings_in(scope, node.id):  # in source order
+        if isinstance(b.node, (ast.Assign, ast.AnnAssign)) and b.node.lineno < line:
+            value = unpacked_value(b)
+            if value is not None:
+                found = value
     if found is None:
         return node
-    return _host_value(file, scope, found[1], line, depth + 1)
+    return _host_value(file, scope, found, line, depth + 1)
 
 
 def _host_int(file: PythonFile, scope, node: ast.AST, line: int) -> int | None:
