@@ -1,7 +1,8 @@
 """The parsed file is typed and owns its caches: every `file` parameter in the package and the
 rules is annotated (so the type checker sees what a rule asks of its front-end), and no rule or
 helper stashes facts on the file object or keeps its own per-file table: a fact computed once per
-file goes in the file's typed memo (`file.memo.get(KEY, build)`)."""
+file goes in the file's typed memo (`file.memo.get(KEY, build)`). "What was assigned to this
+name" is answered by the semantic model (`frontends/python/model.py`) alone."""
 
 from __future__ import annotations
 
@@ -132,3 +133,150 @@ def test_the_checks_catch_what_they_are_for(tmp_path):
     found = file_stashes([bad])
     assert len(found) == 7, found
     assert file_stashes([good]) == []
+
+
+# Functions outside the model that do look at assignments by name, and why that is not a private
+# "what was assigned to this name" table: each is an analysis of its own, not a lookup.
+_ASSIGNMENT_WALKS_ALLOWED = {
+    # Triton kernels' value-flow analysis (which bits a value carries along the kernel's
+    # statements, branch by branch): a dataflow engine over kernel code, not a name lookup.
+    "src/gpulint/frontends/python/triton.py:OffsetFlow._stmt",
+    # GPU103: names derived from the batch by unpacking, followed forward in source order.
+    "rules/gpu103_pinned_batch_blocking_copy.py:_derive",
+}
+# Not yet moved to the model (issue 17): listed so that any new one fails; remove as they move.
+_ASSIGNMENT_WALKS_LEFT = {
+    # GPU502's own reaching-definitions analysis, a debt of its own in issue 17.
+    "rules/gpu502_hand_rolled_attention.py:HandRolledAttention._weights_leave",
+    "rules/gpu502_hand_rolled_attention.py:HandRolledAttention._bindings",
+    "rules/gpu404_ddp_without_device_ids.py:DdpWithoutDeviceIds._model_on_cpu",
+    "src/gpulint/frontends/python/file.py:PythonFile.dataloader_names",
+    "src/gpulint/frontends/python/loops.py:LoopModel.moved_to_device",
+    "src/gpulint/frontends/python/summaries.py:_moved_later",
+    "src/gpulint/frontends/python/triton.py:_module_constants",
+}
+
+
+def _ast_attribute(node: ast.AST, names: tuple[str, ...]) -> bool:
+    return (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "ast"
+        and node.attr in names
+    )
+
+
+def _keys_by_name(node: ast.AST) -> bool:
+    """`t.id == name` / `t.id in names`, `table.setdefault(t.id, ...)` / `names.add(t.id)`,
+    `{t.id for ...}` / `{t.id: ...}`, `table[t.id] = ...`: something keyed by a Name's id."""
+
+    def is_id(n: ast.AST | None) -> bool:
+        # `t.id`, or a target's text (`file.segment(t)`, which keys `self.start` too)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
+            return n.func.attr == "segment"
+        return isinstance(n, ast.Attribute) and n.attr == "id"
+
+    if isinstance(node, ast.Compare) and any(isinstance(op, (ast.Eq, ast.In)) for op in node.ops):
+        sides = [node.left, *node.comparators]
+        # `t.value.id == "self"` / `x.id in ("self", "cls")` ask which object, not which name
+        # was assigned.
+        constant = [
+            n
+            for n in sides
+            if isinstance(n, ast.Constant)
+            or (
+                isinstance(n, (ast.Tuple, ast.List, ast.Set))
+                and all(isinstance(e, ast.Constant) for e in n.elts)
+            )
+        ]
+        return any(is_id(n) for n in sides) and not constant
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+        return node.func.attr in ("setdefault", "add", "append") and is_id(node.args[0])
+    if isinstance(node, (ast.SetComp, ast.ListComp, ast.GeneratorExp)):
+        return is_id(node.elt)
+    if isinstance(node, ast.DictComp):
+        return is_id(node.key)
+    if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+        return is_id(node.slice)
+    return False
+
+
+def _assignment_walks(path: Path) -> list[str]:
+    """Functions of `path` that match assignment statements (`ast.Assign`/`ast.AnnAssign`),
+    read their targets, and key something by a name's `.id` (or a target's text)."""
+    tree = _parse(path)
+    owners: dict[int, str] = {}
+    for cls in ast.walk(tree):
+        if isinstance(cls, ast.ClassDef):
+            for item in cls.body:
+                owners[id(item)] = f"{cls.name}."
+    out = []
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        nodes = list(ast.walk(fn))
+        matches_assignments = any(_ast_attribute(n, ("Assign", "AnnAssign")) for n in nodes)
+        reads_targets = any(
+            isinstance(n, ast.Attribute) and n.attr in ("targets", "target") for n in nodes
+        )
+        if matches_assignments and reads_targets and any(_keys_by_name(n) for n in nodes):
+            out.append(f"{_rel(path)}:{owners.get(id(fn), '')}{fn.name}")
+    return out
+
+
+def assignment_lookups(paths: list[Path]) -> list[str]:
+    """Private tables of what was assigned to a name, which the semantic model answers
+    (`bindings_of`, `bindings_in`, `values_of`, `unpacked_value`, `attribute_stores`)."""
+    known = _ASSIGNMENT_WALKS_ALLOWED | _ASSIGNMENT_WALKS_LEFT
+    return [
+        where
+        for path in paths
+        if path != PACKAGE / "frontends" / "python" / "model.py"
+        for where in _assignment_walks(path)
+        if where not in known
+    ]
+
+
+def test_no_rule_or_helper_keeps_its_own_assignment_table():
+    assert assignment_lookups(_sources(PACKAGE, RULES)) == []
+    # Every listed exception still exists and still matches: a stale entry would hide a new one.
+    for entry in _ASSIGNMENT_WALKS_ALLOWED | _ASSIGNMENT_WALKS_LEFT:
+        assert entry in _assignment_walks(ROOT / entry.split(":")[0]), entry
+
+
+def test_the_assignment_check_catches_what_it_is_for(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "import ast\n"
+        "def assigned(file, call, name):\n"
+        "    return [n.value for n in ast.walk(file.tree) if isinstance(n, ast.Assign)\n"
+        "            and any(isinstance(t, ast.Name) and t.id == name.id for t in n.targets)]\n"
+        "def table(scope):\n"
+        "    out = {}\n"
+        "    for n in ast.walk(scope):\n"
+        "        if isinstance(n, ast.AnnAssign):\n"
+        "            out.setdefault(n.target.id, []).append(n.value)\n"
+        "    return out\n"
+        "def clocks(file, scope):\n"
+        "    out = {}\n"
+        "    for n in ast.walk(scope):\n"
+        "        if isinstance(n, ast.Assign):\n"
+        "            for t in n.targets:\n"
+        "                out.setdefault(file.segment(t), []).append(n.value)\n"
+        "    return out\n"
+    )
+    good = tmp_path / "good.py"
+    good.write_text(
+        "import ast\n"
+        "def assigned(file, call, name):\n"
+        "    return [b.value for b in file.model.bindings_of(name.id, before=call)]\n"
+        "def visit_Assign(self, node, file):\n"
+        "    if isinstance(node.value, ast.Call):\n"
+        "        yield node\n"
+        "def on_self(assign):\n"
+        "    return isinstance(assign, ast.Assign) and assign.targets[0].value.id == 'self'\n"
+        "def reads(scope, name):\n"
+        "    return [n for n in ast.walk(scope) if isinstance(n, ast.Name) and n.id == name]\n"
+    )
+    assert assignment_lookups([bad]) == [f"{bad}:assigned", f"{bad}:table", f"{bad}:clocks"]
+    assert assignment_lookups([good]) == []
