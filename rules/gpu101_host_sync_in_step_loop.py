@@ -307,7 +307,8 @@ for x, y in loader:
         reads a tensor back: reported here, where the loop makes it cost, naming the line."""
         func = node.func
         if isinstance(func, ast.Attribute) and (
-            func.attr in READBACK_METHODS or not isinstance(func.value, ast.Name)
+            func.attr in READBACK_METHODS
+            or not (isinstance(func.value, ast.Name) or _self_attribute(func.value))
         ):
             return  # `x.item()` is the sync itself; `a.b.f()` resolves to nothing we know
         if not isinstance(func, (ast.Name, ast.Attribute)):
@@ -331,6 +332,8 @@ for x, y in loader:
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
             if func.value.id not in ("self", "cls"):
                 callee = f"{func.value.id}.{callee}"  # `meter.add()`, `utils.clip_grads()`
+        elif isinstance(func, ast.Attribute) and _self_attribute(func.value):
+            callee = f"self.{func.value.attr}.{callee}"  # type: ignore[attr-defined]
         where = f"{_short(site.path, file.display_path)}:{site.line}"
         chain = f" (through {site.via})" if site.via else ""
         yield self.report(
@@ -629,3 +632,12 @@ def _filled_container(statement: ast.AST | None) -> str | None:
     if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
         return target.value.id
     return None
+
+
+def _self_attribute(node: ast.AST) -> bool:
+    """`self.mp_trainer` in `self.mp_trainer.optimize(opt)`: the object's own helper."""
+    return (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+    )

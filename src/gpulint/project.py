@@ -135,6 +135,14 @@ class ProjectSession:
             # `from pkg import utils` then `utils(...)`: not a function call we know.
             resolved = self.index.resolve_module(module)
             return (resolved, attr) if resolved else None
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute):
+            # `self.mp_trainer.optimize()` with `self.mp_trainer = MixedPrecisionTrainer(...)`
+            built = file.model.constructed_class(func.value)
+            found = self._imported(file, built.id, built) if built is not None else None
+            if built is None or found is None or found[1] is None:
+                return None
+            resolved = self.index.resolve_module(found[0])
+            return (resolved, f"{found[1]}.{func.attr}") if resolved else None
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
             imported = self._imported(file, func.value.id, call)
             if imported is None:

@@ -391,7 +391,7 @@ class SemanticModel:
                 if isinstance(stmt, FUNCTIONS) and stmt.name == func.attr:
                     return stmt
             return None
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        if isinstance(func, ast.Attribute) and isinstance(func.value, (ast.Name, ast.Attribute)):
             # `meter = Meter()` ... `meter.add(loss)`: a method of a class of this file
             built = self.constructed_class(func.value)
             cls_node = self._local_class(built) if built is not None else None
@@ -401,13 +401,45 @@ class SemanticModel:
                         return stmt
         return None
 
-    def constructed_class(self, name: ast.Name) -> ast.Name | None:
+    def constructed_class(self, name: ast.AST) -> ast.Name | None:
         """`Meter` in `meter = Meter(...)`, where that is the one binding of `meter` reaching
-        `name` (a class's instance, by the call that built it); None otherwise."""
+        `name` (a class's instance, by the call that built it), or in `self.meter = Meter(...)`,
+        the one assignment to `self.meter` in the class around `name`; None otherwise."""
+        if (
+            isinstance(name, ast.Attribute)
+            and isinstance(name.value, ast.Name)
+            and name.value.id == "self"
+        ):
+            return self._attribute_class(name)
+        if not isinstance(name, ast.Name):
+            return None
         bound = self.reaching(name.id, name)
         if len(bound) != 1 or bound[0].kind != "assign":
             return None
         value = bound[0].value
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
+            return value.func
+        return None
+
+    def _attribute_class(self, attribute: ast.Attribute) -> ast.Name | None:
+        cls = self.enclosing_class(attribute)
+        if cls is None:
+            return None
+        built: list[ast.expr] = []
+        for node in ast.walk(cls):
+            if isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    if (
+                        isinstance(target, ast.Attribute)
+                        and target.attr == attribute.attr
+                        and isinstance(target.value, ast.Name)
+                        and target.value.id == "self"
+                    ):
+                        built.append(node.value)  # type: ignore[arg-type]
+        if len(built) != 1:
+            return None  # reassigned somewhere: which instance is it at the call?
+        value = built[0]
         if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
             return value.func
         return None

@@ -465,10 +465,21 @@ _MODEL_CALL = re.compile(
 
 
 def _resolvable(call: ast.Call) -> bool:
-    """A call the model or the project index may resolve: `f()`, `self.m()`, `mod.f()`."""
+    """A call the model or the project index may resolve: `f()`, `self.m()`, `mod.f()`,
+    `self.trainer.optimize()`."""
     func = call.func
     return isinstance(func, ast.Name) or (
-        isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+        isinstance(func, ast.Attribute)
+        and (isinstance(func.value, ast.Name) or _self_attribute(func.value))
+    )
+
+
+def _self_attribute(node: ast.AST) -> bool:
+    """`self.mp_trainer`: an attribute of the object, whose class `__init__` may say."""
+    return (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
     )
 
 
@@ -525,6 +536,9 @@ def _branch(file: PythonFile, node: ast.AST, function: ast.AST) -> tuple | None:
         if parent is function:
             return found
         if isinstance(parent, ast.If) and child is not parent.test:
+            if child in parent.body and _has_grad(parent.test):
+                child = parent
+                continue  # `if p.grad is not None:`: true for every trained parameter
             if found is not None:
                 return ("nested", 0)
             found = (parent, 0 if child in parent.body else 1)
@@ -536,6 +550,19 @@ def _branch(file: PythonFile, node: ast.AST, function: ast.AST) -> tuple | None:
             return ("nested", 0)
         child = parent
     return found
+
+
+def _has_grad(test: ast.AST) -> bool:
+    """`p.grad is not None`: after a backward pass, so for every parameter being trained."""
+    return (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.IsNot)
+        and isinstance(test.left, ast.Attribute)
+        and test.left.attr == "grad"
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value is None
+    )
 
 
 def _after_early_return(file: PythonFile, node: ast.AST, function: ast.AST) -> bool:
