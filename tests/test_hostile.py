@@ -617,10 +617,12 @@ SCALING = {
     ),
     "GPU808": (
         "b.cu",
-        "#include <cstdlib>\nvoid f(cudaStream_t s) {\n"
+        "#include <cstdlib>\nvoid f(cudaStream_t s, int n) {\n"
         + "".join(
             f"  float* h{i} = (float*)malloc(4);\n  float* d{i}; cudaMalloc(&d{i}, 4);\n"
-            f"  cudaMemcpyAsync(d{i}, h{i}, 4, cudaMemcpyHostToDevice, s);\n"
+            f"  for (int k = 0; k < n; ++k) {{\n"
+            f"    cudaMemcpyAsync(d{i}, h{i}, 4, cudaMemcpyHostToDevice, s);\n"
+            f"    cudaStreamSynchronize(s);\n  }}\n"
             for i in range(N_READS)
         )
         + "}\n",
