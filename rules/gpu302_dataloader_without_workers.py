@@ -7,7 +7,7 @@ from gpulint.diagnostics import Severity
 from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.model import SCOPES
 from gpulint.frontends.python.names import has_star_kwargs, keyword, terminal_name
-from gpulint.frontends.python.options import option_default
+from gpulint.frontends.python.options import documented_elsewhere, option_default
 from gpulint.frontends.python.tensors import assigned_values
 from gpulint.frontends.python.transfers import device_transfer
 from gpulint.rule import Rule
@@ -186,7 +186,9 @@ class DataLoaderWithoutWorkers(Rule):
     whole input pipeline (reading, decoding, augmenting, collating) runs in the training process,
     between GPU steps. `num_workers` read from the script's own command line counts with the
     option's default (`num_workers=args.workers` with `--workers` defaulting to 0) where every
-    sample is decoded or transformed when it is read. Other `num_workers` from a variable or
+    sample is decoded or transformed when it is read, unless the script's folder documents a
+    value: a command in a README or `.sh` launch script beside it that runs the script with
+    `--workers=4`, or a README that names the option. Other `num_workers` from a variable or
     `**kwargs`, tests, CPU-only modules,
     modules with no training or evaluation loop (data preparation scripts), loaders over
     in-memory tensors (`TensorDataset`, tensors already on the GPU), pre-tokenised text (a
@@ -283,8 +285,13 @@ trainer.fit(model, loader)
                 return
             yield self.report(file, node, severity=severity, how="without `num_workers`")
         elif (option := option_default(file, workers.value)) is not None:
-            _, default = option
-            if type(default) is int and default == 0 and _works_per_item(file, node):
+            dest, default = option
+            if (
+                type(default) is int
+                and default == 0
+                and _works_per_item(file, node)
+                and not documented_elsewhere(file, dest)  # the documented command sets it
+            ):
                 # `num_workers=args.workers` with `--workers` defaulting to 0: a run with the
                 # script's own defaults loads in the training process.
                 shown = ast.unparse(workers.value)

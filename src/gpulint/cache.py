@@ -22,7 +22,8 @@ MAX_CACHE_BYTES = 512 * 1024 * 1024
 
 def evidence_stamp(path: str) -> list | None:
     """What a cached result assumed about an evidence path: its size and modification time (a
-    folder: those of its records), or None where there was nothing."""
+    folder: its own modification time, which an added or removed entry changes, and those of its
+    records), or None where there was nothing."""
     try:
         st = os.stat(path)
     except (OSError, ValueError):
@@ -32,7 +33,10 @@ def evidence_stamp(path: str) -> list | None:
             names = sorted(n for n in os.listdir(path) if n.endswith(".json"))[-2000:]
         except OSError:
             return None
-        return [[n, *(evidence_stamp(os.path.join(path, n)) or [])] for n in names]
+        return [
+            st.st_mtime_ns,
+            *([n, *(evidence_stamp(os.path.join(path, n)) or [])] for n in names),
+        ]
     return [st.st_size, st.st_mtime_ns]
 
 

@@ -244,3 +244,84 @@ def _record_evidence(path: str) -> None:
     from gpulint import claims
 
     claims.EVIDENCE_READS.add(path)
+
+
+# -- what the script's own documentation passes (GPU302) -------------------------------------
+# A script whose option defaults to 0 but whose documented command (a README or a `.sh` launch
+# script in the script's folder) passes it a value: the run the maintainers tell users to make
+# sets it. These files are read as bounded text, never executed; only once a rule has decided it
+# would otherwise report, so most files never look beside themselves.
+MAX_LAUNCH_DOCS = 16  # files of the folder read at most
+MAX_LAUNCH_DOC_BYTES = 256 * 1024
+_LAUNCH_DOC = re.compile(r"(?i)^(?:readme[\w.-]*\.(?:md|rst|txt)|[\w.-]+\.sh)$")
+_DOCS: MemoKey[list[tuple[str, str]]] = MemoKey("launch documents beside the script")
+
+
+def _launch_docs(file: PythonFile) -> list[tuple[str, str]]:
+    """(file name, text) of the READMEs and shell scripts in the script's folder."""
+    from gpulint.safeio import Unreadable, read_text
+
+    path = file.display_path
+    if not path.endswith(".py") or not os.path.isfile(path):
+        return []  # standard input without a file name, or a file that is not on disk
+    folder = os.path.dirname(path) or "."
+    _record_evidence(os.path.abspath(folder))  # a README or launch script added: a cache miss
+    try:
+        names = sorted(n for n in os.listdir(folder) if _LAUNCH_DOC.match(n))[:MAX_LAUNCH_DOCS]
+    except OSError:
+        return []
+    docs = []
+    for name in names:
+        doc = os.path.join(folder, name)
+        _record_evidence(os.path.abspath(doc))  # an edited one: a cache miss
+        try:
+            # links only inside the folder: a README linked to a file elsewhere is not read
+            docs.append((name, read_text(doc, MAX_LAUNCH_DOC_BYTES, (folder,), errors="replace")))
+        except Unreadable:
+            continue
+    return docs
+
+
+def _flags(file: PythonFile, dest: str) -> list[str]:
+    """The long flags declaring the option `dest` (`--dataloader_num_workers`)."""
+    flags = [f"--{dest}"]
+    for call in file.nodes(ast.Call):
+        if (
+            isinstance(call.func, ast.Attribute)
+            and call.func.attr == "add_argument"
+            and _destination(call) == dest
+        ):
+            flags += [
+                a.value
+                for a in call.args
+                if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value[:2] == "--"
+            ]
+    return flags
+
+
+def documented_elsewhere(file: PythonFile, dest: str) -> bool:
+    """The script's folder documents a value for the option `dest`: a command in a README or a
+    `.sh` file that runs this script passes it a positive number or a shell variable
+    (`--dataloader_num_workers=4`, `--workers $NPROC`), or a README's prose names the option
+    (advice to raise it)."""
+    script = file.display_path.replace("\\", "/").rsplit("/", 1)[-1]
+    spelled = "|".join(
+        re.escape(f[2:]).replace("_", "[-_]").replace(r"\-", "[-_]") for f in _flags(file, dest)
+    )
+    flag = re.compile(rf"--(?:{spelled})(?![\w-])")
+    valued = re.compile(rf"--(?:{spelled})(?:=|\s+)[\"']?(\d+|\$)")
+    runs_script = re.compile(rf"(?<![\w.-]){re.escape(script)}\b")
+    other_script = re.compile(r"[\w-]\.py\b")
+    for name, text in file.memo.get(_DOCS, lambda: _launch_docs(file)):
+        # a shell command continued over several lines (`\` at the end) is one command
+        for line in re.sub(r"\\[ \t]*\r?\n", " ", text).splitlines():
+            found = flag.search(line)
+            if found is None:
+                continue
+            if runs_script.search(line):
+                value = valued.search(line)
+                if value and (value.group(1) == "$" or int(value.group(1)) > 0):
+                    return True
+            elif not name.endswith(".sh") and not other_script.search(line):
+                return True  # prose: the README tells the user about the option
+    return False
