@@ -3,8 +3,141 @@ import ast
 from gpulint.rules._datasets import dataset_on_device, tiny_samples, token_batches
 
 from gpulint.frontends.python.file import PythonFile
-from gpulint.frontends.python.names import has_star_kwargs, keyword
+from gpulint.frontends.python.names import has_star_kwargs, keyword, terminal_name
+from gpulint.frontends.python.transfers import device_transfer, root_name, transfer_receiver
 from gpulint.rule import Rule
+
+_PREPARE = ("prepare", "prepare_data_loader")
+
+
+def _accelerate_moves_batches(file: PythonFile, loader: ast.Call) -> bool:
+    """The loader is handed to a Hugging Face Accelerate `accelerator.prepare(...)`, and the
+    module does not turn on accelerate's non-blocking copies or turn off its device placement.
+    Then accelerate moves each batch with a blocking `.to(device)`: from pinned memory that copy
+    is only somewhat faster, a few milliseconds per batch against a step of hundreds, and the
+    overlap `pin_memory` is for never happens."""
+    if not any(q.split(".")[0] == "accelerate" for q in file.bindings.values()):
+        return False
+    for call in file.nodes(ast.Call):
+        name = terminal_name(call.func)
+        if name not in ("Accelerator", "DataLoaderConfiguration"):
+            continue
+        for kw in ("non_blocking", "device_placement"):
+            option = keyword(call, kw)
+            if option is not None and not (
+                isinstance(option.value, ast.Constant)
+                and option.value.value is (kw == "device_placement")
+            ):
+                return False  # non-blocking copies (or the user's own) may overlap: pinning pays
+    parent = file.parent(loader)
+    target = None
+    if isinstance(parent, ast.Assign) and len(parent.targets) == 1:
+        target = parent.targets[0]
+    # a local name is looked for in its function; `self.loader` anywhere in the module
+    scope = file.enclosing_function(loader) if isinstance(target, ast.Name) else None
+    shown = ast.unparse(target) if isinstance(target, (ast.Name, ast.Attribute)) else None
+    for prepare in ast.walk(scope or file.tree):
+        if not (
+            isinstance(prepare, ast.Call)
+            and isinstance(prepare.func, ast.Attribute)
+            and prepare.func.attr in _PREPARE
+            and (terminal_name(prepare.func.value) or "").lower().endswith("accelerator")
+        ):
+            continue
+        for arg in prepare.args:
+            if arg is loader or (shown is not None and ast.unparse(arg) == shown):
+                return True
+    return False
+
+
+# What a collate function may call and still hand out the samples as they are (no batched tensor).
+_PLAIN_CALLS = {"list", "tuple", "dict", "filter", "sorted", "zip", "len", "isinstance", "map"}
+
+
+def _collates_nothing(file: PythonFile, loader: ast.Call) -> bool:
+    """The loader's `collate_fn` is a function of this module that builds no tensor: it hands
+    out the samples as a list (`list(filter(None, batch))`), with no `torch` call and no call of
+    another function of the module that could stack them."""
+    collate = keyword(loader, "collate_fn")
+    if collate is None:
+        return False
+    if isinstance(collate.value, ast.Lambda):
+        body: ast.AST = collate.value.body
+    elif isinstance(collate.value, ast.Name):
+        defs = [f for f in file.nodes(ast.FunctionDef) if f.name == collate.value.id]
+        if len(defs) != 1:
+            return False
+        body = defs[0]
+    else:
+        return False
+    for call in ast.walk(body):
+        if not isinstance(call, ast.Call):
+            continue
+        if (file.qualname(call) or "").split(".")[0] == "torch" or "collate" in ast.unparse(
+            call.func
+        ):
+            return False
+        if isinstance(call.func, ast.Name) and call.func.id not in _PLAIN_CALLS:
+            return False  # a helper of the module, or something else that may build tensors
+    return True
+
+
+def _batches_stay_on_host(file: PythonFile, loader: ast.Call) -> bool:
+    """A pass over a loader whose batches are lists of samples (`_collates_nothing`) that never
+    reach the GPU as loaded: the loop over it moves none of them to a device (a captioning or
+    latent-caching tool stacks them into a new tensor, or turns them back into images, on the
+    host first). Pinned memory would be copied from by nothing."""
+    parent = file.parent(loader)
+    if not (
+        isinstance(parent, ast.Assign)
+        and len(parent.targets) == 1
+        and isinstance(parent.targets[0], ast.Name)
+        and _collates_nothing(file, loader)
+    ):
+        return False
+    name = parent.targets[0].id
+    scope = file.enclosing_function(loader) or file.tree
+    loops = [
+        n
+        for n in ast.walk(scope)
+        if isinstance(n, ast.For)
+        and any(isinstance(m, ast.Name) and m.id == name for m in ast.walk(n.iter))
+    ]
+    if not loops:
+        return False
+    inside = {id(m) for loop in loops for m in ast.walk(loop)}
+    if any(
+        isinstance(n, ast.Name)
+        and n.id == name
+        and isinstance(n.ctx, ast.Load)
+        and id(n) not in inside
+        for n in ast.walk(scope)
+    ):
+        return False  # the loader is used elsewhere too (returned, handed to a trainer)
+    for loop in loops:
+        if file.loops.is_step_loop(loop):
+            return False
+        # names bound from the batch by unpacking, indexing or an inner loop over it
+        derived = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+        for _ in range(3):
+            for n in ast.walk(loop):
+                value, targets = None, []
+                if isinstance(n, ast.Assign):
+                    value, targets = n.value, n.targets
+                elif isinstance(n, ast.For) and n is not loop:
+                    value, targets = n.iter, [n.target]
+                if value is not None and (root_name(value) or "") in derived:
+                    derived |= {
+                        m.id for t in targets for m in ast.walk(t) if isinstance(m, ast.Name)
+                    }
+        for n in ast.walk(loop):
+            if (
+                isinstance(n, ast.Call)
+                and device_transfer(file, n)
+                and (root_name(transfer_receiver(n)) or "") in derived
+            ):
+                return False
+    return True
 
 
 class DataLoaderWithoutPinMemory(Rule):
@@ -14,7 +147,14 @@ class DataLoaderWithoutPinMemory(Rule):
     CUDA. Loaders whose `pin_memory` comes from a variable or `**kwargs`, CPU-only modules,
     tests, text pipelines (a tokenizer and no images, audio or video) and torchvision's small-image
     datasets (MNIST, CIFAR, SVHN) are left alone: a batch of token ids or of 32x32 images is a few
-    hundred KiB, and pinning it saves microseconds.
+    hundred KiB, and pinning it saves microseconds. So are loaders handed to Hugging Face
+    Accelerate's `accelerator.prepare(...)`, which copies each batch with a blocking `.to()`
+    (unless the module turns on its `non_blocking` option or turns off its `device_placement`):
+    pinning then only speeds up a copy of a few milliseconds, and overlaps nothing. And so are
+    loaders whose `collate_fn` (a function of the module that builds no tensor) hands out lists
+    of samples that the loop over them never moves to a device as loaded (a captioning or
+    latent-caching tool that stacks them into a new tensor, or turns them back into images, on
+    the host): nothing is copied from the pinned memory.
 
     ## Why is this bad?
     Host-to-device copies from pageable memory go through a staging buffer and cannot overlap
@@ -56,10 +196,16 @@ class DataLoaderWithoutPinMemory(Rule):
         "import torch\nfrom torch.utils.data import DataLoader\nl = DataLoader(ds, **loader_kwargs)\nx.cuda()\n",
         "import torch\nfrom torch.utils.data import DataLoader\nl = DataLoader(ds, pin_memory=args.pin)\nx.cuda()\n",
         "from torch.utils.data import DataLoader\nl = DataLoader(ds, batch_size=4)  # CPU-only module\n",
+        "import torch\nfrom accelerate import Accelerator\nfrom torch.utils.data import DataLoader\n"
+        "accelerator = Accelerator()\nl = DataLoader(ds, batch_size=4)\n"
+        "model, l = accelerator.prepare(model, l)\nmodel.cuda()\n",
     ]
     INVALID = [
         "import torch\nfrom torch.utils.data import DataLoader\nl = DataLoader(ds, batch_size=4)\nmodel.cuda()\n",
         "import torch\nfrom torch.utils import data\nl = data.DataLoader(ds, pin_memory=False)\ndevice = torch.device('cuda')\n",
+        "import torch\nfrom accelerate import Accelerator\nfrom torch.utils.data import DataLoader\n"
+        "accelerator = Accelerator()\nl = DataLoader(ds, batch_size=4)\n"
+        "model = accelerator.prepare(model)\nfor x in l:\n    model(x.cuda())\n",
     ]
 
     def visit_Call(self, node: ast.Call, file: PythonFile):
@@ -76,6 +222,10 @@ class DataLoaderWithoutPinMemory(Rule):
             return  # the dataset returns CUDA tensors: there is nothing to pin
         if token_batches(file) or tiny_samples(file, node):
             return  # token ids or MNIST/CIFAR images: kilobytes per batch, pinning saves microseconds
+        if _accelerate_moves_batches(file, node):
+            return  # accelerate copies each batch blocking: pinning saves a few ms, overlaps nothing
+        if _batches_stay_on_host(file, node):
+            return  # lists of samples handled on the host: nothing copies from pinned memory
         pin = keyword(node, "pin_memory")
         if pin is None:
             if has_star_kwargs(node) or len(node.args) > 7:
