@@ -87,15 +87,17 @@ def _batches_stay_on_host(file: PythonFile, loader: ast.Call) -> bool:
     reach the GPU as loaded: the loop over it moves none of them to a device (a captioning or
     latent-caching tool stacks them into a new tensor, or turns them back into images, on the
     host first). Pinned memory would be copied from by nothing."""
-    parent = file.parent(loader)
-    if not (
-        isinstance(parent, ast.Assign)
-        and len(parent.targets) == 1
-        and isinstance(parent.targets[0], ast.Name)
-        and _collates_nothing(file, loader)
-    ):
+    if not _collates_nothing(file, loader):
         return False
-    name = parent.targets[0].id
+    bound = [
+        b
+        for bindings in file.model.table(file.model.scope_of(loader)).values()
+        for b in bindings
+        if b.value is loader
+    ]
+    if len(bound) != 1:
+        return False  # not `loader = DataLoader(...)`
+    name = bound[0].name
     scope = file.enclosing_function(loader) or file.tree
     loops = [
         n
@@ -119,17 +121,17 @@ def _batches_stay_on_host(file: PythonFile, loader: ast.Call) -> bool:
             return False
         # names bound from the batch by unpacking, indexing or an inner loop over it
         derived = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+        in_loop = {id(m) for m in ast.walk(loop)} - {id(loop)}
+        table = file.model.table(file.model.scope_of(loop))
         for _ in range(3):
-            for n in ast.walk(loop):
-                value, targets = None, []
-                if isinstance(n, ast.Assign):
-                    value, targets = n.value, n.targets
-                elif isinstance(n, ast.For) and n is not loop:
-                    value, targets = n.iter, [n.target]
-                if value is not None and (root_name(value) or "") in derived:
-                    derived |= {
-                        m.id for t in targets for m in ast.walk(t) if isinstance(m, ast.Name)
-                    }
+            for bound_name, bindings in table.items():
+                for b in bindings:
+                    if id(b.node) not in in_loop or b.kind not in ("assign", "for"):
+                        continue
+                    source = b.node.iter if isinstance(b.node, ast.For) else b.value
+                    source = source or getattr(b.node, "value", None)  # a tuple unpacked
+                    if source is not None and (root_name(source) or "") in derived:
+                        derived.add(bound_name)
         for n in ast.walk(loop):
             if (
                 isinstance(n, ast.Call)
