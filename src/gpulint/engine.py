@@ -71,7 +71,9 @@ def display_path(path: Path) -> str:
     """Relative to the working directory when below it, as flake8 and ruff print paths.
     Symbolic links are not resolved: a finding names the path the user has."""
     rel = below(os.path.abspath(path), os.getcwd())
-    return rel if rel is not None else Path(path).as_posix()
+    if rel is not None:
+        return rel
+    return path.as_posix() if isinstance(path, Path) else Path(path).as_posix()
 
 
 @functools.cache
@@ -254,7 +256,9 @@ class Linter:
     def relpath(self, path: Path) -> str:
         """Relative to the configuration's root (per-file-ignores, cache keys, SARIF URIs)."""
         rel = below(os.path.abspath(path), str(self.config.root))
-        return rel if rel is not None else Path(path).as_posix()
+        if rel is not None:
+            return rel
+        return path.as_posix() if isinstance(path, Path) else Path(path).as_posix()
 
     def lint_bytes(
         self,
@@ -455,16 +459,19 @@ def evidence_notes(
     the flake8 plugin and the language server all take them from here, so messages agree.
     A record that cannot be read or breaks the schema is left out, and `(file, why)` lands in
     `problems` (the CLI reports each once, as that file's GPU000)."""
-    try:
-        from gpulint.runtime.evidence import evidence_note, load_records, trace_notes
-    except ImportError:
-        return {}
     places = [
         config.root / ".gpulint" / "evidence",
         *(config.root / p for p in config.evidence),
         *extra,
     ]
-    records = load_records([p for p in places if os.path.lexists(p)], problems=problems)
+    found = [p for p in places if os.path.lexists(p)]
+    if not found:
+        return {}  # nothing to read: the runtime's modules are not imported for it
+    try:
+        from gpulint.runtime.evidence import evidence_note, load_records, trace_notes
+    except ImportError:
+        return {}
+    records = load_records(found, problems=problems)
     if not records:
         return {}
     notes = {}

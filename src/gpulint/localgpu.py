@@ -57,12 +57,15 @@ def _probe_devices(root: Path) -> list[tuple[dict, str]]:
 
 
 def _record_devices(root: Path, evidence: list[str]) -> list[tuple[dict, str]]:
+    places = [root / ".gpulint" / "evidence", *(root / p for p in evidence)]
+    found = [p for p in places if p.exists()]
+    if not found:
+        return []  # no records: the runtime's modules are not imported for it
     try:
         from gpulint.runtime.evidence import load_records
     except ImportError:
         return []
-    places = [root / ".gpulint" / "evidence", *(root / p for p in evidence)]
-    records = load_records([p for p in places if p.exists()])
+    records = load_records(found)
     out = []
     for r in records:
         device = r.get("device")
