@@ -617,14 +617,7 @@ SCALING = {
     ),
     "GPU808": (
         "b.cu",
-<<<<<<< HEAD
         "#include <cstdlib>\nvoid f(cudaStream_t s, int n) {\n"
-=======
-        # copies repeated by a loop and waited on before the buffers die (a copy that relies on
-        # pageable staging, or a one-off setup copy, is left alone)
-        "#include <cstdlib>\nvoid f(cudaStream_t s, int steps) {\n"
-        + "  for (int it = 0; it < steps; ++it) {\n"
->>>>>>> 410b577 (test_hostile: GPU808's 2,000 copies repeat in a loop and are waited on (a function's own buffer copied once and dropped with no sync relies on pageable staging and is left alone now); the linear-time check is unchanged)
         + "".join(
             f"  float* h{i} = (float*)malloc(4);\n  float* d{i}; cudaMalloc(&d{i}, 4);\n"
             f"  for (int k = 0; k < n; ++k) {{\n"
@@ -632,7 +625,7 @@ SCALING = {
             f"    cudaStreamSynchronize(s);\n  }}\n"
             for i in range(N_READS)
         )
-        + "  cudaStreamSynchronize(s);\n  }\n}\n",
+        + "}\n",
     ),
 }
 
