@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import tomllib
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -187,9 +186,15 @@ def lever_from(entry: dict[str, Any], builtin: bool = False) -> Lever:
     )
 
 
+# gpulint's own folder, where data/ is installed beside the modules (what
+# importlib.resources.files("gpulint") gives for an installed package, without importing it:
+# the lever registry is read by a one-file check's hardware note)
+_PACKAGE = Path(__file__).resolve().parent
+
+
 @functools.cache
 def builtin_levers() -> tuple[Lever, ...]:
-    raw = tomllib.loads(resources.files("gpulint").joinpath("data/levers.toml").read_text("utf-8"))
+    raw = tomllib.loads(_PACKAGE.joinpath("data/levers.toml").read_text("utf-8"))
     return tuple(
         lever_from(check_entry(e, f"data/levers.toml levers[{i}]"), builtin=True)
         for i, e in enumerate(raw.get("levers", []))
@@ -200,7 +205,7 @@ PRESETS_DIR = "data/lever-presets"
 
 
 def preset_names() -> list[str]:
-    folder = resources.files("gpulint").joinpath(PRESETS_DIR)
+    folder = _PACKAGE.joinpath(PRESETS_DIR)
     return sorted(p.name[: -len(".toml")] for p in folder.iterdir() if p.name.endswith(".toml"))
 
 
@@ -210,7 +215,7 @@ def preset_levers(name: str) -> tuple[Lever, ...]:
     if name not in preset_names():
         raise LeverError(f"unknown lever preset {name!r}; known: {', '.join(preset_names())}")
     path = f"{PRESETS_DIR}/{name}.toml"
-    raw = tomllib.loads(resources.files("gpulint").joinpath(path).read_text("utf-8"))
+    raw = tomllib.loads(_PACKAGE.joinpath(path).read_text("utf-8"))
     return tuple(
         lever_from(check_entry(e, f"{path} levers[{i}]")) for i, e in enumerate(raw["levers"])
     )
