@@ -7,7 +7,7 @@ import textwrap
 
 from gpulint.frontends.python import FRONTEND
 from gpulint.frontends.python.file import PythonFile
-from gpulint.frontends.python.model import MemoKey
+from gpulint.frontends.python.model import MemoKey, unpacked_value
 from gpulint.frontends.python.summaries import summaries
 from gpulint.settings import Settings
 
@@ -77,6 +77,62 @@ def test_parameters_carry_their_defaults_and_targets_bind_only_stored_names():
     assert table["a"][0].value is None and len(table["a"]) == 1  # `a[0] = ...` binds nothing
     assert "self" not in table
     assert [b.value for b in table["b"]] == [None]  # tuple unpacking: value unknown
+
+
+def test_unpacked_value_pairs_names_with_literal_tuple_elements_only():
+    file = parse(
+        """
+        def launch(x):
+            BLOCK_M, (BLOCK_N, k) = 64, (128, x)
+            M, N = x.shape
+            a, *rest = 1, 2, 3
+            b = c = 32
+        """
+    )
+    fn = next(file.nodes(ast.FunctionDef))
+
+    def values(name: str) -> list[str | None]:
+        return [
+            None if (v := unpacked_value(b)) is None else ast.unparse(v)
+            for b in file.model.bindings_in(fn, name)
+        ]
+
+    assert values("BLOCK_M") == ["64"]
+    assert values("BLOCK_N") == ["128"]
+    assert values("k") == ["x"]
+    assert values("M") == [None]  # not a literal tuple: unknown
+    assert values("a") == [None]  # a starred target: unknown
+    assert values("b") == values("c") == ["32"]
+
+
+def test_attribute_stores_lists_assignments_to_an_attribute_in_source_order():
+    file = parse(
+        """
+        import time
+        class Timer:
+            def start(self):
+                self.t0 = time.time()
+            def reset(self):
+                self.t0: float = 0.0
+                self.t0 += 1
+                other.t0, self.n = None, 3
+                self.log[0] = 1
+        """
+    )
+    model = file.model
+    stores = model.attribute_stores("t0")
+    assert [(ast.unparse(s.target), s.value and ast.unparse(s.value)) for s in stores] == [
+        ("self.t0", "time.time()"),
+        ("self.t0", "0.0"),
+        ("other.t0", "None"),
+    ]  # `+=` is not an assignment of a value
+    assert [getattr(model.scope_of(s.node), "name", None) for s in stores] == [
+        "start",
+        "reset",
+        "reset",
+    ]
+    assert [ast.unparse(s.value) for s in model.attribute_stores("n") if s.value] == ["3"]
+    assert model.attribute_stores("log") == []  # `self.log[0] = ...` stores into, not to, it
 
 
 def test_calls_to_resolves_aliases_once():
