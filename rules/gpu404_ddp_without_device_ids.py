@@ -112,12 +112,10 @@ class DdpWithoutDeviceIds(Rule):
         if not isinstance(module, ast.Name):
             return False
         scope = file.enclosing_function(call) or file.tree
-        for node in ast.walk(scope):
-            if (
-                isinstance(node, ast.Assign)
-                and node.lineno < call.lineno
-                and any(isinstance(t, ast.Name) and t.id == module.id for t in node.targets)
-                and _CPU.search(file.segment(node.value))
-            ):
-                return True
-        return False
+        return any(
+            isinstance(b.node, ast.Assign)
+            and b.node.lineno < call.lineno
+            and b.value is not None
+            and _CPU.search(file.segment(b.value)) is not None
+            for b in file.model.bindings_in(scope, module.id)
+        )

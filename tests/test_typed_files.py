@@ -149,11 +149,7 @@ _ASSIGNMENT_WALKS_LEFT = {
     # GPU502's own reaching-definitions analysis, a debt of its own in issue 17.
     "rules/gpu502_hand_rolled_attention.py:HandRolledAttention._weights_leave",
     "rules/gpu502_hand_rolled_attention.py:HandRolledAttention._bindings",
-    "rules/gpu404_ddp_without_device_ids.py:DdpWithoutDeviceIds._model_on_cpu",
     "src/gpulint/frontends/python/file.py:PythonFile.dataloader_names",
-    "src/gpulint/frontends/python/loops.py:LoopModel.moved_to_device",
-    "src/gpulint/frontends/python/summaries.py:_moved_later",
-    "src/gpulint/frontends/python/triton.py:_module_constants",
 }
 
 

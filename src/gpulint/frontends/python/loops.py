@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from gpulint.frontends import BackLink
+from gpulint.frontends.python.model import end_position, position
 from gpulint.frontends.python.names import terminal_name
 
 if TYPE_CHECKING:
@@ -200,12 +201,12 @@ class LoopModel:
 
     def moved_to_device(self, name: str, loop: ast.AST) -> bool:
         """`x = x.to(device)`, `x = x.cuda()`, or any reassignment of `name` in the loop."""
-        for node in ast.walk(loop):
-            if isinstance(node, ast.Assign):
-                for target in node.targets:
-                    if any(isinstance(t, ast.Name) and t.id == name for t in ast.walk(target)):
-                        return True
-        return False
+        model = self.file.model
+        first, last = position(loop), end_position(loop)
+        return any(
+            isinstance(b.node, ast.Assign) and first <= b.position and b.position <= last
+            for b in model.bindings_in(model.scope_of(loop), name)
+        )
 
     def enclosing_step_loop(self, node: ast.AST) -> Loop | None:
         """The nearest enclosing step loop in the same function, or None."""

@@ -616,16 +616,17 @@ def _moved_later(file: PythonFile, function: ast.AST, node: ast.AST, read: ast.A
             if source is not None:
                 names |= {n.id for n in ast.walk(source) if isinstance(n, ast.Name)}
     line = getattr(node, "lineno", 0)
-    for stmt in ast.walk(function):
-        if not (isinstance(stmt, ast.Assign) and getattr(stmt, "lineno", 0) > line):
-            continue
-        value = stmt.value
-        if not (isinstance(value, ast.Call) and _TO_DEVICE.search(terminal_name(value.func) or "")):
-            continue
-        targets = {t.id for t in stmt.targets if isinstance(t, ast.Name)}
-        moved = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)} & targets
-        if moved & names:
-            return True
+    for name in names:
+        for b in file.model.bindings_in(function, name):
+            value = b.value
+            if not (isinstance(b.node, ast.Assign) and b.node.lineno > line):
+                continue
+            if not (
+                isinstance(value, ast.Call) and _TO_DEVICE.search(terminal_name(value.func) or "")
+            ):
+                continue
+            if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(value)):
+                return True  # `batch = move_to_device(batch, dev)`: rebound from itself
     return False
 
 

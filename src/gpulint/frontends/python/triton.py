@@ -157,18 +157,21 @@ def module_constants(file: PythonFile) -> dict[str, ast.expr]:
 
 
 def _module_constants(file: PythonFile) -> dict[str, ast.expr]:
-    seen: dict[str, list[ast.expr]] = {}
-    for stmt in file.tree.body:
-        if isinstance(stmt, ast.Assign):
-            for t in stmt.targets:
-                if isinstance(t, ast.Name):
-                    seen.setdefault(t.id, []).append(stmt.value)
-        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value:
-            seen.setdefault(stmt.target.id, []).append(stmt.value)
-        elif isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
-            seen.setdefault(stmt.target.id, []).append(stmt.value)
-            seen[stmt.target.id].append(stmt.value)  # ambiguous: drop it
-    return {k: v[0] for k, v in seen.items() if len(v) == 1}
+    # A name the module binds once, by a top-level `NAME = <expr>`: any other binding of it in
+    # the module's scope (an import, a second assignment, `+=`, a loop) makes it ambiguous.
+    tree = file.tree
+    out: dict[str, ast.expr] = {}
+    for name, bound in file.model.table(tree).items():
+        if len(bound) != 1:
+            continue
+        (b,) = bound
+        if (
+            b.kind in ("assign", "annassign")
+            and b.value is not None
+            and file.parent(b.node) is tree
+        ):
+            out[name] = b.value
+    return out
 
 
 def evaluate(node: ast.AST, env: dict[str, object], file: PythonFile | None = None, depth: int = 0):
