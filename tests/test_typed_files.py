@@ -149,7 +149,6 @@ _ASSIGNMENT_WALKS_LEFT = {
     # GPU502's own reaching-definitions analysis, a debt of its own in issue 17.
     "rules/gpu502_hand_rolled_attention.py:HandRolledAttention._weights_leave",
     "rules/gpu502_hand_rolled_attention.py:HandRolledAttention._bindings",
-    "src/gpulint/frontends/python/file.py:PythonFile.dataloader_names",
 }
 
 

@@ -168,20 +168,6 @@ class PythonFile:
         return dotted(node, self.bindings)
 
     @functools.cached_property
-    def dataloader_names(self) -> set[str]:
-        """Local names bound to a DataLoader(...) call anywhere in the file."""
-        names: set[str] = set()
-        for node in self.nodes(ast.Assign):
-            if isinstance(node.value, ast.Call) and (q := self.qualname(node.value)):
-                if q.endswith("DataLoader"):
-                    for target in node.targets:
-                        if isinstance(target, ast.Name):
-                            names.add(target.id)
-                        elif isinstance(target, ast.Attribute):
-                            names.add(target.attr)
-        return names
-
-    @functools.cached_property
     def model(self) -> SemanticModel:
         """Scopes, bindings, calls and the per-file memo (built as far as rules ask)."""
         return SemanticModel(self)

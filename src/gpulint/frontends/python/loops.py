@@ -10,6 +10,7 @@ stands between them: `if step % N == 0`, `if i % k == 0 and rank == 0`, `if shou
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -102,9 +103,22 @@ class LoopModel:
         self._step: dict[int, bool] = {}
         self._basic: dict[int, bool] = {}
 
-    @property
+    @functools.cached_property
     def loader_names(self) -> set[str]:
-        return self.file.dataloader_names
+        """Names (and attribute names) bound to a `DataLoader(...)` call anywhere in the file."""
+        file = self.file
+        names: set[str] = set()
+        for call in file.nodes(ast.Call):
+            targets = file.model.targets_of(call)  # a parent lookup: cheaper than the qualname
+            q = file.qualname(call) if targets else None
+            if q is None or not q.endswith("DataLoader"):
+                continue
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    names.add(target.id)
+                elif isinstance(target, ast.Attribute):
+                    names.add(target.attr)
+        return names
 
     def iterates_loader(self, loop: ast.AST) -> bool:
         if not isinstance(loop, (ast.For, ast.AsyncFor)):

@@ -331,6 +331,16 @@ class SemanticModel:
             self._attribute_stores = table
         return self._attribute_stores.get(attr, [])
 
+    def targets_of(self, value: ast.expr) -> list[ast.expr]:
+        """The targets an assignment statement gives exactly `value` (`a = b = value`,
+        `self.loader: DataLoader = value`); empty when `value` is not a statement's value."""
+        stmt = self.file.parent(value)
+        if isinstance(stmt, ast.Assign) and stmt.value is value:
+            return list(stmt.targets)
+        if isinstance(stmt, ast.AnnAssign) and stmt.value is value:
+            return [stmt.target]
+        return []
+
     def _ancestors_in_scope(self, node: ast.AST) -> Iterator[ast.AST]:
         for ancestor in self.file.ancestors(node):
             if isinstance(ancestor, SCOPES):
