@@ -166,3 +166,21 @@ def test_warm_run_serves_unchanged_files_from_their_stamp_without_reading(
     os.utime(src, ns=(old, old))
     _check(tmp_path, str(src))
     assert "GPU201" not in capsys.readouterr().out
+
+
+def test_cuda_parses_kept_for_the_lint_are_bounded(monkeypatch):
+    """The CUDA project index keeps its parses for the lint that follows, but only up to
+    REUSE_BYTES of source: the main process holds them for the whole run, and a parse weighs
+    many times its source, so memory must not grow with the number of CUDA files."""
+    from gpulint.frontends.cuda import CudaFrontend
+
+    monkeypatch.setattr(CudaFrontend, "REUSE_BYTES", 4096)
+    kernel = "__global__ void k%d(float* x) { x[threadIdx.x] *= 2.0f; }\n" * 20
+    launch = "void run%d(float* x) { k0<<<1, 32>>>(x); }\n"
+    files = [(f"k{i}.cu", (kernel % tuple(range(20)) + launch % i).encode()) for i in range(40)]
+    assert sum(len(d) for _, d in files) > 10 * 4096
+    frontend = CudaFrontend()
+    frontend.index(files, Settings())
+    kept = sum(size for _, size, _ in frontend._parsed)
+    assert 0 < kept <= 4096
+    assert CudaFrontend.REUSE_BYTES <= 1024 * 1024

@@ -440,10 +440,10 @@ class _DeferredIndex(ProjectIndex):
 
     def __getattr__(self, name: str):
         # Only the built fields are missing; anything else is a plain AttributeError.
-        if name not in ("modules", "by_suffix") or "_entries" not in self.__dict__:
+        if name not in ("modules", "by_last") or "_entries" not in self.__dict__:
             raise AttributeError(name)
         built = ProjectIndex.build(self._entries(), self.roots)
-        self.modules, self.by_suffix = built.modules, built.by_suffix
+        self.modules, self.by_last = built.modules, built.by_last
         return getattr(self, name)
 
     def build_now(self) -> None:

@@ -49,7 +49,7 @@ def module_name(relpath: str) -> str | None:
     return ".".join(reversed(tail)) if tail else None
 
 
-@dataclass
+@dataclass(slots=True)
 class _Module:
     relpath: str
     path: Path
@@ -63,7 +63,10 @@ class ProjectIndex:
     travels to worker processes); the parsed modules stay in the process that parsed them."""
 
     modules: dict[str, _Module] = field(default_factory=dict)
-    by_suffix: dict[str, str | None] = field(default_factory=dict)
+    # Module names by their last part ("utils" -> ["pkg.utils", "tests.utils"]): what suffix
+    # lookups start from. One entry per module, not one per suffix: held by every process for
+    # the whole run, so it grows with the tree as little as it can.
+    by_last: dict[str, list[str]] = field(default_factory=dict)
     roots: tuple[Path, ...] = ()  # where links may lead (the engine's safe-read roots)
 
     @classmethod
@@ -75,22 +78,24 @@ class ProjectIndex:
             if name is None:
                 continue
             index.modules[name] = _Module(relpath, path, name, relpath.endswith("__init__.py"))
-        # Imports name modules from a source root (`src/`, the repository, a sub-project), not
-        # from the project root: any unique dotted suffix of a module's path names it.
         for name in index.modules:
-            parts = name.split(".")
-            for i in range(len(parts)):
-                suffix = ".".join(parts[i:])
-                if suffix in index.by_suffix and index.by_suffix[suffix] != name:
-                    index.by_suffix[suffix] = None  # two modules answer: ambiguous, unknown
-                else:
-                    index.by_suffix[suffix] = name
+            index.by_last.setdefault(name.rpartition(".")[2], []).append(name)
         return index
 
     def resolve_module(self, dotted: str) -> str | None:
+        """Imports name modules from a source root (`src/`, the repository, a sub-project), not
+        from the project root: any unique dotted suffix of a module's path names it (two
+        modules that answer: ambiguous, unknown)."""
         if dotted in self.modules:
             return dotted
-        return self.by_suffix.get(dotted)
+        found = None
+        tail = "." + dotted
+        for name in self.by_last.get(dotted.rpartition(".")[2], ()):
+            if name.endswith(tail):
+                if found is not None:
+                    return None
+                found = name
+        return found
 
     def session(self, relpath: str) -> ProjectSession:
         return ProjectSession(self, relpath)
