@@ -34,7 +34,13 @@ class UncheckedKernelLaunch(Rule):
     library code, the functions only it calls, headers only programs include, a file that
     `#include`s a driver source defining `main`, such as a tutorial step's
     `#include "launch.cu"`): demos and benchmark drivers print what they measured, and whether
-    to check is their author's choice, not a hot-path bug.
+    to check is their author's choice, not a hot-path bug. So are the sources of a PyTorch
+    extension whose every Python user in the checked tree is a script (a file with a
+    `__main__` guard, or argparse, a loop or a print at module level outside any package, or a
+    test, benchmark or example path) and none a package's module: users are the files that
+    `cpp_extension.load(...)` the source and the files importing the module a `setup.py` beside
+    it (or up to three folders above) names in `CUDAExtension(...)`. Their one caller is a
+    benchmark or experiment that compares the outputs itself.
 
     Also left alone: a launch whose configuration is fixed at compile time (`<<<1, 1>>>`,
     `<<<Cfg::NUM_BLOCKS, NUM_THREADS>>>`) followed in the same function by a launch that is
@@ -226,6 +232,10 @@ void run(float* x, cudaStream_t s) {
             return
         if file.is_test:
             return  # test code (a test, its helpers): a failed launch fails or skews the test
+        if file.display_path.replace("\\", "/") in file.project.harness:
+            # an extension only scripts use (a benchmark or experiment run as a program, no
+            # package's module): its one caller compares the outputs itself
+            return
         check = launch_check_for(file)
         if function is None:
             yield self.report(file, node, check=check)

@@ -19,7 +19,8 @@ class DiscardedCudaError(Rule):
     failure shows as soon as the program runs: a file that defines `main` (or the `#if` branch
     that holds it, such as `#ifdef RUN_MAIN`, and the functions of the file only it calls), a
     header the project includes only from such code, and files under test, benchmark, demo or
-    example paths; and calls in a function whose job is to compare results with a reference
+    example paths, and the sources of a PyTorch extension only scripts use (see GPU802); and
+    calls in a function whose job is to compare results with a reference
     (`check_correctness`, `verify_output`, `compare_*`), where a failed copy shows as a
     mismatch; debugging helpers (`print_*`, `dump_*`, `debug_*` functions); and debug-only code (the first branch of `#if DEBUG_GUARDS`, `#ifdef MY_DEBUG`,
     `#ifndef NDEBUG`), a diagnostic aid rather than the product. Other runtime calls (synchronisation, events, streams,
@@ -132,6 +133,10 @@ void f(float** d, size_t n) {
             return
         if self.grade == "corrupting" and (file.is_driver or file.in_program(node)):
             return  # a test, benchmark or demo program: a failure shows when it runs
+        if self.grade == "corrupting" and file.display_path.replace("\\", "/") in (
+            file.project.harness
+        ):
+            return  # an extension only scripts use: the benchmark run shows a failure
         name = found[0]
         call = " ".join(file.node_text(node).split())
         if len(call) > 60:

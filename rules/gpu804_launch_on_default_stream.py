@@ -23,7 +23,9 @@ class LaunchOnDefaultStream(Rule):
     An extension source built only by a Python script in its own folder
     (`torch.utils.cpp_extension.load(sources=["op.cu"])`, no `setup.py` there or one folder up
     packaging it), where no Python file of the folder mentions a stream or a CUDA graph, is left
-    alone too: every caller of its ops is in sight, and runs on the default stream. In plain
+    alone too: every caller of its ops is in sight, and runs on the default stream. So is an
+    extension only scripts use (see GPU802: no package's module loads or imports it) whose
+    scripts never mention a stream or a CUDA graph. In plain
     CUDA, a function that synchronises the whole device after the launch
     (`cudaDeviceSynchronize()`, a one-off setup step) is left alone: nothing overlaps with it.
 
@@ -115,7 +117,8 @@ void run(float* x, cudaStream_t stream) {
         if file.in_program(node):
             return  # a standalone program's path (`#ifdef RUN_MAIN`): the default stream is its own
         if file.is_torch_extension:
-            if file.display_path.replace("\\", "/") in file.project.script_built:
+            path = file.display_path.replace("\\", "/")
+            if path in file.project.script_built or path in file.project.harness_streamless:
                 # built only by a script beside it that never changes streams: the current
                 # stream of every caller is the default stream
                 return

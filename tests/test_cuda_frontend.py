@@ -597,3 +597,95 @@ def test_a_launcher_is_judged_by_its_library_callers_not_by_its_tests(tmp_path, 
     )
     [finding] = [f for f in linter.run([tmp_path], jobs=1).findings if f.code == "GPU802"]
     assert "nor by `other_forward`" in finding.message
+
+
+# An extension whose only Python user is a benchmark script is that script's harness; the same
+# sources imported by a package's module are a library, reported as before.
+UNCHECKED_OP_CU = """\
+#include <torch/extension.h>
+__global__ void relu_kernel(float* x, int n) {}
+void relu(torch::Tensor x) {
+  int n = x.numel();
+  relu_kernel<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), n);
+  cudaFuncSetAttribute(relu_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 65536);
+}
+"""
+SETUP_PY = """\
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CUDAExtension
+
+setup(
+    name="toy-relu",
+    ext_modules=[
+        CUDAExtension(
+            # the module to import
+            name="toy_relu",
+            sources=["csrc/relu.cu"],
+        )
+    ],
+    cmdclass={"build_ext": BuildExtension},
+)
+"""
+RUN_PY = """\
+import time
+
+import torch
+import toy_relu
+
+for n in (1 << 16, 1 << 20):
+    x = torch.randn(n, device="cuda")
+    start = time.time()
+    toy_relu.relu(x)
+    torch.cuda.synchronize()
+    print(n, time.time() - start, torch.allclose(x, x.clamp(min=0)))
+"""
+
+
+def _extension_findings(tmp_path, files):
+    (tmp_path / "csrc").mkdir()
+    (tmp_path / "csrc" / "relu.cu").write_text(UNCHECKED_OP_CU)
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    linter = Linter(example_config(root=tmp_path))
+    report = linter.run([tmp_path], jobs=1, cache=None)
+    return sorted(f.code for f in report.findings if f.code in ("GPU802", "GPU803", "GPU804"))
+
+
+def test_an_extension_only_a_benchmark_script_imports_is_its_harness(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert _extension_findings(tmp_path, {"setup.py": SETUP_PY, "run_relu.py": RUN_PY}) == []
+
+
+def test_an_extension_only_a_script_loads_is_its_harness(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    script = RUN_PY.replace(
+        "import toy_relu\n",
+        "from torch.utils.cpp_extension import load\n\n"
+        'toy_relu = load(name="toy_relu", sources=["csrc/relu.cu"])\n',
+    )
+    assert _extension_findings(tmp_path, {"relu.py": script}) == []
+
+
+def test_an_extension_a_package_module_imports_is_a_library(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    files = {
+        "setup.py": SETUP_PY,
+        "run_relu.py": RUN_PY,
+        "toyrelu/__init__.py": "from toyrelu.layers import ReLU\n",
+        "toyrelu/layers.py": "import torch\nimport toy_relu\n\n\n"
+        "class ReLU(torch.nn.Module):\n    def forward(self, x):\n"
+        "        toy_relu.relu(x)\n        return x\n",
+    }
+    assert _extension_findings(tmp_path, files) == ["GPU802", "GPU803", "GPU804"]
+
+
+def test_an_extension_a_package_module_loads_is_a_library(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    files = {
+        "relu.py": RUN_PY.replace("import toy_relu\n", "from toyrelu.backend import toy_relu\n"),
+        "toyrelu/__init__.py": "",
+        "toyrelu/backend.py": "from torch.utils.cpp_extension import load\n\n"
+        'toy_relu = load(name="toy_relu", sources=["../csrc/relu.cu"])\n',
+    }
+    assert _extension_findings(tmp_path, files) == ["GPU802", "GPU803", "GPU804"]

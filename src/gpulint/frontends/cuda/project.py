@@ -57,6 +57,11 @@ class CudaProject:
     # CUDA sources built only by a script beside them (`cpp_extension.load(sources=[...])`)
     # whose Python never changes streams: the default stream is the only one their ops see
     script_built: frozenset[str] = frozenset()
+    # CUDA sources of an extension whose every Python user in the checked tree is a script (a
+    # benchmark or experiment run as a program), never a package's module: see `harness_built`
+    harness: frozenset[str] = frozenset()
+    # those of them whose scripts never mention a stream or a CUDA graph
+    harness_streamless: frozenset[str] = frozenset()
 
     def callers(self, name: str) -> tuple[CallSite, ...]:
         return self.calls.get(name, ())
@@ -92,6 +97,7 @@ class CudaProject:
             "sites": {n: sorted(map(_site_key, self._closure(n))) for n in own},
             "harness": path in self.harness_headers,
             "script_built": path in self.script_built,
+            "harness_built": [path in self.harness, path in self.harness_streamless],
         }
         return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -375,6 +381,7 @@ def build(
     project = merge(facts)
     project.harness_headers = harness_headers(facts, paths, drivers)
     project.script_built = script_built(extension_sources)
+    project.harness, project.harness_streamless = harness_built(extension_sources)
     return project
 
 
@@ -579,3 +586,158 @@ def _valid(facts: object) -> TypeGuard[dict]:
         and isinstance(facts.get("checks"), list)
         and isinstance(facts.get("defined"), list)
     )
+
+
+# --- extensions whose only Python users are scripts -----------------------------------------
+
+_EXTENSION_NAME = re.compile(
+    rb"(?:CUDAExtension|CppExtension)\s*\((?:\s*#[^\n]*)*\s*(?:name\s*=\s*)?[\"']([\w.]+)[\"']"
+)
+_SETUP_BUILDS = re.compile(rb"\b(?:CUDAExtension|CppExtension)\s*\(")
+_MAIN_GUARD = re.compile(rb"(?m)^if\s+__name__\s*==\s*[\"']__main__[\"']")
+# argparse, a loop or a print at module level (a script's work, not a definition)
+_TOP_LEVEL_RUN = re.compile(
+    rb"(?m)^(?:\w+\s*=\s*)?(?:argparse\.)?ArgumentParser\(|^(?:for|while)\s|^print\("
+)
+_MAX_PY_FILES = 4000
+
+
+def _imports(name: str) -> re.Pattern[bytes]:
+    """`import a.name`, `from a.name import x`, `from a import name` (and `... as`)."""
+    n = re.escape(name.encode())
+    return re.compile(
+        rb"(?m)^[ \t]*(?:import[ \t]+[\w., \t]*\b" + n + rb"\b"
+        rb"|from[ \t]+[\w.]*\b" + n + rb"\b[ \t]+import"
+        rb"|from[ \t]+[\w.]+[ \t]+import[ \t]+[^\n]*\b" + n + rb"\b)"
+    )
+
+
+class _PyTree:
+    """The Python files under a folder, read once as text (never run)."""
+
+    def __init__(self) -> None:
+        self.texts: dict[str, dict[str, bytes]] = {}
+
+    def under(self, root: str) -> dict[str, bytes]:
+        import os
+
+        found = self.texts.get(root)
+        if found is not None:
+            return found
+        found = {}
+        for here, dirs, names in os.walk(root or "."):
+            dirs[:] = [d for d in dirs if not d.startswith(".") and d != "node_modules"]
+            for name in names:
+                if not name.endswith(".py") or len(found) >= _MAX_PY_FILES:
+                    continue
+                path = os.path.join(here, name)
+                try:
+                    if os.path.getsize(path) < 1 << 20:
+                        with open(path, "rb") as f:
+                            found[os.path.normpath(path).replace("\\", "/")] = f.read()
+                except OSError:
+                    pass
+        self.texts[root] = found
+        return found
+
+
+def _is_script(path: str, text: bytes) -> bool:
+    """A file run as a program: a `__main__` guard, or argparse or a loop at module level in a
+    file that is no package's module; or a test, benchmark or example by its name or folder."""
+    if is_driver_path(path) or _MAIN_GUARD.search(text):
+        return True
+    return not _in_package(path) and bool(_TOP_LEVEL_RUN.search(text))
+
+
+def _in_package(path: str) -> bool:
+    import os
+
+    return os.path.exists(os.path.join(os.path.dirname(path) or ".", "__init__.py"))
+
+
+def harness_built(paths: Iterable[str]) -> tuple[frozenset[str], frozenset[str]]:
+    """CUDA sources of a PyTorch extension whose every Python user in the checked tree is a
+    script (see `_is_script`): their ops are called only by a benchmark or experiment that
+    checks their outputs itself. A source's builders are the `setup.py` (with a
+    `CUDAExtension`) of its folder or one above (up to three levels), and the Python files
+    there that `load(...)` it by name; its users are the loading files and the files importing
+    a module the `setup.py` names (a packaged module nothing in the tree imports is for users
+    out of sight: not a harness). A user that is a plain module outside any package (a
+    `tools/utils.py` helper) stands for the files importing it. No builder or no user found:
+    not a harness. Returns (harness sources, those whose users never mention a stream)."""
+    import os
+
+    tree = _PyTree()
+    out: set[str] = set()
+    streamless: set[str] = set()
+    for path in paths:
+        if not path.endswith((".cu", ".cpp", ".cc", ".cxx")):
+            continue
+        path = path.replace("\\", "/")
+        folder, _, base = path.rpartition("/")
+        ancestors = [folder]
+        while len(ancestors) < 4 and "/" in ancestors[-1]:
+            ancestors.append(ancestors[-1].rpartition("/")[0])
+        if len(ancestors) < 4 and ancestors[-1] and not os.path.isabs(ancestors[-1]):
+            ancestors.append("")
+        names: list[str] = []
+        root = None
+        for up in ancestors:
+            try:
+                with open(os.path.join(up or ".", "setup.py"), "rb") as f:
+                    setup = f.read(1 << 20)
+            except OSError:
+                continue
+            if _SETUP_BUILDS.search(setup):
+                names = [m.decode().rpartition(".")[2] for m in _EXTENSION_NAME.findall(setup)]
+                root = up
+                if not names:
+                    root = None  # a name the text does not show: its users cannot be found
+                    names = ["\0"]
+                break
+        if names == ["\0"]:
+            continue
+        # the loading scripts are beside the source or up to two folders above it
+        scope = root if root is not None else ancestors[min(2, len(ancestors) - 1)]
+        texts = tree.under(scope)
+        quoted = [q + base.encode() + q for q in (b'"', b"'")] + [b"/" + base.encode()]
+        users = {
+            p
+            for p, t in texts.items()
+            if b"cpp_extension" in t and _LOADS.search(t) and any(q in t for q in quoted)
+        }
+        importers: set[str] = set()
+        for name in names:
+            pattern = _imports(name)
+            importers |= {
+                p for p, t in texts.items() if not p.endswith("setup.py") and pattern.search(t)
+            }
+        users |= importers
+        if not users or (root is not None and not importers):
+            # (a packaged module nothing in the tree imports is for users out of sight)
+            continue
+        # a helper module outside any package stands for the files importing it
+        shown: set[str] = set()
+        for user in users:
+            text = texts[user]
+            if _is_script(user, text) or _in_package(user):
+                shown.add(user)
+                continue
+            stem = user.rpartition("/")[2][: -len(".py")]
+            pattern = _imports(stem)
+            by = {
+                p
+                for p, t in texts.items()
+                if p != user and not p.endswith("setup.py") and pattern.search(t)
+            }
+            shown |= by or {user}
+        if all(_is_script(u, texts[u]) and not _library_module(u) for u in shown):
+            out.add(path)
+            if not any(_STREAMS.search(texts[u]) for u in shown | users):
+                streamless.add(path)
+    return frozenset(out), frozenset(streamless)
+
+
+def _library_module(path: str) -> bool:
+    """A package's module that is no test or example (its `__main__` guard is a demo)."""
+    return _in_package(path) and not is_driver_path(path)
