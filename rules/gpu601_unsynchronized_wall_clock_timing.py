@@ -191,35 +191,37 @@ class UnsynchronizedWallClockTiming(Rule):
             closing = methods.get(_closing_hook(name) or "")
             if closing is None:
                 continue
-            opened = {
-                ast.unparse(target)
-                for stmt in ast.walk(opening)
-                if isinstance(stmt, ast.Assign) and is_clock(file, stmt.value)
-                for target in stmt.targets
-                if isinstance(target, ast.Attribute)
-                and isinstance(target.value, ast.Name)
-                and target.value.id == "self"
-            }
-            if not opened:
-                continue
-            body = list(scope_nodes(closing))
-            if any(is_sync(file, n) for n in body):
+            # `now() - self.t0` in the closing hook, with `self.t0 = now()` in the opening one
+            # (the model's attribute stores say where each `self.t0` was assigned).
+            model = file.model
+            ends = [
+                sub
+                for sub in scope_nodes(closing)
+                if isinstance(sub, ast.BinOp)
+                and isinstance(sub.op, ast.Sub)
+                and isinstance(sub.right, ast.Attribute)
+                and isinstance(sub.right.value, ast.Name)
+                and sub.right.value.id == "self"
+                and is_clock(file, sub.left)
+                and any(
+                    isinstance(store.target.value, ast.Name)
+                    and store.target.value.id == "self"
+                    and model.scope_of(store.node) is opening
+                    and isinstance(store.node, ast.Assign)
+                    and store.value is not None
+                    and is_clock(file, store.value)
+                    for store in model.attribute_stores(sub.right.attr)
+                )
+            ]
+            if not ends or any(is_sync(file, n) for n in scope_nodes(closing)):
                 continue  # the closing hook waits for the device (a sync, `.item()`...)
-            for sub in body:
-                if (
-                    isinstance(sub, ast.BinOp)
-                    and isinstance(sub.op, ast.Sub)
-                    and is_clock(file, sub.left)
-                    and ast.unparse(sub.right) in opened
-                ):
-                    yield self.report(
-                        file,
-                        sub,
-                        self.hook_message,
-                        opening=name,
-                        closing=closing.name,
-                    )
-                    break
+            yield self.report(
+                file,
+                ends[0],
+                self.hook_message,
+                opening=name,
+                closing=closing.name,
+            )
 
     def visit_Module(self, node: ast.Module, file: PythonFile):
         if file.is_test or not file.uses_cuda:

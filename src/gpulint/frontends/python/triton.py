@@ -1264,9 +1264,9 @@ def _find_file_tile_sizes(file: PythonFile) -> frozenset[str]:
     # A block rounded up from a size (`triton.next_power_of_2(n)`) covers that size and, unless
     # n is a power of two, overruns it: it is a tile of n as much as a cdiv divisor is.
     rounded_up = {
-        label(a.targets[0])
-        for a in file.nodes(ast.Assign)
-        if len(a.targets) == 1 and _rounds_up(a.value)
+        label(targets[0])
+        for call in file.nodes(ast.Call)
+        if _rounds_up(call) and len(targets := file.model.targets_of(call)) == 1
     }
     for call in file.nodes(ast.Call):
         if isinstance(call.func, ast.Subscript):  # kernel[grid](..., BLOCK=block)
