@@ -293,29 +293,39 @@ def forward(self, q, k, v):
         """The probabilities are returned, stored on an object or appended to a list: the caller
         needs the attention map itself (visualisation, distillation, `output_attentions`), which
         SDPA never materialises."""
-        names = set()
-        for parent in file.ancestors(softmax):
-            if isinstance(parent, ast.Assign):
-                names |= {t.id for t in parent.targets if isinstance(t, ast.Name)}
-                break
-            if isinstance(parent, ast.stmt):
-                break
+        model = file.model
+        stmt = next((p for p in file.ancestors(softmax) if isinstance(p, ast.stmt)), None)
+        value = getattr(stmt, "value", None)
+        names = {
+            t.id
+            for t in (model.targets_of(value) if isinstance(value, ast.expr) else [])
+            if isinstance(t, ast.Name)
+        }
         if not names:
             return False
-        # Follow plain renames and same-value rebindings: `attn = self.dropout(attn)`.
-        for node in scope_nodes(scope):
-            if isinstance(node, ast.Assign) and _same_map(node.value, names):
-                names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        # Follow plain renames and same-value rebindings (`attn = self.dropout(attn)`) through
+        # the scope's bindings, until no name is added.
+        table = model.table(scope)
+        grown = True
+        while grown:
+            grown = False
+            for name, bound in table.items():
+                if name not in names and any(
+                    b.kind == "assign" and b.value is not None and _same_map(b.value, names)
+                    for b in bound
+                ):
+                    names.add(name)
+                    grown = True
 
         for node in scope_nodes(scope):
             if isinstance(node, ast.Return) and node.value is not None:
                 values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
                 if any(isinstance(v, ast.Name) and v.id in names for v in values):
                     return True
-            elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Name):
+            elif isinstance(node, ast.Name) and node.id in names:
                 # `self.attn_map = attn`, `maps[i] = attn`
-                if node.value.id in names and any(
-                    isinstance(t, (ast.Attribute, ast.Subscript)) for t in node.targets
+                if any(
+                    isinstance(t, (ast.Attribute, ast.Subscript)) for t in model.targets_of(node)
                 ):
                     return True
             elif isinstance(node, ast.Call) and terminal_name(node.func) == "append":
@@ -384,17 +394,15 @@ def forward(self, q, k, v):
         bindings inside an `if` or loop that does not hold `at` may not have run, so the search
         goes on to the first one that always runs. A tuple target is unknown (`ast.Pass`)."""
         found: list[ast.AST] = []
-        for node in _assignments(file, scope, name):
-            if end_position(node) > position(at):
+        for b in file.model.bindings_in(scope, name):
+            node = b.node
+            if not isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
                 continue
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if not any(
-                isinstance(n, ast.Name) and n.id == name for t in targets for n in ast.walk(t)
-            ):
+            if end_position(node) > position(at):
                 continue
             if _exclusive_branches(file, node, at):
                 continue  # `if mask: attn = f(attn) else: attn = g(attn)`: the if side never reaches else
-            if not any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            if b.value is None:  # a tuple target: what `name` got is unknown
                 unknown = ast.Pass()
                 unknown.lineno, unknown.col_offset = position(node)
                 found.append(unknown)
@@ -580,17 +588,6 @@ def forward(self, q, k, v):
         return None
 
 
-def _assignments(
-    file: PythonFile, scope: ast.AST, name: str
-) -> list[ast.Assign | ast.AugAssign | ast.AnnAssign]:
-    """Assignment statements of `scope` that bind `name` (the model's binding table)."""
-    return [
-        node
-        for b in file.model.bindings_in(scope, name)
-        if isinstance(node := b.node, (ast.Assign, ast.AugAssign, ast.AnnAssign))
-    ]
-
-
 _SOFTMAX_MODULES: MemoKey[set[str]] = MemoKey("names bound to nn.Softmax modules")
 
 
@@ -601,9 +598,8 @@ def _softmax_modules(file: PythonFile) -> set[str]:
 
 def _find_softmax_modules(file: PythonFile) -> set[str]:
     found: set[str] = set()
-    for assign in file.nodes(ast.Assign):
-        if isinstance(assign.value, ast.Call) and file.qualname(assign.value) in _SOFTMAX_MODULE:
-            found |= {name for t in assign.targets if (name := terminal_name(t)) is not None}
+    for call in file.model.calls_to(*_SOFTMAX_MODULE):
+        found |= {n for t in file.model.targets_of(call) if (n := terminal_name(t)) is not None}
     return found
 
 
