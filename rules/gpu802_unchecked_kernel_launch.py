@@ -256,7 +256,10 @@ void run(float* x, cudaStream_t s) {
         # A launcher (grid arithmetic and a launch, or a macro): its callers must check. A
         # method, or a name other functions share, cannot be matched to its callers: left alone.
         known = name in file.project.launchers
-        site = file.project.unchecked_caller(name) if known else None
+        # A macro of a source file is expanded only in that file (a header's is shared).
+        local = in_macro and not file.display_path.endswith((".h", ".cuh", ".hpp", ".hh"))
+        own = file.display_path if local else None
+        site = file.project.unchecked_caller(name, path=own) if known else None
         if site is None:
             return
         where = (

@@ -13,7 +13,12 @@ class DiscardedCudaError(Rule):
     compared, returned, or wrapped in a check macro (`CUDA_CHECK`, `checkCudaErrors`, the
     project's own macros and checking helpers, names in `[tool.gpulint.cuda] check-macros`).
     Left alone: a call the next statement checks (`getLastCudaError("...")`,
-    `cudaCheckError();`, `if (cudaGetLastError() != cudaSuccess)`), an explicit `(void)` cast,
+    `cudaCheckError();`, `if (cudaGetLastError() != cudaSuccess)`), a call followed later on
+    its straight-line path (not inside a branch of its own) by a check of the last error
+    (`cudaGetLastError()`, `C10_CUDA_KERNEL_LAUNCH_CHECK()`, or the project's own macro or helper
+    that reads it, also only in debug builds: `sync_check()` expanding to a `syncAndCheck(...)`
+    that calls `cudaGetLastError()`), which reports the failure of any runtime call before it,
+    a host-to-host copy (`cudaMemcpyHostToHost`), an explicit `(void)` cast,
     the project's own wrappers (`cudaFreeCheck(p)`, functions the project defines with a
     runtime-like name), device code, and standalone programs with their harness code, where a
     failure shows as soon as the program runs: a file that defines `main` (or the `#if` branch

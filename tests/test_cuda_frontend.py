@@ -689,3 +689,57 @@ def test_an_extension_a_package_module_loads_is_a_library(tmp_path, monkeypatch)
         'toy_relu = load(name="toy_relu", sources=["../csrc/relu.cu"])\n',
     }
     assert _extension_findings(tmp_path, files) == ["GPU802", "GPU803", "GPU804"]
+
+
+CHECK_HEADER = """
+#include <cuda_runtime.h>
+inline void syncAndReport(const char* file, int line) {
+#ifndef NDEBUG
+  cudaDeviceSynchronize();
+  cudaError_t result = cudaGetLastError();
+  if (result) report_cuda_failure(result, file, line);
+#endif
+}
+#define SYNC_STEP() syncAndReport(__FILE__, __LINE__)
+"""
+
+
+def _gpu803_tree(tmp_path, body):
+    (tmp_path / "util.h").write_text(CHECK_HEADER)
+    (tmp_path / "model.cc").write_text(
+        '#include "util.h"\n'
+        "void Model::prepare(int* ids, int n, cudaStream_t s) {\n"
+        f"  cudaMemsetAsync(ids, 0, sizeof(int) * n, s);\n  fill_ids(ids, n, s);\n{body}}}\n"
+    )
+    report = Linter(example_config(root=tmp_path)).run([tmp_path], jobs=1)
+    return [f for f in report.findings if f.code == "GPU803"]
+
+
+def test_a_later_check_macro_of_another_header_reading_the_last_error_covers_a_call(
+    tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    # The header's macro calls a helper that reads cudaGetLastError (in debug builds): the
+    # failed memset before it is reported there.
+    assert _gpu803_tree(tmp_path, "  SYNC_STEP();\n") == []
+    # The same project without that check after the call: reported.
+    [finding] = _gpu803_tree(tmp_path, "  log_step(n);\n")
+    assert finding.path == "model.cc" and finding.line == 3
+    # A check on one branch only does not cover it.
+    assert len(_gpu803_tree(tmp_path, "  if (n > 4096) {\n    SYNC_STEP();\n  }\n")) == 1
+
+
+def test_a_macro_launcher_names_its_caller_in_its_own_file(tmp_path, monkeypatch):
+    # Two sources each define their own `LAUNCH_K` (a macro is seen only in its file): the
+    # caller named is the one of the file the launch is in.
+    monkeypatch.chdir(tmp_path)
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.cu").write_text(
+            "__global__ void k(float* x) {}\n"
+            "#define LAUNCH_K(x, n) k<<<(n + 127) / 128, 128>>>(x)\n"
+            f"void run_{name}(float* x, int n) {{\n  LAUNCH_K(x, n);\n}}\n"
+        )
+    report = Linter(example_config(root=tmp_path)).run([tmp_path], jobs=1)
+    found = {f.path: f.message for f in report.findings if f.code == "GPU802"}
+    assert "`run_a` (line 4)" in found["a.cu"]
+    assert "`run_b` (line 4)" in found["b.cu"]

@@ -142,7 +142,7 @@ def checks(name: str | None, file: CudaFile, configured=()) -> bool:
 
 def file_checks(file: CudaFile) -> set[str]:
     """Macros and functions defined in `file` whose body checks a CUDA error status."""
-    out = set()
+    out = set(last_error_checks(file.data))
     for node in file.nodes("preproc_function_def") + file.nodes("preproc_def"):
         value = node.child_by_field_name("value")
         macro = node.child_by_field_name("name")
@@ -161,6 +161,187 @@ def file_checks(file: CudaFile) -> set[str]:
             if name:
                 out.add(name)
     return out
+
+
+# -- checks of the last error --------------------------------------------------------------------
+# `cudaGetLastError` returns (and clears) the last error of any runtime call or launch: a check
+# built on it also reports a failed copy or memset made before it.
+_LAST_ERROR = re.compile(rb"\bcuda(?:GetLastError|PeekAtLastError)\s*\(")
+_FUNCTION_HEAD = re.compile(
+    rb"\b([A-Za-z_]\w*)\s*\((?:[^;{}()]|\([^;{}()]*\))*\)\s*(?:const\s*)?(?:noexcept\s*)?\{"
+)
+_NOT_FUNCTIONS = frozenset({b"if", b"for", b"while", b"switch", b"catch", b"return", b"sizeof"})
+_DEFINE_TEXT = re.compile(rb"(?m)^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)((?:[^\n\\]|\\\n|\\)*)")
+_CALLED_TEXT = re.compile(rb"\b([A-Za-z_]\w*)\s*\(")
+# Known checks of the last error (besides the project's own).
+LAST_ERROR_CHECKS = frozenset(
+    {"cudaGetLastError", "cudaPeekAtLastError", "C10_CUDA_KERNEL_LAUNCH_CHECK", "getLastCudaError"}
+)
+
+
+def last_error_checks(data: bytes) -> frozenset[str]:
+    """Macros and small functions defined in `data` (text, parsed or not) that check the last
+    error: the body reads `cudaGetLastError()`/`cudaPeekAtLastError()` (not as a bare statement,
+    which only clears it), also under a debug flag or an environment switch (the project's
+    chosen convention), and macros that expand to a call of one, two levels deep
+    (`#define sync_check() syncAndCheck(__FILE__, __LINE__)`). No launching function: its
+    check is GPU802's `checking_launchers`."""
+    if not _LAST_ERROR.search(data):
+        return frozenset()
+    out: set[str] = set()
+    for m in _FUNCTION_HEAD.finditer(data):
+        name = m.group(1)
+        if name in _NOT_FUNCTIONS:
+            continue
+        body = _braced(data, m.end() - 1)
+        if body is not None and b"<<<" not in body and _reads_last_error(body):
+            out.add(name.decode("ascii", "replace"))
+    macros = [
+        (m.group(1).decode("ascii", "replace"), m.group(2)) for m in _DEFINE_TEXT.finditer(data)
+    ]
+    for _ in range(3):  # a macro calling a macro calling the function
+        for name, value in macros:
+            if name not in out and (
+                _reads_last_error(value)
+                or any(c.decode("ascii", "replace") in out for c in _CALLED_TEXT.findall(value))
+            ):
+                out.add(name)
+    return frozenset(out)
+
+
+def _braced(data: bytes, start: int, limit: int = 4000) -> bytes | None:
+    """The `{...}` block opening at `start`; None past `limit` bytes or 40 lines (a small
+    helper; a long function that reads the error somewhere is not a check)."""
+    depth = 0
+    end = min(len(data), start + limit)
+    for i in range(start, end):
+        c = data[i]
+        if c == 0x7B:
+            depth += 1
+        elif c == 0x7D:
+            depth -= 1
+            if depth == 0:
+                body = data[start : i + 1]
+                return body if body.count(b"\n") <= 40 else None
+    return None
+
+
+def _reads_last_error(text: bytes) -> bool:
+    for m in _LAST_ERROR.finditer(text):
+        before = text[: m.start()].rstrip()
+        after = text[m.end() :].lstrip()
+        bare = (
+            (not before or before[-1:] in b";{}")
+            and after.startswith(b")")
+            and (after[1:].lstrip().startswith(b";"))
+        )
+        if not bare:
+            return True
+    return False
+
+
+# (names, their pattern, where the file's last mention of one starts)
+_LAST_ERROR_NAMES: MemoKey[tuple[frozenset[str], re.Pattern[bytes] | None, int]] = MemoKey(
+    "cuda.last_error_names"
+)
+# Where a check that sits later in the function may not run.
+_CONDITIONAL = frozenset(
+    {
+        "switch_statement",
+        "case_statement",
+        "conditional_expression",
+        "lambda_expression",
+        "catch_clause",
+        "preproc_if",
+        "preproc_ifdef",
+        "preproc_else",
+        "preproc_elif",
+    }
+)
+
+
+def _last_error_names(file: CudaFile) -> tuple[frozenset[str], re.Pattern[bytes] | None, int]:
+    def compute():
+        names = LAST_ERROR_CHECKS | last_error_checks(file.data) | file.project.last_error_checks
+        pattern = re.compile(
+            rb"\b(" + b"|".join(re.escape(n.encode()) for n in sorted(names)) + rb")\b"
+        )
+        last = -1
+        for m in pattern.finditer(file.data):
+            last = m.start()
+        return names, pattern, last
+
+    return file.memo.get(_LAST_ERROR_NAMES, compute)
+
+
+def last_error_checked_after(file: CudaFile, call, function) -> bool:
+    """A check of the last error (`cudaGetLastError`, `C10_CUDA_KERNEL_LAUNCH_CHECK`, the
+    project's own, see `last_error_checks`) runs after `call` on the same straight-line path
+    of `function`: in a later statement of a block that holds the call, not inside a branch
+    (`if`, `switch`, `#ifdef`) of its own. Loops around either are accepted."""
+    _, pattern, last = _last_error_names(file)
+    if pattern is None or last < call.end_byte:
+        return False  # no check after it in the whole file
+    blocks = file.memo.get(_CHECKED_BLOCKS, dict)
+    node = call
+    while node is not None and node != function:
+        parent = node.parent
+        if parent is None or parent.type == "lambda_expression":
+            return False
+        if parent.type == "compound_statement":
+            # Once per block: where each statement starts, and the last that checks.
+            found = blocks.get(parent.start_byte)
+            if found is None:
+                children = parent.named_children
+                last = -1
+                for i in range(len(children) - 1, -1, -1):
+                    if _unconditional_check_in(file, children[i], pattern):
+                        last = children[i].start_byte
+                        break
+                found = blocks[parent.start_byte] = last
+            if found > node.start_byte:
+                return True
+        node = parent
+    return False
+
+
+_CHECKED_BLOCKS: MemoKey[dict[int, int]] = MemoKey("cuda.blocks_checked_last_error")
+
+
+def _unconditional_check_in(file: CudaFile, statement, pattern: re.Pattern[bytes]) -> bool:
+    text = file.data[statement.start_byte : statement.end_byte]
+    for m in pattern.finditer(text):
+        start = statement.start_byte + m.start()
+        node = file.root.descendant_for_byte_range(start, statement.start_byte + m.end())
+        if node is None:
+            continue
+        ok = True
+        child = node
+        for a in file.ancestors(node):
+            if (
+                a.type == "expression_statement"
+                and m.group(1)
+                in (
+                    b"cudaGetLastError",
+                    b"cudaPeekAtLastError",
+                )
+                and child.type == "call_expression"
+                and child.parent == a
+            ):
+                ok = False  # `cudaGetLastError();` clears the error, reports nothing
+                break
+            if a.type in _CONDITIONAL:
+                ok = False
+                break
+            if a.type == "if_statement" and child != a.child_by_field_name("condition"):
+                ok = False
+                break
+            if a == statement:
+                break
+            child = a
+        if ok:
+            return True
+    return False
 
 
 def checking_launchers(file: CudaFile, own: frozenset[str] | set[str] = frozenset()) -> set[str]:
@@ -264,6 +445,13 @@ def discarded_status(file: CudaFile, call, name: str) -> str | None:
     if _checked_next(file, statement):
         return None
     function = file.enclosing_function(call)
+    if function is not None and last_error_checked_after(file, call, function):
+        return None  # `sync_check_cuda_error();` later on its path reports this failure too
+    if (
+        name.startswith("cudaMemcpy")
+        and b"cudaMemcpyHostToHost" in file.data[call.start_byte : call.end_byte]
+    ):
+        return None  # host memory to host memory: nothing on the GPU to fail
     if (
         file.is_test
         and function is not None

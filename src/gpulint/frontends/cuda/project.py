@@ -22,6 +22,7 @@ from gpulint.frontends.cuda.idioms import (
     function_name,
     is_check_name,
     is_runtime_call,
+    last_error_checks,
     launch_helpers,
 )
 from gpulint.source import is_driver_path
@@ -47,6 +48,9 @@ class CudaProject:
     # launch before a call to one is left alone: see GPU802)
     checked_launching: frozenset[str] = frozenset()
     defined: frozenset[str] = frozenset()  # cuda-prefixed names the project defines itself
+    # its checks that read the last error (idioms.last_error_checks): they also report a
+    # runtime call's failure before them (GPU803)
+    last_error_checks: frozenset[str] = frozenset()
     calls: dict[str, tuple[CallSite, ...]] = field(default_factory=dict)  # callee -> sites
     launchers: dict[str, str] = field(default_factory=dict)  # launcher -> path defining it
     # names several host functions share (methods, overloads, CPU twins): not followed by name
@@ -66,15 +70,25 @@ class CudaProject:
     def callers(self, name: str) -> tuple[CallSite, ...]:
         return self.calls.get(name, ())
 
-    def unchecked_caller(self, name: str, depth: int = 0, seen=None) -> CallSite | None:
+    def unchecked_caller(
+        self, name: str, depth: int = 0, seen=None, path: str | None = None
+    ) -> CallSite | None:
         """A call site of launcher `name` after which no check runs, following callers that are
         launchers themselves (their callers may check). None when every caller found checks,
-        and when no caller is found (the launcher is called through a table, from Python...)."""
+        and when no caller is found (the launcher is called through a table, from Python...).
+        `path`: only the call sites in that file (a macro of a source file is seen only there;
+        other sources may define their own of the same name)."""
         seen = set() if seen is None else seen
         seen.add(name)
         # A test's, benchmark's or demo's call (a driver path, or `main`) is not the library's
         # use: the launcher is judged by its library callers.
-        sites = [s for s in self.callers(name) if s.caller != "main" and not is_driver_path(s.path)]
+        sites = [
+            s
+            for s in self.callers(name)
+            if s.caller != "main"
+            and not is_driver_path(s.path)
+            and (path is None or s.path == path)
+        ]
         for site in sites:
             if site.checked or site.caller in seen:
                 continue
@@ -94,6 +108,7 @@ class CudaProject:
             "checking": sorted(self.checking),
             "checked_launching": sorted(self.checked_launching),
             "defined": sorted(self.defined),
+            "last_error": sorted(self.last_error_checks),
             "sites": {n: sorted(map(_site_key, self._closure(n))) for n in own},
             "harness": path in self.harness_headers,
             "script_built": path in self.script_built,
@@ -187,6 +202,7 @@ def file_facts(file: CudaFile, configured: tuple[str, ...] = ()) -> dict:
         "checking": sorted(checking),
         "checked_launching": sorted(checked_launching),
         "defined": sorted(defined),
+        "last_error_checks": sorted(last_error_checks(file.data)),
     }
 
 
@@ -277,6 +293,7 @@ def merge(facts_by_path: dict[str, dict]) -> CudaProject:
     launchers: dict[str, str] = {}
     launching: dict[str, int] = {}
     checks: set[str] = set()
+    last_error: set[str] = set()
     defined: set[str] = set()
     checking: dict[str, int] = {}
     checked_launching: dict[str, int] = {}
@@ -285,6 +302,7 @@ def merge(facts_by_path: dict[str, dict]) -> CudaProject:
             launchers.setdefault(name, path)
             launching[name] = launching.get(name, 0) + count
         checks.update(facts["checks"])
+        last_error.update(facts.get("last_error_checks", ()))
         defined.update(facts["defined"])
         for name in facts.get("checking", ()):
             checking[name] = checking.get(name, 0) + 1
@@ -327,9 +345,11 @@ def merge(facts_by_path: dict[str, dict]) -> CudaProject:
         # one checked definition of the name is enough)
         checked_launching=frozenset(n for n in checked_launching if n not in methods),
         defined=frozenset(defined),
+        last_error_checks=frozenset(last_error),
         calls={k: tuple(v) for k, v in calls.items()},
         launchers=launchers,
-        ambiguous=frozenset(methods | {n for n, c in defs.items() if c > 1}),
+        # (a name every definition of which launches is followed, like the launchers above)
+        ambiguous=frozenset(methods | {n for n, c in defs.items() if c > 1 and n not in launchers}),
     )
 
 
@@ -376,7 +396,8 @@ def build(
                 "launchers": {},
                 "calls": [],
                 "defined": [],
-                "checks": _macro_checks(data),
+                "checks": sorted(set(_macro_checks(data)) | last_error_checks(data)),
+                "last_error_checks": sorted(last_error_checks(data)),
             }
     project = merge(facts)
     project.harness_headers = harness_headers(facts, paths, drivers)
