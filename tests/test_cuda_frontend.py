@@ -743,3 +743,11 @@ def test_a_macro_launcher_names_its_caller_in_its_own_file(tmp_path, monkeypatch
     found = {f.path: f.message for f in report.findings if f.code == "GPU802"}
     assert "`run_a` (line 4)" in found["a.cu"]
     assert "`run_b` (line 4)" in found["b.cu"]
+
+
+def test_a_launchers_caller_checked_by_a_last_error_macro_of_another_header(tmp_path, monkeypatch):
+    # `SYNC_STEP()` (util.h) expands to a helper reading cudaGetLastError: the caller checks.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "util.h").write_text(CHECK_HEADER)
+    assert _run_tree(tmp_path, "  launch_k(x, n, s);\n  SYNC_STEP();\n") == []
+    assert len(_run_tree(tmp_path, "  launch_k(x, n, s);\n  log_step(n);\n")) == 1

@@ -526,12 +526,13 @@ _CHECK_BYTES = re.compile(
 
 
 def macro_checks(files: Iterable[tuple[str, bytes]]) -> frozenset[str]:
-    """The checking macros `#define`d anywhere in the checked tree, read from the text."""
+    """The checking macros `#define`d anywhere in the checked tree, and the macros and helpers
+    that read the last error (`idioms.last_error_checks`), read from the text."""
     return frozenset(
         name
         for _, data in files
         if b"#define" in data and b"cuda" in data
-        for name in _macro_checks(data)
+        for name in (*_macro_checks(data), *last_error_checks(data))
     )
 
 
