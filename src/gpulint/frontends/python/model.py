@@ -147,6 +147,9 @@ class SemanticModel:
         self._calls: dict[str, list[ast.Call]] | None = None
         self._functions: dict[str, list[Function]] | None = None
         self._attribute_stores: dict[str, list[AttributeStore]] | None = None
+        # Per class: `self.<attr>` -> the values assigned to it anywhere in the class (one walk
+        # of the class, not one per question: model classes are thousands of nodes).
+        self._self_stores: dict[int, dict[str, list[ast.expr]]] = {}
 
     # -- scopes ------------------------------------------------------------------------------
     def scope_of(self, node: ast.AST) -> ast.AST:
@@ -435,18 +438,20 @@ class SemanticModel:
         cls = self.enclosing_class(attribute)
         if cls is None:
             return None
-        built: list[ast.expr] = []
-        for node in ast.walk(cls):
-            if isinstance(node, (ast.Assign, ast.AnnAssign)):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                for target in targets:
-                    if (
-                        isinstance(target, ast.Attribute)
-                        and target.attr == attribute.attr
-                        and isinstance(target.value, ast.Name)
-                        and target.value.id == "self"
-                    ):
-                        built.append(node.value)  # type: ignore[arg-type]
+        stores = self._self_stores.get(id(cls))
+        if stores is None:
+            stores = self._self_stores[id(cls)] = {}
+            for node in ast.walk(cls):
+                if isinstance(node, (ast.Assign, ast.AnnAssign)):
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    for target in targets:
+                        if (
+                            isinstance(target, ast.Attribute)
+                            and isinstance(target.value, ast.Name)
+                            and target.value.id == "self"
+                        ):
+                            stores.setdefault(target.attr, []).append(node.value)  # type: ignore[arg-type]
+        built = stores.get(attribute.attr, [])
         if len(built) != 1:
             return None  # reassigned somewhere: which instance is it at the call?
         value = built[0]
