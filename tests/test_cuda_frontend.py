@@ -751,3 +751,30 @@ def test_a_launchers_caller_checked_by_a_last_error_macro_of_another_header(tmp_
     (tmp_path / "util.h").write_text(CHECK_HEADER)
     assert _run_tree(tmp_path, "  launch_k(x, n, s);\n  SYNC_STEP();\n") == []
     assert len(_run_tree(tmp_path, "  launch_k(x, n, s);\n  log_step(n);\n")) == 1
+
+
+def test_a_launcher_called_by_an_overload_whose_every_call_checks_is_left_alone(
+    tmp_path, monkeypatch
+):
+    # `launch_pos` is called by one of two overloads of `lookup` (an adapter); every call of
+    # the name `lookup` checks, so the one that launches is checked too.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ops.cu").write_text(
+        "__global__ void k(float* x) {}\n"
+        "void launch_pos(float* x, int n, cudaStream_t s) {\n"
+        "  k<<<(n + 127) / 128, 128, 0, s>>>(x);\n}\n"
+        "void lookup(float* x, int n, cudaStream_t s) { launch_pos(x, n, s); }\n"
+        "void lookup(float* x, int n) { lookup(x, n, 0); }\n"
+    )
+
+    def run(after):
+        (tmp_path / "step.cpp").write_text(
+            "void lookup(float* x, int n, cudaStream_t s);\n"
+            f"void step(float* x, int n, cudaStream_t s) {{\n  lookup(x, n, s);\n{after}}}\n"
+        )
+        report = Linter(example_config(root=tmp_path)).run([tmp_path], jobs=1)
+        return [f for f in report.findings if f.code == "GPU802"]
+
+    assert run("  CUDA_CHECK(cudaGetLastError());\n") == []
+    [finding] = run("  log_step(n);\n")
+    assert finding.path == "ops.cu" and finding.line == 3

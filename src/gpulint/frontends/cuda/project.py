@@ -55,6 +55,7 @@ class CudaProject:
     launchers: dict[str, str] = field(default_factory=dict)  # launcher -> path defining it
     # names several host functions share (methods, overloads, CPU twins): not followed by name
     ambiguous: frozenset[str] = frozenset()
+    methods: frozenset[str] = frozenset()  # names of member functions
     # file names of headers `#include`d only from a standalone program's code (a benchmark's
     # timing and checking helpers), never from library code
     harness_headers: frozenset[str] = frozenset()
@@ -93,7 +94,10 @@ class CudaProject:
             if site.checked or site.caller in seen:
                 continue
             caller = site.caller
-            if depth < 3 and caller and caller not in self.ambiguous and self.callers(caller):
+            # A name several free functions share (overloads) is followed too: when every call
+            # of the name checks, so does every call of this one of them. Not a method's: calls
+            # through an object (`layer->setup()`) are not matched by name, some may be unseen.
+            if depth < 3 and caller and caller not in self.methods and self.callers(caller):
                 if self.unchecked_caller(site.caller, depth + 1, seen) is None:
                     continue  # every caller of the caller checks
             return site
@@ -350,6 +354,7 @@ def merge(facts_by_path: dict[str, dict]) -> CudaProject:
         launchers=launchers,
         # (a name every definition of which launches is followed, like the launchers above)
         ambiguous=frozenset(methods | {n for n, c in defs.items() if c > 1 and n not in launchers}),
+        methods=frozenset(methods),
     )
 
 
