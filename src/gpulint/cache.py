@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
 from gpulint import __version__
@@ -144,6 +143,8 @@ class ResultCache:
                 "fingerprint": self.fingerprint,
                 "files": self.entries,
             }
+            import tempfile  # only a run that writes the cache pays its import
+
             fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".results-", suffix=".tmp")
             with os.fdopen(fd, "w", encoding="utf-8") as out:
                 json.dump(payload, out, separators=(",", ":"))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import re
-import tomllib
 from dataclasses import dataclass, field
 
 DTYPES = ("bf16", "fp16", "tf32", "fp8", "fp32")
@@ -102,9 +101,12 @@ def _norm(name: str) -> str:
 
 @functools.cache
 def table() -> Table:
-    from importlib import resources  # here: importing it costs more than a check of one file
+    import tomllib  # here: a check that resolves no target never reads the table
+    from pathlib import Path
 
-    raw = tomllib.loads(resources.files("gpulint").joinpath("data/hardware.toml").read_text())
+    # data/ is installed beside the modules (as levers.py reads it): importlib.resources would
+    # cost a one-file check 3 ms of imports (zipfile) for the same path
+    raw = tomllib.loads(Path(__file__).resolve().parent.joinpath("data/hardware.toml").read_text())
     archs = {
         name: Arch(name, v["compute_capability"], v["smem_per_block"], v["bf16"], v["fp8"])
         for name, v in raw.items()

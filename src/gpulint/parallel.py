@@ -10,10 +10,14 @@ import os
 import stat
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpulint.diagnostics import unanalysable
-from gpulint.supervisor import FILE_TIME_BUDGET_S, Outcome, Supervisor
 
+if TYPE_CHECKING:
+    from gpulint.supervisor import Outcome
+
+FILE_TIME_BUDGET_S = 30.0  # a pathological file is reported and skipped, never hangs the run
 _worker_linter = None
 # Objects allocated between two young-generation collections of Python's cyclic collector while
 # workers lint (the default is 700). A parse allocates hundreds of thousands of nodes that live
@@ -90,6 +94,9 @@ def lint_many(
         gc.freeze()
         gc.set_threshold(max(threshold[0], GC_YOUNG_THRESHOLD), *threshold[1:])
         try:
+            # Imported here: one file that no rule wants is answered without it (pickle, signal)
+            from gpulint.supervisor import Supervisor
+
             with Supervisor(workers, budget) as supervisor:
                 outcomes = supervisor.map(_work, [(path,) for _, path in todo])
                 for i, outcome in outcomes:

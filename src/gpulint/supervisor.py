@@ -23,10 +23,11 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from gpulint.parallel import FILE_TIME_BUDGET_S
+
 if TYPE_CHECKING:  # imported where a worker is started: a run that forks none does not pay it
     from multiprocessing.connection import Connection
 
-FILE_TIME_BUDGET_S = 30.0  # a pathological file is reported and skipped, never hangs the run
 MEMORY_HEADROOM = 3 * 1024**3  # bytes of address space a worker may add to what it inherited
 CAN_FORK = hasattr(os, "fork")
 
