@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 from gpulint.diagnostics import Finding, Related
 from gpulint.frontends.python.file import PythonFile
-from gpulint.frontends.python.loops import Loop
+from gpulint.frontends.python.loops import Loop, under_branch
 from gpulint.frontends.python.model import FUNCTIONS, MemoKey
 from gpulint.frontends.python.names import terminal_name
 from gpulint.frontends.python.options import off_by_default
@@ -322,7 +322,7 @@ for x, y in loader:
         site = summary.sync
         if site.what in _BULK and not file.loops.trains(loop):
             return
-        if _conditional_in_loop(file, node, loop) or _host_arguments(file, node):
+        if under_branch(file, node, loop) or _host_arguments(file, node):
             return  # a branch the default path may not take; a callee given Python numbers
         if _after_sync(file, node, loop):
             return
@@ -398,19 +398,6 @@ def _opt_in(file: PythonFile, node: ast.AST, loop: ast.AST) -> bool:
                 return True
         elif isinstance(parent, FUNCTIONS):
             break
-        child = parent
-    return False
-
-
-def _conditional_in_loop(file: PythonFile, node: ast.AST, loop: ast.AST) -> bool:
-    """The call runs under an `if` inside the loop (`if clip: clip_() else: norm = f()`,
-    `if is_rank0: acc(...)`): the default path may never take it."""
-    child = node
-    for parent in file.ancestors(node):
-        if parent is loop:
-            return False
-        if isinstance(parent, (ast.If, ast.IfExp)) and child is not parent.test:
-            return True
         child = parent
     return False
 

@@ -3,6 +3,7 @@ from collections.abc import Iterator
 
 from gpulint.diagnostics import Finding, Related
 from gpulint.frontends.python.file import PythonFile
+from gpulint.frontends.python.loops import under_branch
 from gpulint.frontends.python.model import MemoKey
 from gpulint.frontends.python.names import keyword, terminal_name
 from gpulint.frontends.python.options import off_by_default
@@ -171,7 +172,7 @@ class Net(nn.Module):
         loop = file.loops.runs_every_step(node)
         if loop is None or _fallback(file, node, loop) or off_by_default(file, node, loop):
             return
-        if _conditional(file, node, loop):
+        if under_branch(file, node, loop):
             return  # a branch a flag or the data may never take
         summary = summaries(file).of_call(node)
         if summary is None or summary.upload is None:
@@ -245,17 +246,6 @@ def _named_call(call: ast.Call) -> bool:
         and isinstance(func.value, ast.Name)
         and func.attr not in {"to", "cuda", "item", "cpu"}
     )
-
-
-def _conditional(file: PythonFile, node: ast.AST, loop: ast.AST) -> bool:
-    child = node
-    for parent in file.ancestors(node):
-        if parent is loop:
-            return False
-        if isinstance(parent, (ast.If, ast.IfExp)) and child is not parent.test:
-            return True
-        child = parent
-    return False
 
 
 def _short(path: str, here: str) -> str:

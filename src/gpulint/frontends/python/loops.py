@@ -291,6 +291,20 @@ class LoopModel:
 _PER_PROCESS = re.compile(r"rank|world|device|gpu|process|node|local", re.IGNORECASE)
 
 
+def under_branch(file: PythonFile, node: ast.AST, loop: ast.AST) -> bool:
+    """`node` runs in a branch of an `if` (or a conditional expression) inside `loop`, not in
+    its test (`if clip: clip_() else: norm = f()`, `if is_rank0: acc(...)`): the default path
+    may never take it."""
+    child = node
+    for parent in file.ancestors(node):
+        if parent is loop:
+            return False
+        if isinstance(parent, (ast.If, ast.IfExp)) and child is not parent.test:
+            return True
+        child = parent
+    return False
+
+
 def is_periodic_test(test: ast.AST) -> bool:
     """`step % N == 0`, `should_log`, `i == 0`, `args.log and step % k == 0`..."""
     for node in ast.walk(test):
