@@ -62,6 +62,20 @@ def claim_findings(rule: Rule, file: ClaimFile) -> Iterator[Finding]:
             )
 
 
+class ClaimRule(Rule):
+    """A claim rule: gated by `claim_gates`, reporting the claims of its own code. Not
+    discovered as a rule itself (it is defined outside the rule's module)."""
+
+    @classmethod
+    def gates(
+        cls, language: str, settings: Settings
+    ) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
+        return claim_gates(cls, language, settings)
+
+    def finish(self, file: ClaimFile) -> Iterator[Finding]:
+        return claim_findings(self, file)
+
+
 def _severity(claim: Claim) -> Severity | None:
     return Severity(claim.severity) if claim.severity else None
 

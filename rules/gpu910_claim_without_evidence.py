@@ -1,14 +1,11 @@
-from collections.abc import Iterator
-
-from gpulint.rules._claim_rule import ClaimFile, claim_findings, claim_gates
+from gpulint.rules._claim_rule import ClaimRule
 
 from gpulint.claims import EVIDENCE_WORDS, SPEED_WORDS, THROUGHPUT_WORDS
-from gpulint.diagnostics import Finding, Severity
-from gpulint.rule import Invalid, Rule
-from gpulint.settings import Settings
+from gpulint.diagnostics import Severity
+from gpulint.rule import Invalid
 
 
-class ClaimWithoutEvidence(Rule):
+class ClaimWithoutEvidence(ClaimRule):
     """
     ## What it does
     Finds speedup and throughput claims in a project's result documents, `3.2× faster`, `30%
@@ -106,12 +103,3 @@ class ClaimWithoutEvidence(Rule):
             "Our fused kernel is 2x faster.\n<!-- gpulint-evidence: .gpulint/evidence/missing.json -->\n"
         ),
     ]
-
-    @classmethod
-    def gates(
-        cls, language: str, settings: Settings
-    ) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
-        return claim_gates(cls, language, settings)
-
-    def finish(self, file: ClaimFile) -> Iterator[Finding]:
-        return claim_findings(self, file)

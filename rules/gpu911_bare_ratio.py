@@ -1,14 +1,10 @@
-from collections.abc import Iterator
-
-from gpulint.rules._claim_rule import ClaimFile, claim_findings, claim_gates
+from gpulint.rules._claim_rule import ClaimRule
 
 from gpulint.claims import SPEED_WORDS
-from gpulint.diagnostics import Finding, Severity
-from gpulint.rule import Rule
-from gpulint.settings import Settings
+from gpulint.diagnostics import Severity
 
 
-class BareRatio(Rule):
+class BareRatio(ClaimRule):
     """
     ## What it does
     Finds a speed ratio, such as `2.3× faster` or `30% speedup`, that states its runs and
@@ -58,12 +54,3 @@ class BareRatio(Rule):
         "Pinned memory makes copies 3.3× faster (median of 5 runs, ±2%).\n",
         "The cache gives a 30% speedup on retrieval (10 runs, std 1%).\n",
     ]
-
-    @classmethod
-    def gates(
-        cls, language: str, settings: Settings
-    ) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
-        return claim_gates(cls, language, settings)
-
-    def finish(self, file: ClaimFile) -> Iterator[Finding]:
-        return claim_findings(self, file)

@@ -1,13 +1,9 @@
-from collections.abc import Iterator
+from gpulint.rules._claim_rule import ClaimRule
 
-from gpulint.rules._claim_rule import ClaimFile, claim_findings, claim_gates
-
-from gpulint.diagnostics import Finding, Severity
-from gpulint.rule import Rule
-from gpulint.settings import Settings
+from gpulint.diagnostics import Severity
 
 
-class UnknownPeakDenominator(Rule):
+class UnknownPeakDenominator(ClaimRule):
     """
     ## What it does
     Finds %-of-peak figures (`71% of peak`, `45% MFU`, `80% of the roofline`) in documentation
@@ -74,12 +70,3 @@ class UnknownPeakDenominator(Rule):
         "H100 delivers 1,979 TFLOPS BF16.\n",
         "We measured 45% MFU on GB10 in bf16.\n",
     ]
-
-    @classmethod
-    def gates(
-        cls, language: str, settings: Settings
-    ) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
-        return claim_gates(cls, language, settings)
-
-    def finish(self, file: ClaimFile) -> Iterator[Finding]:
-        return claim_findings(self, file)
