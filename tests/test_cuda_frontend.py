@@ -778,3 +778,22 @@ def test_a_launcher_called_by_an_overload_whose_every_call_checks_is_left_alone(
     assert run("  CUDA_CHECK(cudaGetLastError());\n") == []
     [finding] = run("  log_step(n);\n")
     assert finding.path == "ops.cu" and finding.line == 3
+
+
+def test_a_later_wrapped_last_error_check_covers_an_attribute_call_but_a_bare_one_does_not():
+    # `CHECK(cudaGetLastError())` after the branches reports a failed cudaFuncSetAttribute;
+    # a bare `cudaGetLastError();` clears the error and reports nothing.
+    text = (
+        "__global__ void k(float* o);\n"
+        "void run(float* o, bool big, cudaStream_t s) {\n"
+        "  if (big) {\n"
+        "    cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, 98304);\n"
+        "    k<<<64, 256, 98304, s>>>(o);\n"
+        "  }\n"
+        "  CUDA_CHECK(cudaGetLastError());\n"
+        "}\n"
+    )
+    assert [f for f in lint_text(text, "attn.cu") if f.code == "GPU803"] == []
+    bare = text.replace("CUDA_CHECK(cudaGetLastError());", "cudaGetLastError();")
+    [finding] = [f for f in lint_text(bare, "attn.cu") if f.code == "GPU803"]
+    assert finding.line == 4

@@ -327,6 +327,7 @@ def _unconditional_check_in(file: CudaFile, statement, pattern: re.Pattern[bytes
                 )
                 and child.type == "call_expression"
                 and child.parent == a
+                and child.start_byte == start  # the bare call, not `CHECK(cudaGetLastError())`
             ):
                 ok = False  # `cudaGetLastError();` clears the error, reports nothing
                 break
