@@ -24,7 +24,11 @@ class UncheckedKernelLaunch(Rule):
     A *launcher* (a host function other than `main` that computes a grid and launches, with no
     CUDA runtime call of its own, or a launching macro) may leave the check to its caller: the
     rule then looks up every call of it in the checked tree (other files too) and fires only
-    when a caller does not check after the call, naming that caller. A function that also
+    when a caller does not check after the call, naming that caller. A caller that does not
+    check is followed up to its own callers (five levels). Not counted as callers: a call
+    that cannot run (after `return`, `throw` or an assertion of `false` in its block) and a
+    size query (a null pointer passed where the function returns before launching when it is
+    null: `invokeTopk(nullptr, ws_size, ...)` asking for its workspace size). A function that also
     allocates or copies, or any function of a PyTorch extension (PyTorch checks after every
     launch), fires unless callers are found and every one of them checks. Calls from tests,
     benchmarks, demos and examples (by their path) or from a `main` are not the library's use: a

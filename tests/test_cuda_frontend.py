@@ -797,3 +797,28 @@ def test_a_later_wrapped_last_error_check_covers_an_attribute_call_but_a_bare_on
     bare = text.replace("CUDA_CHECK(cudaGetLastError());", "cudaGetLastError();")
     [finding] = [f for f in lint_text(bare, "attn.cu") if f.code == "GPU803"]
     assert finding.line == 4
+
+
+QUERY_FIXTURE = Path(__file__).resolve().parent.parent / (
+    "fixtures/cuda/gpu802_silent_query_dead_and_deep_callers.cu"
+)
+
+
+def _gpu802(text):
+    return [f for f in lint_text(text, "sampling.cu") if f.code == "GPU802"]
+
+
+def test_callers_followed_past_size_queries_dead_calls_and_five_levels_up():
+    text = QUERY_FIXTURE.read_text(encoding="utf-8")
+    assert _gpu802(text) == []
+    # The call after `LIB_CHECK(false)` is live once the assertion is gone: it is not checked.
+    [found] = _gpu802(text.replace("    LIB_CHECK(false);\n", ""))
+    assert "`beam_topk`" in found.message and found.line == 24
+    # A workspace that is not null: the allocating call launches, and nothing checks it.
+    live = text.replace("invoke_topk<T>(nullptr, workspace_size_,", "invoke_topk<T>(scratch_, ws,")
+    assert {f.line for f in _gpu802(live)} == {24, 30}
+    # Five callers up, the layer does not check: reported, naming the first unchecked caller.
+    unchecked = text.replace("  log_step(batch);\n  SYNC_CHECK();\n", "  log_step(batch);\n")
+    found = _gpu802(unchecked)
+    assert {f.line for f in found} == {24, 30}
+    assert any("`topk_dispatch` (line 31)" in f.message for f in found)

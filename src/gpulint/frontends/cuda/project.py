@@ -31,6 +31,11 @@ if TYPE_CHECKING:
     from gpulint.frontends.cuda.file import CudaFile
 
 
+# How many callers up a launch is followed (launcher <- helper <- op <- layer ...): bounded,
+# so the project index stays a few passes over the call facts.
+_DEPTH = 5
+
+
 @dataclass(frozen=True)
 class CallSite:
     caller: str  # the calling host function (or "" at file scope)
@@ -97,7 +102,7 @@ class CudaProject:
             # A name several free functions share (overloads) is followed too: when every call
             # of the name checks, so does every call of this one of them. Not a method's: calls
             # through an object (`layer->setup()`) are not matched by name, some may be unseen.
-            if depth < 3 and caller and caller not in self.methods and self.callers(caller):
+            if depth < _DEPTH and caller and caller not in self.methods and self.callers(caller):
                 if self.unchecked_caller(site.caller, depth + 1, seen) is None:
                     continue  # every caller of the caller checks
             return site
@@ -120,12 +125,20 @@ class CudaProject:
         }
         return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()[:16]
 
-    def _closure(self, name: str, depth: int = 0) -> list[CallSite]:
-        out = list(self.callers(name))
-        if depth < 3:
-            for site in self.callers(name):
-                if site.caller and site.caller != name:
-                    out.extend(self._closure(site.caller, depth + 1))
+    def _closure(self, name: str) -> list[CallSite]:
+        """The call sites of `name` and of its callers, `_DEPTH` levels up (each name once)."""
+        out: list[CallSite] = []
+        seen = {name}
+        level = [name]
+        for _ in range(_DEPTH + 1):
+            up = []
+            for callee in level:
+                for site in self.callers(callee):
+                    out.append(site)
+                    if site.caller and site.caller not in seen:
+                        seen.add(site.caller)
+                        up.append(site.caller)
+            level = up
         return out
 
 
@@ -169,7 +182,7 @@ def file_facts(file: CudaFile, configured: tuple[str, ...] = ()) -> dict:
         if function is None or file.is_device_function(function) or file.broken(call):
             continue
         caller = function_name(file, function) or ""
-        if name == caller:
+        if name == caller or _unreachable(file, call, function):
             continue
         checked = (
             _status_checked(file, call)
@@ -180,7 +193,7 @@ def file_facts(file: CudaFile, configured: tuple[str, ...] = ()) -> dict:
                 and bool(VALIDATES.search(file.data[call.end_byte : function.end_byte]))
             )
         )
-        calls.append((name, caller, file.span(call)[0], checked))
+        calls.append((name, caller, file.span(call)[0], checked, _null_args(file, call, function)))
     defined = {
         n
         for fn in file.nodes("function_definition")
@@ -200,6 +213,7 @@ def file_facts(file: CudaFile, configured: tuple[str, ...] = ()) -> dict:
         "includes": includes,
         "launchers": {n: len(v) for n, v in sorted(launchers.items())},
         "defs": defs,
+        "null_exits": _null_exits(file),
         "methods": sorted(methods),
         "calls": calls,
         "checks": sorted(own),
@@ -219,6 +233,118 @@ def _is_method(file: CudaFile, function) -> bool:
     if inner is not None and inner.type in ("qualified_identifier", "field_identifier"):
         return True
     return any(a.type == "field_declaration_list" for a in file.ancestors(function))
+
+
+# A statement after which the rest of its block never runs: `return`, `throw`, a call that
+# does not return, an assertion of `false` (`FT_CHECK(false)`, `TORCH_CHECK(false, "...")`).
+_NO_RETURN = re.compile(
+    rb"^(?:return\b|throw\b|(?:std::)?(?:abort|exit|_Exit|quick_exit)\s*\(|__builtin_unreachable\b"
+    rb"|\w*THROW\w*\s*\(|\w*(?i:check|assert)\w*\s*\(\s*(?:false|0)\s*[,)])"
+)
+
+
+def _unreachable(file: CudaFile, call, function) -> bool:
+    """`call` follows, in its own block or one around it, a statement that never returns (a
+    call placed after `FT_CHECK(false);` is dead code: no caller of anything)."""
+    node = call
+    for a in file.ancestors(call):
+        if a == function or a.type == "lambda_expression":
+            return False
+        if a.type == "compound_statement":
+            for sibling in a.named_children:
+                if sibling.start_byte >= node.start_byte:
+                    break
+                if sibling.type in ("labeled_statement", "case_statement"):
+                    return False  # reachable by a jump
+                text = file.data[sibling.start_byte : sibling.end_byte]
+                if sibling.type in ("return_statement", "throw_statement") or (
+                    sibling.type == "expression_statement" and _NO_RETURN.match(text)
+                ):
+                    return True
+        node = a
+    return False
+
+
+_NULL = frozenset({"nullptr", "NULL", "0"})
+
+
+def _null_args(file: CudaFile, call, function) -> list[list[int]]:
+    """[positions of the arguments of `call` written as a null pointer, [position, parameter
+    index] of those that pass a parameter of the caller on unchanged]."""
+    args = call.child_by_field_name("arguments")
+    if args is None:
+        return [[], []]
+    params = _parameters(file, function) if file.macro_name(function) is None else []
+    nulls, passes = [], []
+    for i, a in enumerate(x for x in args.named_children if x.type != "comment"):
+        text = file.node_text(a).strip()
+        if text in _NULL:
+            nulls.append(i)
+        elif a.type == "identifier" and text in params:
+            passes.append([i, params.index(text)])
+    return [nulls, passes]
+
+
+_NULL_TEST = re.compile(
+    r"^\(\s*(?:!\s*(\w+)|(\w+)\s*==\s*(?:nullptr|NULL|0)|(?:nullptr|NULL|0)\s*==\s*(\w+))\s*\)$"
+)
+
+
+def _null_exits(file: CudaFile) -> dict[str, list[int]]:
+    """Host functions that return before any launch when a pointer parameter is null (a
+    workspace-size query: `if (workspace == nullptr) { size = ...; return; }`): name ->
+    the positions of those parameters. A call passing null there launches nothing."""
+    out: dict[str, set[int]] = {}
+    for branch in file.nodes("if_statement"):
+        condition = branch.child_by_field_name("condition")
+        m = _NULL_TEST.match(" ".join(file.node_text(condition).split()))
+        if m is None:
+            continue
+        then = branch.child_by_field_name("consequence")
+        text = file.data[then.start_byte : then.end_byte] if then is not None else b""
+        if b"return" not in text or b"<<<" in text:
+            continue
+        function = file.enclosing_function(branch)
+        if function is None or file.is_device_function(function):
+            continue
+        body = file.data[function.start_byte : branch.start_byte]
+        if b"<<<" in body or any(
+            a.type in ("for_statement", "while_statement", "do_statement", "for_range_loop")
+            for a in _ancestors_to(file, branch, function)
+        ):
+            continue  # a launch before it, or a loop around it: not a query's early exit
+        params = _parameters(file, function)
+        name = function_name(file, function)
+        tested = m.group(1) or m.group(2) or m.group(3)
+        if name and tested in params:
+            out.setdefault(name, set()).add(params.index(tested))
+    return {n: sorted(v) for n, v in sorted(out.items())}
+
+
+def _ancestors_to(file: CudaFile, node, stop):
+    for a in file.ancestors(node):
+        if a == stop:
+            return
+        yield a
+
+
+def _parameters(file: CudaFile, function) -> list[str]:
+    """The parameter names of `function`, in order ("" for an unnamed one)."""
+    declarator = file.function_name_node(function)
+    params = declarator.child_by_field_name("parameters") if declarator is not None else None
+    out = []
+    for p in params.named_children if params is not None else ():
+        if p.type == "comment":
+            continue
+        found = ""
+        d = p.child_by_field_name("declarator")
+        while d is not None:
+            if d.type == "identifier":
+                found = file.node_text(d)
+                break
+            d = d.child_by_field_name("declarator")
+        out.append(found)
+    return out
 
 
 # Calls that are never a launcher of the project (keeps the facts small).
@@ -325,14 +451,46 @@ def merge(facts_by_path: dict[str, dict]) -> CudaProject:
     checks |= checked_by
     # A name other functions share is not matched by name (overloads that all launch are).
     launchers = {n: p for n, p in launchers.items() if defs.get(n, 0) <= launching[n]}
+    # Functions that return before launching when a pointer parameter is null (a size
+    # query), at positions every definition of the name agrees on.
+    exits: dict[str, set[int]] = {}
+    exit_defs: dict[str, int] = {}
+    for facts in facts_by_path.values():
+        for name, found in facts.get("null_exits", {}).items():
+            exits[name] = exits[name] & set(found) if name in exits else set(found)
+            exit_defs[name] = exit_defs.get(name, 0) + 1
+    queries = {n: v for n, v in exits.items() if v and exit_defs[n] >= defs.get(n, 0)}
+    # A function that hands its parameter on to such a query position (`invokeX(workspace,
+    # ...)` -> `invokeBatchX(workspace, ...)`) is a query too when it launches nothing itself
+    # and each of its calls of a launcher or query passes it on there.
+    for _ in range(_DEPTH):
+        found: dict[str, set[int] | None] = {}
+        for facts in facts_by_path.values():
+            for name, caller, _, _, *rest in facts["calls"]:
+                if not caller or caller in launching or defs.get(caller, 0) != 1:
+                    continue
+                if name not in queries and name not in launchers:
+                    continue
+                passed = {k for j, k in (rest[0][1] if rest else ()) if j in queries.get(name, ())}
+                have = found.get(caller, passed)
+                found[caller] = None if have is None else have & passed
+        grown = False
+        for caller, positions in found.items():
+            if positions and not positions <= queries.get(caller, set()):
+                queries[caller] = queries.get(caller, set()) | positions
+                grown = True
+        if not grown:
+            break
     calls: dict[str, list[CallSite]] = {}
     wanted = set(launchers)
     # callers of launchers, and callers of those callers (a launcher may be called by a helper)
-    for _ in range(3):
+    for _ in range(_DEPTH):
         grown = False
         for path, facts in facts_by_path.items():
-            for name, caller, line, checked in facts["calls"]:
+            for name, caller, line, checked, *rest in facts["calls"]:
                 if name in wanted:
+                    if rest and not queries.get(name, set()).isdisjoint(rest[0][0]):
+                        continue  # a size query (`workspace == nullptr`): launches nothing
                     site = CallSite(caller, path, line, checked)
                     sites = calls.setdefault(name, [])
                     if site not in sites:
@@ -383,7 +541,7 @@ def build(
     wanted = {n for f in facts.values() for n in f["launchers"]}
     done: set[str] = set()
     called: dict[int, set[str]] = {}
-    for _ in range(4):
+    for _ in range(_DEPTH + 1):
         names = wanted - done
         if not names:
             break
@@ -392,7 +550,7 @@ def build(
             if path not in facts and not names.isdisjoint(_called_names(data, called)):
                 facts[path] = facts_of(path, data)
         for f in facts.values():
-            for name, caller, _, checked in f["calls"]:
+            for name, caller, _, checked, *_ in f["calls"]:
                 if name in done and caller and not checked:
                     wanted.add(caller)
     for path, data in rest:
@@ -609,7 +767,7 @@ def _valid(facts: object) -> TypeGuard[dict]:
         isinstance(facts, dict)
         and isinstance(facts.get("launchers"), dict)
         and isinstance(facts.get("calls"), list)
-        and all(isinstance(c, list) and len(c) == 4 for c in facts["calls"])
+        and all(isinstance(c, list) and len(c) == 5 for c in facts["calls"])
         and isinstance(facts.get("checks"), list)
         and isinstance(facts.get("defined"), list)
     )
