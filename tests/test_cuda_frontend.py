@@ -810,15 +810,21 @@ def _gpu802(text):
 
 def test_callers_followed_past_size_queries_dead_calls_and_five_levels_up():
     text = QUERY_FIXTURE.read_text(encoding="utf-8")
+
+    def line(snippet):
+        return text[: text.index(snippet)].count("\n") + 1
+
+    stage2, stage1 = line("topk_stage2<<<"), line("topk_stage1<<<")
+    dispatch = line("  launch_topk_stage2<T>(tmp, ids, batch, k, s);")
     assert _gpu802(text) == []
     # The call after `LIB_CHECK(false)` is live once the assertion is gone: it is not checked.
     [found] = _gpu802(text.replace("    LIB_CHECK(false);\n", ""))
-    assert "`beam_topk`" in found.message and found.line == 24
+    assert "`beam_topk`" in found.message and found.line == stage2
     # A workspace that is not null: the allocating call launches, and nothing checks it.
     live = text.replace("invoke_topk<T>(nullptr, workspace_size_,", "invoke_topk<T>(scratch_, ws,")
-    assert {f.line for f in _gpu802(live)} == {24, 30}
+    assert {f.line for f in _gpu802(live)} == {stage2, stage1}
     # Five callers up, the layer does not check: reported, naming the first unchecked caller.
     unchecked = text.replace("  log_step(batch);\n  SYNC_CHECK();\n", "  log_step(batch);\n")
     found = _gpu802(unchecked)
-    assert {f.line for f in found} == {24, 30}
-    assert any("`topk_dispatch` (line 31)" in f.message for f in found)
+    assert {f.line for f in found} == {stage2, stage1}
+    assert any(f"`topk_dispatch` (line {dispatch})" in f.message for f in found)
