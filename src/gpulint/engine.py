@@ -360,26 +360,48 @@ class Linter:
     # -- a whole run -------------------------------------------------------------------------
     def index_projects(self, files: Sequence[Path], store_dir: Path | None = None) -> None:
         """Cross-file facts, gathered once before any file is linted (and before the cache is
-        consulted: they are part of each file's cache key). Only front-ends that have them."""
+        consulted: they are part of each file's cache key). Only front-ends that have them.
+        With a cache folder, a project none of whose inputs changed is taken as stored
+        (gpulint.projectcache): its files are not even read."""
         from dataclasses import replace
 
-        grouped: dict[Any, list[tuple[str, bytes]]] = {}  # front-end modules' FRONTEND objects
+        grouped: dict[Any, list[Path]] = {}  # front-end modules' FRONTEND objects
         for path in files:
             ref = registry().frontend_for(path.name)
             if ref is None or not ref.index or not self.gates_for(ref.language):
                 continue
-            frontend = ref.load()
-            try:
-                data = self.read(path)
-            except Unreadable:
-                continue  # reported when the file itself is linted
-            grouped.setdefault(frontend, []).append((display_path(path), data))
+            grouped.setdefault(ref.load(), []).append(path)
         projects = dict(self.settings.projects)
-        for frontend, items in grouped.items():
+        for frontend, paths in grouped.items():
+            shown = [display_path(p) for p in paths]
+            store = None
+            if store_dir is not None and hasattr(frontend, "project_from_json"):
+                from gpulint.projectcache import ProjectCache
+
+                store = ProjectCache(store_dir, frontend.language, self.fingerprint())
+                stored = store.load(shown, frontend.index_reads(shown))
+                if stored is not None:
+                    try:
+                        projects[frontend.language] = frontend.project_from_json(stored)
+                        continue
+                    except (ValueError, TypeError, KeyError):
+                        pass  # not one this gpulint wrote: built as below
+            items = []
+            for path, name in zip(paths, shown, strict=True):
+                try:
+                    items.append((name, self.read(path)))
+                except Unreadable:
+                    continue  # reported when the file itself is linted
             try:
-                projects[frontend.language] = frontend.index(items, self.settings, store_dir)
+                project = frontend.index(items, self.settings, store_dir)
             except (ParseError, RecursionError, MemoryError, ValueError):
                 continue  # no project: each file is judged alone, as in an editor
+            projects[frontend.language] = project
+            if store is not None and len(items) == len(paths):
+                try:
+                    store.save(frontend.project_json(project))
+                except TypeError:
+                    pass  # a project with no JSON form is built every run
         if projects:
             self.settings = replace(self.settings, projects=projects)
 

@@ -246,6 +246,23 @@ class CudaFrontend:
         return project
 
     @staticmethod
+    def index_reads(paths: list[str]) -> list[str]:
+        """The folders `index` may read in beyond the files it is given (gpulint.projectcache)."""
+        from gpulint.frontends.cuda.project import python_reads
+
+        return python_reads(paths)
+
+    @staticmethod
+    def project_json(project) -> dict:
+        return project.to_json()
+
+    @staticmethod
+    def project_from_json(data: dict):
+        from gpulint.frontends.cuda.project import CudaProject
+
+        return CudaProject.from_json(data)
+
+    @staticmethod
     def cache_salt(settings: Settings, display_path: str) -> str:
         """What a file's findings depend on besides its bytes (its cache key adds it)."""
         project = settings.projects.get("cuda")

@@ -12,7 +12,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, TypeGuard
 
 from gpulint.frontends import MemoKey
@@ -124,6 +124,64 @@ class CudaProject:
             "harness_built": [path in self.harness, path in self.harness_streamless],
         }
         return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()[:16]
+
+    def to_json(self) -> dict:
+        """The project as plain JSON data (`from_json` gives it back equal): kept between runs
+        by gpulint.projectcache. A field of a kind not handled here raises TypeError."""
+        out: dict = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, frozenset) and all(isinstance(v, str) for v in value):
+                out[f.name] = sorted(value)
+            elif isinstance(value, dict) and all(isinstance(k, str) for k in value):
+                if all(isinstance(v, str | int | bool) for v in value.values()):
+                    out[f.name] = dict(value)
+                elif all(
+                    isinstance(v, tuple) and all(isinstance(s, CallSite) for s in v)
+                    for v in value.values()
+                ):
+                    out[f.name] = {
+                        k: [[getattr(s, g.name) for g in fields(CallSite)] for s in v]
+                        for k, v in value.items()
+                    }
+                else:
+                    raise TypeError(f"CudaProject.{f.name}: no JSON form")
+            else:
+                raise TypeError(f"CudaProject.{f.name}: no JSON form")
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict) -> CudaProject:
+        """The project `to_json` gave; ValueError where `data` is not one."""
+        values: dict = {}
+        sites = [(g.name, {"str": str, "int": int, "bool": bool}[g.type]) for g in fields(CallSite)]
+        for f in fields(cls):
+            value = data.get(f.name)
+            if f.type.startswith("frozenset[str]"):
+                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                    raise ValueError(f.name)
+                values[f.name] = frozenset(value)
+            elif "CallSite" in f.type:
+                if not isinstance(value, dict):
+                    raise ValueError(f.name)
+                out = {}
+                for k, v in value.items():
+                    if not isinstance(v, list) or not all(
+                        isinstance(s, list)
+                        and len(s) == len(sites)
+                        and all(type(x) is t for x, (_, t) in zip(s, sites, strict=True))
+                        for s in v
+                    ):
+                        raise ValueError(f.name)
+                    out[k] = tuple(CallSite(*s) for s in v)
+                values[f.name] = out
+            elif f.type.startswith("dict["):
+                if not isinstance(value, dict):
+                    raise ValueError(f.name)
+                values[f.name] = dict(value)
+            else:
+                raise ValueError(f.name)
+        return cls(**values)
 
     def _closure(self, name: str) -> list[CallSite]:
         """The call sites of `name` and of its callers, `_DEPTH` levels up (each name once)."""
@@ -824,6 +882,28 @@ class _PyTree:
                     pass
         self.texts[root] = found
         return found
+
+
+def python_reads(paths: Iterable[str]) -> list[str]:
+    """The folders in which `harness_built` and `script_built` may read for these sources (their
+    Python files, `setup.py` files, `__init__.py` presence, listings): each source's topmost
+    folder that `harness_built` looks in; every folder either reads is at or below one. The
+    stored project (gpulint.projectcache) is trusted only while the `.py` files and listings
+    below them are unchanged: keep this a superset of what the two read."""
+    import os
+
+    tops = set()
+    for path in paths:
+        if not path.endswith((".cu", ".cpp", ".cc", ".cxx")):
+            continue
+        folder = path.replace("\\", "/").rpartition("/")[0]
+        ancestors = [folder]
+        while len(ancestors) < 4 and "/" in ancestors[-1]:
+            ancestors.append(ancestors[-1].rpartition("/")[0])
+        if len(ancestors) < 4 and ancestors[-1] and not os.path.isabs(ancestors[-1]):
+            ancestors.append("")
+        tops.add(ancestors[-1])
+    return sorted(tops)
 
 
 def _is_script(path: str, text: bytes) -> bool:

@@ -1,0 +1,152 @@
+"""A front-end's project (the CUDA front-end's `CudaProject`) kept between runs, with a record of
+everything it was built from, so a warm run that changed none of it neither reads those files
+nor builds it again.
+
+What a project is built from: the checked files of its language, the Python files and folder
+listings below the folders its front-end names (`index_reads`: the CUDA project reads the
+scripts and `setup.py` files that build an extension), the configuration, rules and gpulint's
+own code (the result cache's fingerprint, in the file's name), and the working folder (paths
+are shown relative to it). A stored project is used only when all of these are as recorded:
+the same checked files in the same order, the same listings, and each file with the stamp it
+had (size, mtimes, inode: `cache.file_stamp`) or, where it was recorded by its content hash,
+with that hash. Everything is stamped before the project is built, so an edit made while it
+is built leaves a stamp the next run finds moved. A file modified within `RACY_NS` of the run
+is recorded by its hash, not its stamp (an edit within the file system's timestamp
+granularity would leave the stamp as it was). Anything unreadable, foreign or too large
+means: build it as before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import time
+from pathlib import Path
+
+from gpulint.cache import file_stamp
+
+FORMAT = 1
+MAX_BYTES = 64 * 1024 * 1024
+MAX_ENTRIES = 20_000  # files and folders below the read folders; more: not kept
+RACY_NS = 2_000_000_000  # as parallel.RACY_NS
+_SKIPPED = ("node_modules",)  # and hidden folders: as the CUDA project's own walk
+
+
+class ProjectCache:
+    """One front-end's stored project in the result cache's folder."""
+
+    def __init__(self, directory: Path, language: str, fingerprint: str) -> None:
+        self.directory = directory
+        self.path = directory / f"project-{language}-{fingerprint[:24]}.json"
+        self.started = time.time_ns()
+        self._record: dict | None = None  # what the project about to be built is built from
+
+    def load(self, shown: list[str], tops: list[str]) -> dict | None:
+        """The stored project's JSON form when everything it was built from is as recorded."""
+        try:
+            record = self._snapshot(shown, tops)
+        except (OSError, ValueError):
+            record = None
+        self._record = record
+        if record is None:
+            return None  # too large or unreadable: not kept at all
+        from gpulint.safeio import Unreadable, read_text
+
+        try:
+            stored = json.loads(read_text(self.path, MAX_BYTES, [self.directory]))
+        except (Unreadable, ValueError, RecursionError):
+            return None
+        if not (
+            isinstance(stored, dict)
+            and stored.get("format") == FORMAT
+            and {k: stored.get(k) for k in ("cwd", "shown", "tops", "listings")}
+            == {k: record[k] for k in ("cwd", "shown", "tops", "listings")}
+            and isinstance(stored.get("files"), dict)
+            and stored["files"].keys() == record["files"].keys()
+            and isinstance(stored.get("project"), dict)
+        ):
+            return None
+        try:
+            for path, now in record["files"].items():
+                if not self._same(path, now, stored["files"][path]):
+                    return None
+        except (OSError, ValueError, TypeError):
+            return None
+        if record["files"] != stored["files"]:
+            self._write({**record, "project": stored["project"]})  # new stamps: not hashed again
+        return stored["project"]
+
+    def _same(self, path: str, now: list, recorded: object) -> bool:
+        if not (isinstance(recorded, list) and len(recorded) == 2):
+            return False
+        if now[0] is not None and now[0] == recorded[0]:
+            return True
+        if not isinstance(recorded[1], str):
+            return False  # recorded by its stamp only, and the stamp moved
+        if (now[1] or _sha(path)) != recorded[1]:
+            return False
+        now[1] = recorded[1]  # the same bytes: kept by their hash while racy
+        return True
+
+    def save(self, project: dict) -> None:
+        """Record the project just built, with what `load` found it would be built from."""
+        if self._record is not None:
+            self._write({**self._record, "project": project})
+
+    def _snapshot(self, shown: list[str], tops: list[str]) -> dict | None:
+        listings: dict[str, list[str]] = {}
+        paths = list(shown)
+        kept = sorted(set(tops))
+        # a folder below another read folder is walked with it
+        for top in (t for t in kept if not any(_below(t, o) for o in kept if o != t)):
+            for here, dirs, names in os.walk(top or ".", onerror=_raise):
+                dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIPPED)
+                py = sorted(n for n in names if n.endswith(".py"))
+                listings[here] = py + [d + "/" for d in dirs]
+                paths += [os.path.join(here, n) for n in py]
+                if len(listings) + len(paths) > MAX_ENTRIES:
+                    return None
+        files = {}
+        for path in paths:
+            st = os.stat(path)  # links followed: the readers open what they lead to
+            if not stat.S_ISREG(st.st_mode):
+                return None
+            racy = st.st_mtime_ns > self.started - RACY_NS
+            files[path] = [None, _sha(path)] if racy else [file_stamp(st), None]
+        return {
+            "format": FORMAT,
+            "cwd": os.getcwd(),
+            "shown": shown,
+            "tops": tops,
+            "listings": listings,
+            "files": files,
+        }
+
+    def _write(self, payload: dict) -> None:
+        import tempfile
+
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".project-", suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                json.dump(payload, out, separators=(",", ":"))
+            os.replace(tmp, self.path)
+        except OSError:
+            pass  # a store that cannot be written is only a slower next run
+
+
+def _sha(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def _raise(error: OSError) -> None:
+    raise error
+
+
+def _below(path: str, top: str) -> bool:
+    if top == "":
+        return not os.path.isabs(path)
+    return path.startswith(top.rstrip("/") + "/")
