@@ -3,7 +3,7 @@ import re
 from gpulint.diagnostics import Severity
 from gpulint.frontends import MemoKey
 from gpulint.frontends.cuda.file import CudaFile
-from gpulint.frontends.cuda.idioms import function_name, launch_check_for
+from gpulint.frontends.cuda.idioms import fixed_safe_config, function_name, launch_check_for
 from gpulint.frontends.cuda.project import launch_checked_in
 from gpulint.rule import Rule
 
@@ -46,6 +46,17 @@ class UncheckedKernelLaunch(Rule):
     it (or up to three folders above) names in `CUDAExtension(...)`. Their one caller is a
     benchmark or experiment that compares the outputs itself.
 
+    Only where the code base checks its launches: at least 15% of its library launches (tests
+    and standalone programs left out) are checked, on their path or by every caller, or it
+    has fewer than 5 (too few to show a house style); the message says how many. In a code
+    base that checks none, or a stray few, the same findings are GPU812, off by default:
+    there an unchecked launch is the house style, not a slip.
+
+    Left alone too: a launch whose configuration no device rejects, fixed at compile time
+    (`<<<1, 1>>>`, `<<<NUM_BLOCKS, dim3(32, 4)>>>` with known values): every grid and block
+    dim within its limit, at most 256 threads a block (which fits the register file whatever
+    the kernel uses) and no dynamic shared memory.
+
     Also left alone: a launch whose configuration is fixed at compile time (`<<<1, 1>>>`,
     `<<<Cfg::NUM_BLOCKS, NUM_THREADS>>>`) followed in the same function by a launch that is
     checked (its own check, or a call to a project function that launches and checks): a
@@ -82,11 +93,17 @@ class UncheckedKernelLaunch(Rule):
     name = "unchecked-kernel-launch"
     language = "cuda"
     triggers = ("<<<",)
-    message = "kernel launch is not checked: a failed launch goes unnoticed; add `{check}` after it"
-    by_caller = (
-        "kernel launch is not checked, nor by {caller} ({where}) that calls {kind} `{function}`: "
-        "a failed launch goes unnoticed; add `{check}` after the launch (or after that call)"
+    message = (
+        "kernel launch is not checked{convention}: a failed launch goes unnoticed; add `{check}` "
+        "after it"
     )
+    by_caller = (
+        "kernel launch is not checked, nor by {caller} ({where}) that calls {kind} `{function}`"
+        "{convention}: a failed launch goes unnoticed; add `{check}` after the launch (or after "
+        "that call)"
+    )
+    # GPU812 (opt-in) takes the launches of a project that checks none (or a stray few)
+    wants_convention = True
     tags = ("correctness", "launch")
 
     VALID = [
@@ -171,6 +188,10 @@ template <typename Cfg>
 void launch_checked(float* x) {
   CUDA_CHECK(cudaLaunchKernel((void*)quantize, dim3(Cfg::BLOCKS), dim3(256), nullptr, 0, 0));
 }
+void prescale(float* x, int n) {
+  scale<<<(n + 255) / 256, 256>>>(x, n);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();  // the project checks its launches
+}
 void op(float* x, int n) {
   scale<<<(n + 255) / 256, 256>>>(x, n);  // sized by the input: the later launch says nothing
   launch_checked<QuantCfg>(x);
@@ -184,6 +205,10 @@ struct GatherFunctor {
     gather<<<blocks, 256, 0, at::cuda::getCurrentCUDAStream()>>>(p, out, n);
   }
 };
+void gather_one(const float* p, float* out, int n) {
+  gather<<<(n + 255) / 256, 256, 0, at::cuda::getCurrentCUDAStream()>>>(p, out, n);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();  // the project checks its launches
+}
 void gather_checked(const float* p, float* out, int n) {
   Dispatch<GatherFunctor>(n, p, out, n);
   AT_CUDA_CHECK(cudaGetLastError());
@@ -197,20 +222,43 @@ __global__ void k(float* x) {}
 void launch_k(float* x, int n, cudaStream_t s) {
   k<<<(n + 127) / 128, 128, 0, s>>>(x);
 }
+void warm(float* x, int n, cudaStream_t s) {
+  k<<<(n + 127) / 128, 128, 0, s>>>(x);
+  CUDA_CHECK(cudaGetLastError());  // the project checks its launches
+}
 void step(float* x, int n, cudaStream_t s) {
   launch_k(x, n, s);  // no check here either
 }
 """,
         """
-#define LAUNCH_K(x, s) k<<<1, 128, 0, s>>>(x)
+#define LAUNCH_K(x, n, s) k<<<(n) / 128, 128, 0, s>>>(x)
 __global__ void k(float* x) {}
-void step(float* x, cudaStream_t s) { LAUNCH_K(x, s); }
+void warm(float* x, int n, cudaStream_t s) {
+  k<<<(n + 127) / 128, 128, 0, s>>>(x);
+  CUDA_CHECK(cudaGetLastError());  // the project checks its launches
+}
+void step(float* x, int n, cudaStream_t s) { LAUNCH_K(x, n, s); }
 """,
         """
 __global__ void k(float* x) {}
-void run(float* x, cudaStream_t s) {
+void warm(float* x, int n, cudaStream_t s) {
+  k<<<(n + 127) / 128, 128, 0, s>>>(x);
+  CUDA_CHECK(cudaGetLastError());  // the project checks its launches
+}
+void run(float* x, int n, cudaStream_t s) {
   CUDA_CHECK(cudaMemsetAsync(x, 0, 512, s));
-  k<<<1, 128, 0, s>>>(x);
+  k<<<(n + 127) / 128, 128, 0, s>>>(x);
+}
+""",
+        """
+__global__ void k(float* x) {}
+void warm(float* x, int n, cudaStream_t s) {
+  k<<<(n + 127) / 128, 128, 0, s>>>(x);
+  CUDA_CHECK(cudaGetLastError());  // the project checks its launches
+}
+void run_wide(float* x, cudaStream_t s) {
+  CUDA_CHECK(cudaMemsetAsync(x, 0, 4096, s));
+  k<<<1, 1024, 0, s>>>(x);  // fixed, but 1024 threads can run out of registers
 }
 """,
     ]
@@ -218,9 +266,13 @@ void run(float* x, cudaStream_t s) {
     def visit_call_expression(self, node, file: CudaFile):
         if file.launch_config(node) is None:
             return
+        if file.project.checks_launches() != self.wants_convention:
+            return  # the other code's: GPU802 where the project checks launches, else GPU812
         function = file.enclosing_function(node)
         if function is not None and file.is_device_function(function):
             return  # a device-side (dynamic parallelism) launch: checked differently, if at all
+        if fixed_safe_config(file, node):
+            return  # `<<<1, 128>>>`: no device rejects that configuration
         configured = tuple(self.settings.option("cuda", "check-macros", []))
         scope = function or file.root
         if launch_checked_in(file, node, scope, configured):
@@ -241,8 +293,17 @@ void run(float* x, cudaStream_t s) {
             # package's module): its one caller compares the outputs itself
             return
         check = launch_check_for(file)
+        checked, total = file.project.launches_checked, file.project.launches_total
+        counts = {
+            "checked": checked,
+            "total": total,
+            # (a project of a few launches shows no convention either way: not quoted)
+            "convention": f", while this project checks {checked} of its {total} launches"
+            if total >= 5
+            else "",
+        }
         if function is None:
-            yield self.report(file, node, check=check)
+            yield self.report(file, node, check=check, **counts)
             return
         name = function_name(file, function)
         in_macro = file.macro_name(function) is not None
@@ -255,7 +316,7 @@ void run(float* x, cudaStream_t s) {
             known = name in file.project.launchers  # matched to its callers by name
             site = file.project.unchecked_caller(name) if known else None
             if name == "main" or site is not None or not known or not file.project.callers(name):
-                yield self.report(file, node, check=check)
+                yield self.report(file, node, check=check, **counts)
             return
         # A launcher (grid arithmetic and a launch, or a macro): its callers must check. A
         # method, or a name other functions share, cannot be matched to its callers: left alone.
@@ -279,6 +340,7 @@ void run(float* x, cudaStream_t s) {
             where=where,
             kind="macro" if in_macro else "function",
             function=name,
+            **counts,
         )
 
 

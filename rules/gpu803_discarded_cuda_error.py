@@ -1,6 +1,11 @@
 from gpulint.diagnostics import Severity
 from gpulint.frontends.cuda.file import CudaFile
-from gpulint.frontends.cuda.idioms import discarded_call, fix_for
+from gpulint.frontends.cuda.idioms import (
+    api_kind,
+    discarded_call,
+    fix_for,
+    unchecked_by_convention,
+)
 from gpulint.rule import Rule
 
 
@@ -27,9 +32,18 @@ class DiscardedCudaError(Rule):
     example paths, and the sources of a PyTorch extension only scripts use (see GPU802); and
     calls in a function whose job is to compare results with a reference
     (`check_correctness`, `verify_output`, `compare_*`), where a failed copy shows as a
-    mismatch; debugging helpers (`print_*`, `dump_*`, `debug_*` functions); and debug-only code (the first branch of `#if DEBUG_GUARDS`, `#ifdef MY_DEBUG`,
-    `#ifndef NDEBUG`), a diagnostic aid rather than the product. Other runtime calls (synchronisation, events, streams,
-    frees outside teardown, queries whose result is never read) are GPU811, off by default.
+    mismatch; debugging helpers (`print_*`, `dump_*`, `debug_*` functions); and debug-only
+    code (the first branch of `#if DEBUG_GUARDS`, `#ifdef MY_DEBUG`, `#ifndef NDEBUG`), a
+    diagnostic aid rather than the product.
+
+    Only for a kind of call (copies, memsets, allocations, attribute and limit calls, API
+    launches, graph launches) the code checks by convention: the file, where it makes at least
+    3 calls of the kind, else the checked tree, uses the status of at least 15% of them (or
+    makes fewer than 3, too few to show a house style). A call
+    of a kind it leaves unchecked (a file of weight-loading copies none of which is checked,
+    a project that never checks its attribute calls) is GPU811's: there the bare call is the
+    house style, not a slip. Other runtime calls (synchronisation, events, streams, frees
+    outside teardown, queries whose result is never read) are GPU811 too, off by default.
     The suggested check is the macro the file already uses, `C10_CUDA_CHECK` in a PyTorch
     extension, else a plain `if (... != cudaSuccess)`.
 
@@ -124,26 +138,58 @@ void print_device_rows(const float* d, int rows, int cols) {
     )
     INVALID = [
         """
-void f(float** d, size_t n) {
+void f(float** d, float** e, size_t n) {
+  CUDA_CHECK(cudaMalloc(e, n));  // the code checks its allocations
   cudaMalloc(d, n);
 }
 """,
     ]
 
-    grade = "corrupting"
+    grades = ("corrupting",)
+    house_message = ""  # GPU811's
 
     def visit_call_expression(self, node, file: CudaFile):
         found = discarded_call(file, node)
-        if found is None or found[1] != self.grade:
+        if found is None:
             return
-        if self.grade == "corrupting" and (file.is_driver or file.in_program(node)):
-            return  # a test, benchmark or demo program: a failure shows when it runs
-        if self.grade == "corrupting" and file.display_path.replace("\\", "/") in (
-            file.project.harness
-        ):
-            return  # an extension only scripts use: the benchmark run shows a failure
-        name = found[0]
+        name, grade = found
+        house = unchecked_by_convention(file, name) if grade == "corrupting" else None
+        if grade == "corrupting":
+            if file.is_driver or file.in_program(node):
+                return  # a test, benchmark or demo program: a failure shows when it runs
+            if file.display_path.replace("\\", "/") in file.project.harness:
+                return  # an extension only scripts use: the benchmark run shows a failure
+            if house is not None:
+                # a kind of call the file (or project) never checks: the house style, not a
+                # slip; GPU811 (opt-in) reports it
+                grade = "house"
+        if grade not in self.grades:
+            return
         call = " ".join(file.node_text(node).split())
         if len(call) > 60:
             call = f"{name}(...)"
+        if house is not None:
+            where, used, total = house
+            yield self.report(
+                file,
+                node,
+                self.house_message,
+                name=name,
+                suggest=fix_for(file, call),
+                used=used,
+                total=total,
+                kind=_KIND_WORDS.get(api_kind(name) or "", "such calls"),
+                where=where,
+            )
+            return
         yield self.report(file, node, name=name, suggest=fix_for(file, call))
+
+
+_KIND_WORDS = {
+    "copy": "copies",
+    "memset": "memsets",
+    "alloc": "allocations",
+    "attribute": "attribute and limit calls",
+    "launch": "API launches",
+    "graph": "graph launches",
+}

@@ -21,9 +21,9 @@ def parse(text: str):
 
 LAUNCH = """
 __global__ void k(float* x) {}
-void run(float* x, cudaStream_t s) {
+void run(float* x, int n, cudaStream_t s) {
   CUDA_CHECK(cudaMemsetAsync(x, 0, 512, s));
-  k<<<1, 128, 0, s>>>(x);
+  k<<<n / 128, 128, 0, s>>>(x);
 }
 """
 
@@ -325,10 +325,10 @@ def test_gpu802_suggests_the_check_the_file_already_uses():
     text = (
         "#include <cuda_runtime.h>\n"
         "__global__ void k(float* x) { x[threadIdx.x] = 0; }\n"
-        "int setup() {\n"
+        "int setup(int n) {\n"
         "  float* d;\n"
         "  gpuErrchk(cudaMalloc(&d, 1024));\n"
-        "  k<<<1, 32>>>(d);\n"
+        "  k<<<n, 32>>>(d);\n"
         "  gpuErrchk(cudaDeviceSynchronize());\n"
         "  return 0;\n"
         "}\n"
@@ -417,10 +417,10 @@ def test_cli_judges_a_launcher_by_its_callers(tmp_path, monkeypatch, capsys):
 def test_test_driver_that_validates_output_needs_no_launch_check():
     text = """
 __global__ void k(float* x) {}
-int run_k() {
+int run_k(int n) {
   float* d;
   CUDA_CHECK(cudaMalloc(&d, 512));
-  k<<<4, 128>>>(d);
+  k<<<n / 128, 128>>>(d);
   return validate(d) ? 0 : 1;
 }
 """
@@ -471,8 +471,8 @@ def test_a_header_only_programs_include_is_their_harness(tmp_path, monkeypatch):
 
 def test_launch_check_suggestion_compiles_without_a_conditional_torch():
     kernel = (
-        "__global__ void k(float* x) {}\nvoid f(float* x, cudaStream_t s) {\n"
-        "  k<<<1, 128, 0, s>>>(x);\n}\n"
+        "__global__ void k(float* x) {}\nvoid f(float* x, int n, cudaStream_t s) {\n"
+        "  k<<<n / 128, 128, 0, s>>>(x);\n}\n"
     )
     guarded = "#ifndef BIN\n#include <torch/extension.h>\n#endif\n" + kernel
     always = "#ifndef OP_H\n#define OP_H\n#include <torch/extension.h>\n#endif\n" + kernel

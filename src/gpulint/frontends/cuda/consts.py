@@ -193,6 +193,15 @@ class ConstEval:
             total *= d
         return total
 
+    def dims(self, node: Node | None, at: Node | None = None) -> tuple[int, ...] | None:
+        """The dimensions of a grid or block given as an int or a dim3, or None."""
+        if node is None:
+            return None
+        try:
+            return self._dims(node, at or node, 0)
+        except (Unknown, RecursionError, OverflowError, ValueError):
+            return None
+
     def _dims(self, node: Node | None, at: Node, depth: int) -> tuple[int, ...] | None:
         if node is None or depth > MAX_DEPTH:
             raise Unknown

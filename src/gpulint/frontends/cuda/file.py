@@ -316,8 +316,10 @@ class CudaFile:
         """The CudaProject this file is judged in (frontends/cuda/project.py): the checked tree's
         when the engine built one, else one made of this file's own facts."""
         if self._project is None:
-            from gpulint.frontends.cuda.project import file_facts, merge
+            from gpulint.frontends.cuda.project import CudaProject, file_facts, merge
 
+            # (the facts' own questions meanwhile see an empty project, not this one again)
+            self._project = CudaProject()
             self._project = merge({self.display_path: file_facts(self)})
         return self._project
 

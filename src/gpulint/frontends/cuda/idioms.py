@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 _HOUSE_CHECK: MemoKey[str] = MemoKey("cuda.house_check_macro")
 _DEFINED_CUDA: MemoKey[frozenset[str]] = MemoKey("cuda.defined_cuda_names")
 _LAUNCH_HELPERS: MemoKey[tuple[set[str], set[str]]] = MemoKey("cuda.launch_helpers")
+_API_COUNTS: MemoKey[dict[str, list[int]]] = MemoKey("cuda.api_counts")
 
 # Calls that check (or fetch) the error a kernel launch left behind.
 LAUNCH_CHECKS = frozenset(
@@ -627,3 +628,109 @@ def _defined_cuda_names(file: CudaFile) -> frozenset[str]:
         for fn in file.nodes("function_definition")
         if (n := function_name(file, fn)) and n.startswith("cuda")
     )
+
+
+# -- the project's checking convention per kind of runtime call ---------------------------------
+_API_KINDS = (
+    ("attribute", re.compile(r"^cuda(FuncSetAttribute|DeviceSetLimit)")),
+    ("copy", re.compile(r"^cudaMemcpy")),
+    ("memset", re.compile(r"^cudaMemset")),
+    ("alloc", re.compile(r"^cuda(Malloc|HostAlloc|HostRegister|HostGetDevicePointer|GetSymbol)")),
+    ("launch", re.compile(r"^cuda(LaunchKernel|LaunchCooperativeKernel)")),
+    ("graph", re.compile(r"^cudaGraph(Launch|Instantiate|ExecUpdate)")),
+)
+
+
+def api_kind(name: str) -> str | None:
+    """The kind of a corrupting runtime call (GPU803): "copy", "memset", "alloc", "attribute",
+    "launch", "graph"; None for other calls."""
+    for kind, pattern in _API_KINDS:
+        if pattern.match(name):
+            return kind
+    return None
+
+
+def unchecked_by_convention(file: CudaFile, name: str) -> tuple[str, int, int] | None:
+    """Runtime call `name` is of a kind (`api_kind`) the code leaves unchecked by convention:
+    the file, where it makes at least 3 such calls, else the project (`CudaProject.api`),
+    uses the status of fewer than 15% of them (none, or a stray few). Then (where: "file" or
+    "project", calls whose status is used, calls of the kind); None where the kind is checked
+    by convention."""
+    from gpulint.frontends.cuda.project import is_convention
+
+    kind = api_kind(name)
+    if kind is None:
+        return None
+    used, dropped = api_counts(file).get(kind, (0, 0))
+    where = "file"
+    if used + dropped < 3:
+        used, dropped = file.project.api.get(kind, (0, 0))
+        where = "project"
+    return None if is_convention(used, used + dropped) else (where, used, used + dropped)
+
+
+def api_counts(file: CudaFile) -> dict[str, list[int]]:
+    """Per kind of corrupting runtime call (`api_kind`), in the file's library code (tests and
+    standalone programs left out): [status used, status discarded]. A use is a check macro
+    around the call, a comparison, an assignment, a return; a discard is what GPU803 would
+    report (a call checked by the next statement or a later last-error check counts as
+    neither). Once per file."""
+    return file.memo.get(_API_COUNTS, lambda: _api_counts(file))
+
+
+def _api_counts(file: CudaFile) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    if file.is_test or b"cuda" not in file.data:
+        return out
+    for call in file.all_calls:
+        name = file.call_name(call)
+        kind = api_kind(name) if name and name.startswith("cuda") else None
+        if kind is None or file.broken(call) or file.in_program_code(call):
+            continue
+        if file.is_device_function(file.enclosing_function(call)):
+            continue
+        parent = call.parent
+        if parent is not None and parent.type == "expression_statement":
+            # (as `discarded_call`, without the project: these counts are part of it)
+            fn = call.child_by_field_name("function")
+            if (fn is not None and fn.type == "field_expression") or name in defined_cuda_names(
+                file
+            ):
+                continue
+            if discarded_status(file, call, name) == "corrupting":
+                out.setdefault(kind, [0, 0])[1] += 1
+        elif parent is not None and parent.type != "cast_expression":  # (void) is a discard
+            out.setdefault(kind, [0, 0])[0] += 1
+    return out
+
+
+# -- launches whose configuration cannot fail -----------------------------------------------------
+_GRID_LIMITS = (2**31 - 1, 65535, 65535)
+_BLOCK_LIMITS = (1024, 1024, 64)
+# At most 256 threads a block fits the register file even at 255 registers a thread (64K
+# registers a block), so "too many resources requested" cannot happen whatever the kernel.
+SAFE_BLOCK_THREADS = 256
+
+
+def fixed_safe_config(file: CudaFile, launch) -> bool:
+    """`launch` has a configuration fixed at compile time that no device rejects: grid and
+    block dims known values (literals, constants) within their limits (every dim at least 1),
+    at most `SAFE_BLOCK_THREADS` threads a block, and no dynamic shared memory. What can still
+    fail (no kernel image for this GPU, an earlier kernel's fault) is not the configuration."""
+    config = file.launch_config(launch)
+    if not config or len(config) < 2:
+        return False
+    grid = file.consts.dims(config[0], launch)
+    block = file.consts.dims(config[1], launch)
+    if not grid or not block or len(grid) > 3 or len(block) > 3:
+        return False
+    if any(not 1 <= d <= limit for d, limit in zip(grid, _GRID_LIMITS, strict=False)):
+        return False
+    if any(not 1 <= d <= limit for d, limit in zip(block, _BLOCK_LIMITS, strict=False)):
+        return False
+    threads = 1
+    for d in block:
+        threads *= d
+    if threads > SAFE_BLOCK_THREADS:
+        return False
+    return len(config) < 3 or file.consts.value(config[2], launch) == 0

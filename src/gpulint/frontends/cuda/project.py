@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, TypeGuard
 from gpulint.frontends import MemoKey
 from gpulint.frontends.cuda.idioms import (
     VALIDATES,
+    api_counts,
+    api_kind,
     file_checks,
     function_name,
     is_check_name,
@@ -53,6 +55,12 @@ class CudaProject:
     # launch before a call to one is left alone: see GPU802)
     checked_launching: frozenset[str] = frozenset()
     defined: frozenset[str] = frozenset()  # cuda-prefixed names the project defines itself
+    # The project's launch-checking convention: its library launches (tests and standalone
+    # programs left out) checked on their path or by every caller, and all of them
+    launches_checked: int = 0
+    launches_total: int = 0
+    # per kind of corrupting runtime call (idioms.api_kind): [status used, discarded]
+    api: dict[str, tuple[int, int]] = field(default_factory=dict)
     # its checks that read the last error (idioms.last_error_checks): they also report a
     # runtime call's failure before them (GPU803)
     last_error_checks: frozenset[str] = frozenset()
@@ -108,6 +116,20 @@ class CudaProject:
             return site
         return None
 
+    def checks_launches(self) -> bool:
+        """The project has a launch-checking convention: at least 15% of its library launches
+        are checked (or it has fewer than 5: too few to show a house style). On 26 public
+        code bases the ones that check none or a stray few (a vendored file, a debugging
+        check) are at 0-13%, the ones that check at 19% and more. An unchecked launch in a
+        project without one is the house style, not a slip (GPU812, opt-in, reports those)."""
+        return is_convention(self.launches_checked, self.launches_total, evidence=5)
+
+    def checks_kind(self, kind: str) -> bool:
+        """The project checks the status of runtime calls of `kind` (idioms.api_kind) by
+        convention: at least 15% of them have their status used (or it makes fewer than 3)."""
+        used, dropped = self.api.get(kind, (0, 0))
+        return is_convention(used, used + dropped)
+
     def digest_for(self, path: str) -> str:
         """What `path`'s findings depend on beyond its own bytes: the call sites of the launchers
         it defines, and the project's check names. Folded into its cache key."""
@@ -118,6 +140,8 @@ class CudaProject:
             "checked_launching": sorted(self.checked_launching),
             "defined": sorted(self.defined),
             "last_error": sorted(self.last_error_checks),
+            "convention": [self.launches_checked, self.launches_total],
+            "api": sorted(self.api.items()),
             "sites": {n: sorted(map(_site_key, self._closure(n))) for n in own},
             "harness": path in self.harness_headers,
             "script_built": path in self.script_built,
@@ -200,6 +224,12 @@ class CudaProject:
         return out
 
 
+def is_convention(checked: int, total: int, evidence: int = 3) -> bool:
+    """Checking is the convention: 15% of `total` checked, or too few (under `evidence`) to
+    show a house style of not checking."""
+    return total < evidence or 100 * checked >= 15 * total
+
+
 def _basename(path: str) -> str:
     return path.replace("\\", "/").rsplit("/", 1)[-1]
 
@@ -212,9 +242,19 @@ def file_facts(file: CudaFile, configured: tuple[str, ...] = ()) -> dict:
     """One file's contribution to the project (JSON-able; a function of the file's bytes and
     the configured check macros only, so it can be stored by content)."""
     launchers: dict[str, set[int]] = {}  # name -> start bytes of its definitions that launch
+    # The project's launch-checking convention: per host function (name, "" at file scope),
+    # its library launches checked on their path and not (tests and programs left out).
+    counted: dict[str, list[int]] = {}
+    library = not file.is_test
     for launch in file.launches:
         function = file.enclosing_function(launch)
-        if function is None or file.is_device_function(function):
+        if function is not None and file.is_device_function(function):
+            continue
+        if library and not file.in_program_code(launch):
+            name = function_name(file, function) if function is not None else ""
+            here = launch_checked_in(file, launch, function or file.root, configured)
+            counted.setdefault(name or "", [0, 0])[0 if here else 1] += 1
+        if function is None:
             continue
         name = function_name(file, function)
         if not name or name == "main" or _is_method(file, function):
@@ -270,6 +310,8 @@ def file_facts(file: CudaFile, configured: tuple[str, ...] = ()) -> dict:
     return {
         "includes": includes,
         "launchers": {n: len(v) for n, v in sorted(launchers.items())},
+        "launch_counts": {n: c for n, c in sorted(counted.items())},
+        "api_counts": api_counts(file),
         "defs": defs,
         "null_exits": _null_exits(file),
         "methods": sorted(methods),
@@ -558,7 +600,7 @@ def merge(facts_by_path: dict[str, dict]) -> CudaProject:
                         grown = True
         if not grown:
             break
-    return CudaProject(
+    project = CudaProject(
         checks=frozenset(checks),
         checking=checked_by,
         # (weaker: only a fixed-configuration launch before a call to one is left alone, so
@@ -572,6 +614,38 @@ def merge(facts_by_path: dict[str, dict]) -> CudaProject:
         ambiguous=frozenset(methods | {n for n, c in defs.items() if c > 1 and n not in launchers}),
         methods=frozenset(methods),
     )
+    _count_convention(project, facts_by_path)
+    return project
+
+
+def _count_convention(
+    project: CudaProject, facts_by_path: dict[str, dict], skip: frozenset[str] = frozenset()
+) -> None:
+    """The project's launch-checking convention and its per-kind runtime-call counts. A
+    launcher's unchecked launches count as checked when callers are found and every one of
+    them checks (as GPU802 judges a launcher). `skip`: files that are programs' code (a
+    harness header, a file including its driver, an extension only scripts use)."""
+    checked = total = 0
+    api: dict[str, list[int]] = {}
+    for path, facts in facts_by_path.items():
+        if path.replace("\\", "/") in skip:
+            continue
+        for name, (here, unchecked) in facts.get("launch_counts", {}).items():
+            total += here + unchecked
+            checked += here
+            if (
+                unchecked
+                and name in project.launchers
+                and any(not is_driver_path(s.path) for s in project.callers(name))
+                and project.unchecked_caller(name) is None
+            ):
+                checked += unchecked
+        for kind, (used, dropped) in facts.get("api_counts", {}).items():
+            pair = api.setdefault(kind, [0, 0])
+            pair[0] += used
+            pair[1] += dropped
+    project.launches_checked, project.launches_total = checked, total
+    project.api = {k: (u, d) for k, (u, d) in api.items()}
 
 
 def build(
@@ -624,7 +698,44 @@ def build(
     project.harness_headers = harness_headers(facts, paths, drivers)
     project.script_built = script_built(extension_sources)
     project.harness, project.harness_streamless = harness_built(extension_sources)
+    _count_convention(project, facts, project.harness_headers | project.harness)
+    for path, data in rest:
+        if (
+            path not in facts
+            and b"cuda" in data
+            and not is_driver_path(path)
+            and path.replace("\\", "/") not in project.harness_headers
+        ):
+            for kind, (used, dropped) in _text_api_counts(data).items():
+                have = project.api.get(kind, (0, 0))
+                project.api[kind] = (have[0] + used, have[1] + dropped)
     return project
+
+
+_RUNTIME_TEXT = re.compile(
+    rb"\bcuda(?:Memcpy|Memset|Malloc|HostAlloc|HostRegister|FuncSetAttribute|DeviceSetLimit"
+    rb"|LaunchKernel|LaunchCooperativeKernel|GraphLaunch)\w*(?=\s*\()"
+)
+_USED_AFTER = re.compile(rb"(?:[(,=!<>|&?:]|\breturn)\s*$")
+
+
+def _text_api_counts(data: bytes) -> dict[str, list[int]]:
+    """`idioms.api_counts` of a file the index does not parse, read from its text: a call
+    after `(`, `,`, `=`, an operator or `return` uses its status (`CHECK(cudaMemcpy(...))`),
+    one starting a statement discards it, a `(void)` cast is neither. A file defining `main`
+    (a standalone program) counts nothing."""
+    out: dict[str, list[int]] = {}
+    if _MAIN_BYTES.search(data):
+        return out
+    for m in _RUNTIME_TEXT.finditer(data):
+        kind = api_kind(m.group(0).decode("ascii"))
+        if kind is None:
+            continue
+        before = data[max(0, m.start() - 24) : m.start()]
+        if before.rstrip().endswith(b"(void)"):
+            continue
+        out.setdefault(kind, [0, 0])[0 if _USED_AFTER.search(before) else 1] += 1
+    return out
 
 
 # A stream, a CUDA graph, or a torch.compile mode that captures graphs.

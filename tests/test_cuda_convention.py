@@ -1,0 +1,155 @@
+"""GPU802/GPU803 graded by the checked tree's own convention (CudaProject.checks_launches,
+idioms.unchecked_by_convention), and launches whose fixed configuration cannot fail."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gpulint.config import Config
+from gpulint.engine import Linter
+from gpulint.frontends.cuda import FRONTEND
+from gpulint.frontends.cuda.idioms import fixed_safe_config
+from gpulint.settings import Settings
+from gpulint.testing import example_config
+
+KERNELS = "#include <cuda_runtime.h>\n__global__ void k(float* x, int n) {}\n"
+
+
+def _checked(name: str) -> str:
+    return (
+        f"void {name}(float* x, int n, cudaStream_t s) {{\n"
+        "  k<<<(n + 255) / 256, 256, 0, s>>>(x, n);\n"
+        "  CUDA_CHECK(cudaGetLastError());\n}\n"
+    )
+
+
+def _unchecked(name: str) -> str:
+    return (
+        f"void {name}(float* x, int n, cudaStream_t s) {{\n"
+        "  CUDA_CHECK(cudaMemsetAsync(x, 0, n, s));\n"
+        "  k<<<(n + 255) / 256, 256, 0, s>>>(x, n);\n}\n"
+    )
+
+
+def _run(root: Path, default: bool = False):
+    if default:
+        config = Config(root=root)
+        config.select = ["GPU"]
+    else:
+        config = example_config(root=root)
+    return Linter(config).run([root], jobs=1).findings
+
+
+def test_a_project_that_checks_its_launches_gets_gpu802_with_the_count(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ops.cu").write_text(KERNELS + "".join(_checked(f"op{i}") for i in range(4)))
+    (tmp_path / "fast.cu").write_text(KERNELS + _unchecked("fast"))
+    found = [f for f in _run(tmp_path) if f.code in ("GPU802", "GPU812")]
+    assert [(f.path, f.code) for f in found] == [("fast.cu", "GPU802")]
+    assert "this project checks 4 of its 5 launches" in found[0].message
+
+
+def test_a_project_that_checks_none_gets_the_opt_in_gpu812(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ops.cu").write_text(KERNELS + "".join(_unchecked(f"op{i}") for i in range(5)))
+    assert {f.code for f in _run(tmp_path, default=True)} & {"GPU802", "GPU812"} == set()
+    found = [f for f in _run(tmp_path) if f.code in ("GPU802", "GPU812")]
+    assert [f.code for f in found] == ["GPU812"] * 5
+    assert "as 0 of this project's 5 launches are" in found[0].message
+
+
+def test_a_stray_check_is_no_convention(tmp_path, monkeypatch):
+    # 1 checked of 10 (10%): the house style is still not to check
+    monkeypatch.chdir(tmp_path)
+    body = _checked("op0") + "".join(_unchecked(f"op{i}") for i in range(1, 10))
+    (tmp_path / "ops.cu").write_text(KERNELS + body)
+    codes = [f.code for f in _run(tmp_path) if f.code in ("GPU802", "GPU812")]
+    assert codes == ["GPU812"] * 9
+
+
+def test_tests_and_programs_do_not_count_towards_the_convention(tmp_path, monkeypatch):
+    # a test suite that checks every launch says nothing of the library's own style
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_ops.cu").write_text(
+        KERNELS + "".join(_checked(f"t{i}") for i in range(10))
+    )
+    (tmp_path / "ops.cu").write_text(KERNELS + "".join(_unchecked(f"op{i}") for i in range(5)))
+    codes = [f.code for f in _run(tmp_path) if f.code in ("GPU802", "GPU812")]
+    assert codes == ["GPU812"] * 5
+
+
+def test_copies_the_project_checks_elsewhere_stay_gpu803(tmp_path, monkeypatch):
+    # the header is not parsed by the index (no launch): its checks are read from its text
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "memory.h").write_text(
+        "#pragma once\ninline void h2d(float* d, const float* h, size_t n) {\n"
+        "  CUDA_CHECK(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice));\n}\n"
+        "inline void d2h(float* h, const float* d, size_t n) {\n"
+        "  CUDA_CHECK(cudaMemcpy(h, d, n, cudaMemcpyDeviceToHost));\n}\n"
+    )
+    (tmp_path / "load.cu").write_text(
+        "void load(float* d, const float* h, size_t n) {\n"
+        "  cudaMemcpy(d, h, n, cudaMemcpyHostToDevice);\n}\n"
+        "void load2(float* d, const float* h, size_t n) {\n"
+        "  cudaMemcpy(d, h, n, cudaMemcpyHostToDevice);\n}\n"
+    )
+    found = [(f.path, f.code) for f in _run(tmp_path) if f.code in ("GPU803", "GPU811")]
+    assert found == [("load.cu", "GPU803"), ("load.cu", "GPU803")]
+
+
+def test_a_kind_of_call_the_project_never_checks_is_gpu811(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "memory.h").write_text(
+        "#pragma once\ninline void h2d(float* d, const float* h, size_t n) {\n"
+        "  cudaMemcpy(d, h, n, cudaMemcpyHostToDevice);\n}\n"
+        "inline void alloc(float** d, size_t n) {\n  CUDA_CHECK(cudaMalloc(d, n));\n}\n"
+    )
+    (tmp_path / "load.cu").write_text(
+        "void load(float* d, const float* h, size_t n) {\n"
+        "  cudaMemcpy(d, h, n, cudaMemcpyHostToDevice);\n}\n"
+        "void load2(float* d, const float* h, size_t n) {\n"
+        "  cudaMemcpy(d, h, n, cudaMemcpyHostToDevice);\n}\n"
+    )
+    found = [f for f in _run(tmp_path) if f.code in ("GPU803", "GPU811")]
+    assert {(f.path, f.code) for f in found} == {("load.cu", "GPU811"), ("memory.h", "GPU811")}
+    assert "as this project uses the status of 0 of its 3 copies" in found[0].message
+    assert not [f for f in _run(tmp_path, default=True) if f.code == "GPU803"]
+
+
+def _launches(text: str):
+    parsed = FRONTEND.parse("k.cu", text.encode(), Settings())
+    return [
+        (parsed.node_text(c).split("(")[0].strip(), fixed_safe_config(parsed, c))
+        for c in parsed.launches
+    ]
+
+
+def test_fixed_safe_config_is_conservative():
+    text = (
+        "#define T 128\nconstexpr int kB = 64;\n__global__ void k() {}\n"
+        "void f(int n, cudaStream_t s, int t) {\n"
+        "  a<<<1, 1>>>();\n"
+        "  b<<<kB, T, 0, s>>>();\n"
+        "  c<<<dim3(4, 2), dim3(32, 8)>>>();\n"
+        "  d<<<1, 512>>>();\n"  # registers may not fit 512 threads
+        "  e<<<1, 128, 1024>>>();\n"  # dynamic shared memory
+        "  g<<<n, 128>>>();\n"  # sized by the input
+        "  h<<<1, t>>>();\n"  # a parameter
+        "  i<<<0, 32>>>();\n"  # an empty grid is an invalid configuration
+        "  j<<<1, dim3(16, 16, 2)>>>();\n"  # 512 threads
+        "  m<<<70000 * 70000, 32>>>();\n"  # beyond the grid's x limit
+        "}\n"
+    )
+    assert _launches(text) == [
+        ("a<<<1, 1>>>", True),
+        ("b<<<kB, T, 0, s>>>", True),
+        ("c<<<dim3", True),
+        ("d<<<1, 512>>>", False),
+        ("e<<<1, 128, 1024>>>", False),
+        ("g<<<n, 128>>>", False),
+        ("h<<<1, t>>>", False),
+        ("i<<<0, 32>>>", False),
+        ("j<<<1, dim3", False),
+        ("m<<<70000 * 70000, 32>>>", False),
+    ]
