@@ -173,6 +173,10 @@ def _every_field_set() -> CudaProject:
             values[f.name] = frozenset({f"{f.name}_a", f"{f.name}_b"})
         elif "CallSite" in f.type:
             values[f.name] = {"launch_k": (CallSite("fwd", "a/ops.cu", 3, True),)}
+        elif f.type == "int":
+            values[f.name] = 7
+        elif f.type.startswith("dict[str, tuple[int"):
+            values[f.name] = {"copy": (2, 5)}
         elif f.type.startswith("dict"):
             values[f.name] = {"launch_k": "a/ops.cu"}
         else:  # a new kind of field: give it a JSON form in CudaProject.to_json/from_json

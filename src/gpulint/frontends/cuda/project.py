@@ -157,9 +157,15 @@ class CudaProject:
             value = getattr(self, f.name)
             if isinstance(value, frozenset) and all(isinstance(v, str) for v in value):
                 out[f.name] = sorted(value)
+            elif type(value) is int:
+                out[f.name] = value
             elif isinstance(value, dict) and all(isinstance(k, str) for k in value):
                 if all(isinstance(v, str | int | bool) for v in value.values()):
                     out[f.name] = dict(value)
+                elif all(
+                    isinstance(v, tuple) and all(type(x) is int for x in v) for v in value.values()
+                ):
+                    out[f.name] = {k: list(v) for k, v in value.items()}
                 elif all(
                     isinstance(v, tuple) and all(isinstance(s, CallSite) for s in v)
                     for v in value.values()
@@ -199,6 +205,16 @@ class CudaProject:
                         raise ValueError(f.name)
                     out[k] = tuple(CallSite(*s) for s in v)
                 values[f.name] = out
+            elif f.type == "int":
+                if type(value) is not int:
+                    raise ValueError(f.name)
+                values[f.name] = value
+            elif f.type.startswith("dict[str, tuple[int"):
+                if not isinstance(value, dict) or not all(
+                    isinstance(v, list) and all(type(x) is int for x in v) for v in value.values()
+                ):
+                    raise ValueError(f.name)
+                values[f.name] = {k: tuple(v) for k, v in value.items()}
             elif f.type.startswith("dict["):
                 if not isinstance(value, dict):
                     raise ValueError(f.name)
