@@ -25,7 +25,9 @@ class UncheckedKernelLaunch(Rule):
     CUDA runtime call of its own, or a launching macro) may leave the check to its caller: the
     rule then looks up every call of it in the checked tree (other files too) and fires only
     when a caller does not check after the call, naming that caller. A caller that does not
-    check is followed up to its own callers (five levels). Not counted as callers: a call
+    check is followed up to its own callers (five levels); a method (`Layer<T>::forward`) through
+    the calls known to reach its class (`layer_->forward(...)` in a file that sets
+    `layer_ = new Layer<T>(...)` or declares `Layer<T>* layer_`). Not counted as callers: a call
     that cannot run (after `return`, `throw` or an assertion of `false` in its block) and a
     size query (a null pointer passed where the function returns before launching when it is
     null: `invokeTopk(nullptr, ws_size, ...)` asking for its workspace size). A function that also

@@ -828,3 +828,37 @@ def test_callers_followed_past_size_queries_dead_calls_and_five_levels_up():
     found = _gpu802(unchecked)
     assert {f.line for f in found} == {stage2, stage1}
     assert any(f"`topk_dispatch` (line {dispatch})" in f.message for f in found)
+
+
+def _layer_tree(tmp_path, model):
+    (tmp_path / "scale.cu").write_text(
+        "__global__ void scale_kernel(float* x, int n);\n"
+        "void invokeScale(float* x, int n, cudaStream_t s) {\n"
+        "  scale_kernel<<<(n + 255) / 256, 256, 0, s>>>(x, n);\n}\n"
+    )
+    (tmp_path / "ScaleLayer.cc").write_text(
+        "template <typename T>\nvoid ScaleLayer<T>::forward(float* x, int n) {\n"
+        "  invokeScale(x, n, stream_);\n}\n"
+    )
+    (tmp_path / "Model.cc").write_text(
+        '#include "check.h"\n'
+        "template <typename T>\nModel<T>::Model(int n) {\n  layer_ = new ScaleLayer<T>(n);\n"
+        "  other_ = new OtherLayer<T>(n);\n}\n"
+        f"template <typename T>\nvoid Model<T>::forward(float* x, int n) {{\n{model}}}\n"
+    )
+    (tmp_path / "check.h").write_text(CHECK_HEADER)
+    report = Linter(example_config(root=tmp_path)).run([tmp_path], jobs=1)
+    return [f for f in report.findings if f.code == "GPU802"]
+
+
+def test_a_method_caller_is_followed_to_calls_through_objects_of_its_class(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    # `layer_` is a ScaleLayer (the file makes it one): its forward's caller checks.
+    assert _layer_tree(tmp_path, "  layer_->forward(x, n);\n  SYNC_STEP();\n") == []
+    # The model does not check: reported, naming the layer's method that calls the launcher.
+    [found] = _layer_tree(tmp_path, "  layer_->forward(x, n);\n  log_step(n);\n")
+    assert found.path == "scale.cu" and "`forward` (ScaleLayer.cc:3)" in found.message
+    # A checked call of another class's forward says nothing about this one.
+    [found] = _layer_tree(tmp_path, "  layer_->forward(x, n);\n  other_->forward(x, n);\n")
+    found = _layer_tree(tmp_path, "  other_->forward(x, n);\n  SYNC_STEP();\n")
+    assert len(found) == 1 and "`forward` (ScaleLayer.cc:3)" in found[0].message

@@ -44,6 +44,11 @@ class CallSite:
     path: str  # where, as displayed
     line: int
     checked: bool  # a launch check follows the call in the caller, or the result is used
+    owner: str = ""  # the class of the caller, when it is a method (`Layer<T>::forward`)
+    # the class whose method is called, when the call names it: `layer_->forward(...)` where
+    # the file sets `layer_ = new AttentionLayer<T>(...)` or declares `AttentionLayer<T>* layer_`
+    # (a call of the class's own method inside another of its methods too)
+    target: str = ""
 
 
 @dataclass
@@ -85,15 +90,21 @@ class CudaProject:
         return self.calls.get(name, ())
 
     def unchecked_caller(
-        self, name: str, depth: int = 0, seen=None, path: str | None = None
+        self,
+        name: str,
+        depth: int = 0,
+        seen=None,
+        path: str | None = None,
+        owner: str = "",
     ) -> CallSite | None:
         """A call site of launcher `name` after which no check runs, following callers that are
         launchers themselves (their callers may check). None when every caller found checks,
         and when no caller is found (the launcher is called through a table, from Python...).
         `path`: only the call sites in that file (a macro of a source file is seen only there;
-        other sources may define their own of the same name)."""
+        other sources may define their own of the same name). `owner`: `name` is a method of
+        that class: only the calls known to reach that class's method."""
         seen = set() if seen is None else seen
-        seen.add(name)
+        seen.add((name, owner))
         # A test's, benchmark's or demo's call (a driver path, or `main`) is not the library's
         # use: the launcher is judged by its library callers.
         sites = [
@@ -102,16 +113,18 @@ class CudaProject:
             if s.caller != "main"
             and not is_driver_path(s.path)
             and (path is None or s.path == path)
+            and (not owner or s.target == owner)
         ]
         for site in sites:
-            if site.checked or site.caller in seen:
+            if site.checked or (site.caller, site.owner) in seen:
                 continue
             caller = site.caller
             # A name several free functions share (overloads) is followed too: when every call
-            # of the name checks, so does every call of this one of them. Not a method's: calls
-            # through an object (`layer->setup()`) are not matched by name, some may be unseen.
-            if depth < _DEPTH and caller and caller not in self.methods and self.callers(caller):
-                if self.unchecked_caller(site.caller, depth + 1, seen) is None:
+            # of the name checks, so does every call of this one of them. A method only through
+            # the calls known to reach its class (`layer_->forward(...)` where the file makes
+            # `layer_` one); calls through other objects may be unseen.
+            if depth < _DEPTH and caller and self._followed(caller, site.owner):
+                if self.unchecked_caller(caller, depth + 1, seen, owner=site.owner) is None:
                     continue  # every caller of the caller checks
             return site
         return None
@@ -129,6 +142,17 @@ class CudaProject:
         convention: at least 15% of them have their status used (or it makes fewer than 3)."""
         used, dropped = self.api.get(kind, (0, 0))
         return is_convention(used, used + dropped)
+
+    def _followed(self, caller: str, owner: str) -> bool:
+        """Whether the callers of `caller` can be judged: a function with call sites, a method
+        with a library call known to reach its class (a method whose library calls go through
+        objects of unknown class is not taken for one only examples call)."""
+        if caller not in self.methods:
+            return bool(self.callers(caller))
+        return bool(owner) and any(
+            s.target == owner and s.caller != "main" and not is_driver_path(s.path)
+            for s in self.callers(caller)
+        )
 
     def digest_for(self, path: str) -> str:
         """What `path`'s findings depend on beyond its own bytes: the call sites of the launchers
@@ -251,7 +275,7 @@ def _basename(path: str) -> str:
 
 
 def _site_key(site: CallSite) -> tuple:
-    return (site.caller, site.path, site.line, site.checked)
+    return (site.caller, site.path, site.line, site.checked, site.owner, site.target)
 
 
 def file_facts(file: CudaFile, configured: tuple[str, ...] = ()) -> dict:
@@ -287,17 +311,19 @@ def file_facts(file: CudaFile, configured: tuple[str, ...] = ()) -> dict:
             defs[name] = defs.get(name, 0) + 1
             if _is_method(file, fn):
                 methods.add(name)
-    calls: list[tuple[str, str, int, bool]] = []
+    calls: list[tuple[str, str, int, bool, list]] = []
+    objects = _object_classes(file)
     for call in file.all_calls:
-        name = file.call_name(call)
+        name = file.call_name(call) or _method_called(file, call)
         if not name or is_runtime_call(name) or is_check_name(name) or name in _NOT_CALLEES:
             continue
         function = file.enclosing_function(call)
         if function is None or file.is_device_function(function) or file.broken(call):
             continue
         caller = function_name(file, function) or ""
-        if name == caller or _unreachable(file, call, function):
-            continue
+        classes = _classes_of(file, call, function, objects)
+        if (name == caller and classes[0] == classes[1]) or _unreachable(file, call, function):
+            continue  # (a method calling the same-named method of another class is no recursion)
         checked = (
             _status_checked(file, call)
             or last_check_end(file, function, configured) > call.end_byte
@@ -307,7 +333,15 @@ def file_facts(file: CudaFile, configured: tuple[str, ...] = ()) -> dict:
                 and bool(VALIDATES.search(file.data[call.end_byte : function.end_byte]))
             )
         )
-        calls.append((name, caller, file.span(call)[0], checked, _null_args(file, call, function)))
+        calls.append(
+            (
+                name,
+                caller,
+                file.span(call)[0],
+                checked,
+                [*_null_args(file, call, function), *classes],
+            )
+        )
     defined = {
         n
         for fn in file.nodes("function_definition")
@@ -435,6 +469,85 @@ def _null_exits(file: CudaFile) -> dict[str, list[int]]:
         if name and tested in params:
             out.setdefault(name, set()).add(params.index(tested))
     return {n: sorted(v) for n, v in sorted(out.items())}
+
+
+def _method_called(file: CudaFile, call) -> str | None:
+    """`forward` of `layer_->forward(...)` / `layer.forward(...)`."""
+    fn = call.child_by_field_name("function")
+    if fn is not None and fn.type == "field_expression":
+        field = fn.child_by_field_name("field")
+        if field is not None and field.type == "field_identifier":
+            return file.node_text(field)
+    return None
+
+
+def _class_of(file: CudaFile, function) -> str:
+    """The class a method belongs to: `Cls` of `Cls<T>::run`, or the class around it."""
+    declarator = file.function_name_node(function)
+    inner = declarator.child_by_field_name("declarator") if declarator is not None else None
+    if inner is not None and inner.type == "qualified_identifier":
+        scope = inner.child_by_field_name("scope")
+        return _type_name(file.node_text(scope))
+    for a in file.ancestors(function):
+        if a.type in ("class_specifier", "struct_specifier"):
+            return _type_name(file.node_text(a.child_by_field_name("name")))
+    return ""
+
+
+def _type_name(text: str) -> str:
+    """`ns::Layer<T>` -> `Layer`."""
+    return text.split("<", 1)[0].strip().rsplit("::", 1)[-1].strip()
+
+
+_DECLARATOR_KINDS = ("pointer_declarator", "reference_declarator", "init_declarator")
+
+
+def _object_classes(file: CudaFile) -> dict[str, str]:
+    """Names of objects the file gives one class: `layer_ = new Layer<T>(...)`,
+    `Layer<T>* layer_;`, `Layer<T> layer(...)` -> {"layer_": "Layer"}. A name given two
+    classes maps to ""."""
+    found: dict[str, set[str]] = {}
+
+    def note(name_node, cls: str):
+        while name_node is not None and name_node.type in _DECLARATOR_KINDS:
+            name_node = name_node.child_by_field_name("declarator")
+        if name_node is None or not cls:
+            return
+        if name_node.type in ("field_expression",):
+            name_node = name_node.child_by_field_name("field")
+        if name_node is not None and name_node.type in ("identifier", "field_identifier"):
+            found.setdefault(file.node_text(name_node), set()).add(cls)
+
+    for new in file.nodes("new_expression"):
+        cls = _type_name(file.node_text(new.child_by_field_name("type")))
+        parent = new.parent
+        if parent is not None and parent.type == "assignment_expression":
+            note(parent.child_by_field_name("left"), cls)
+        elif parent is not None and parent.type == "init_declarator":
+            note(parent.child_by_field_name("declarator"), cls)
+    for decl in file.nodes("field_declaration") + file.nodes("declaration"):
+        kind = decl.child_by_field_name("type")
+        if kind is None or kind.type not in ("type_identifier", "template_type"):
+            continue
+        cls = _type_name(file.node_text(kind))
+        for d in decl.children_by_field_name("declarator"):
+            note(d, cls)
+    return {n: next(iter(c)) if len(c) == 1 else "" for n, c in found.items()}
+
+
+def _classes_of(file: CudaFile, call, function, objects: dict[str, str]) -> list[str]:
+    """[the class of the calling method or "", the class whose method the call reaches or ""]."""
+    owner = _class_of(file, function) if _is_method(file, function) else ""
+    fn = call.child_by_field_name("function")
+    if fn is not None and fn.type == "field_expression":
+        receiver = file.node_text(fn.child_by_field_name("argument")).strip()
+        if receiver == "this":
+            return [owner, owner]
+        m = re.search(r"(\w+)$", receiver)
+        return [owner, objects.get(m.group(1), "") if m else ""]
+    if fn is not None and fn.type == "identifier":
+        return [owner, owner]  # a method calling another of its class, or a free function
+    return [owner, ""]
 
 
 def _ancestors_to(file: CudaFile, node, stop):
@@ -607,7 +720,8 @@ def merge(facts_by_path: dict[str, dict]) -> CudaProject:
                 if name in wanted:
                     if rest and not queries.get(name, set()).isdisjoint(rest[0][0]):
                         continue  # a size query (`workspace == nullptr`): launches nothing
-                    site = CallSite(caller, path, line, checked)
+                    owner, target = rest[0][2:4] if rest and len(rest[0]) == 4 else ("", "")
+                    site = CallSite(caller, path, line, checked, owner, target)
                     sites = calls.setdefault(name, [])
                     if site not in sites:
                         sites.append(site)
