@@ -202,3 +202,49 @@ def test_a_foreign_or_torn_project_store_is_not_trusted(tree):
     stored.write_text(textwrap.dedent('{"format": 1, "project": "x"'))
     assert _run(root) == []
     assert counts["index"] == 2
+
+
+def test_a_stored_project_that_does_not_read_back_is_built_again(tree):
+    """The store's record matches but its project is not one this gpulint wrote: when a file
+    has to be linted (its result is not cached), the project is built as on a miss, never
+    left out (without it, the extension would be judged a library)."""
+    import json
+
+    root, counts = tree
+    assert _run(root) == []
+    [stored] = (root / ".gpulint_cache").glob("project-cuda-*.json")
+    data = json.loads(stored.read_text())
+    data["project"]["calls"] = {"relu": [["a"]]}
+    stored.write_text(json.dumps(data))
+    for results in (root / ".gpulint_cache").glob("results-*.json"):
+        results.unlink()
+    assert _run(root) == []
+    assert counts["index"] == 2
+
+
+def test_a_warm_run_over_cuda_sources_imports_no_front_end(tree):
+    """Checked in a fresh interpreter: with the project and every result served, neither the
+    CUDA front-end nor tree-sitter is imported."""
+    import json
+    import subprocess
+    import sys
+
+    root, _ = tree
+    run = (
+        "import json, sys\nfrom gpulint.cli import main\n"
+        "code = main(['check', '--format', 'json', '--exit-zero', '.'])\n"
+        "sys.stdout.flush()\nprint('\\n' + json.dumps(sorted(sys.modules)))\n"
+    )
+
+    def check() -> tuple[str, list[str]]:
+        done = subprocess.run(
+            [sys.executable, "-c", run], cwd=root, capture_output=True, text=True, check=True
+        )
+        out, _, modules = done.stdout.rpartition("\n\n")
+        return out, json.loads(modules)
+
+    cold, cold_modules = check()
+    assert "gpulint.frontends.cuda" in cold_modules
+    warm, modules = check()
+    assert warm == cold
+    assert [m for m in modules if m.startswith(("gpulint.frontends.cuda", "tree_sitter"))] == []

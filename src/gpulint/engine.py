@@ -15,7 +15,6 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from gpulint import __version__
 from gpulint.config import Config
@@ -24,7 +23,7 @@ from gpulint.files import FileFinder
 from gpulint.frontends import ParseError, decode
 from gpulint.pathutil import below
 from gpulint.project import ProjectIndex
-from gpulint.registry import RuleRef, registry
+from gpulint.registry import FrontendRef, RuleRef, registry
 from gpulint.rule import Rule, all_rules
 from gpulint.safeio import MAX_SOURCE_BYTES, Unreadable, read_bytes
 from gpulint.settings import Settings
@@ -116,6 +115,11 @@ class Linter:
         # The tree's modules for function summaries across files; set by `run` (one file linted
         # alone, by the flake8 plugin or the language server, has none).
         self.project: ProjectIndex | None = None
+        # Projects taken from the project cache, not yet turned into front-end objects
+        # (language -> (front-end, JSON form, files, cache folder)), and the cache salts stored
+        # with them (shown path -> salt): see `index_projects`.
+        self._stored: dict[str, tuple[FrontendRef, dict, list[Path], Path | None]] = {}
+        self._salts: dict[str, str] = {}
         options = dict(config.options)
         # Where the configuration lives: rules that resolve paths (lever registry, evidence
         # records cited in docs) read it as settings.option("config", "root").
@@ -245,6 +249,9 @@ class Linter:
         ref = registry().frontend_for(shown)
         if ref is None or not ref.cache_salt:
             return digest  # its front-end is not imported for this (a cache hit imports none)
+        stored = self._salts.get(shown)
+        if stored is not None:  # given with a project taken from the project cache
+            return f"{digest}:{stored}" if stored else digest
         salt = getattr(ref.load(), "cache_salt", None)
         extra = salt(self.settings, shown) if salt is not None else ""
         return f"{digest}:{extra}" if extra else digest
@@ -286,6 +293,8 @@ class Linter:
                     return [unanalysable(shown, str(e), e.line, e.col)], False
             return [], False
         frontend = ref.load()
+        if self._stored:
+            self.resolve_projects()
         try:
             parsed = frontend.parse(shown, data, self.settings)
         except ParseError as e:
@@ -362,48 +371,76 @@ class Linter:
         """Cross-file facts, gathered once before any file is linted (and before the cache is
         consulted: they are part of each file's cache key). Only front-ends that have them.
         With a cache folder, a project none of whose inputs changed is taken as stored
-        (gpulint.projectcache): its files are not even read."""
-        from dataclasses import replace
-
-        grouped: dict[Any, list[Path]] = {}  # front-end modules' FRONTEND objects
+        (gpulint.projectcache): its files are not read, and its front-end is not even
+        imported until a file of its language has to be linted."""
+        grouped: dict[FrontendRef, list[Path]] = {}
         for path in files:
             ref = registry().frontend_for(path.name)
             if ref is None or not ref.index or not self.gates_for(ref.language):
                 continue
-            grouped.setdefault(ref.load(), []).append(path)
-        projects = dict(self.settings.projects)
-        for frontend, paths in grouped.items():
+            grouped.setdefault(ref, []).append(path)
+        for ref, paths in grouped.items():
             shown = [display_path(p) for p in paths]
             store = None
-            if store_dir is not None and hasattr(frontend, "project_from_json"):
+            if store_dir is not None:
                 from gpulint.projectcache import ProjectCache
 
-                store = ProjectCache(store_dir, frontend.language, self.fingerprint())
-                stored = store.load(shown, frontend.index_reads(shown))
+                store = ProjectCache(store_dir, ref.language, self.fingerprint())
+                stored = store.load(shown)
                 if stored is not None:
-                    try:
-                        projects[frontend.language] = frontend.project_from_json(stored)
-                        continue
-                    except (ValueError, TypeError, KeyError):
-                        pass  # not one this gpulint wrote: built as below
-            items = []
-            for path, name in zip(paths, shown, strict=True):
-                try:
-                    items.append((name, self.read(path)))
-                except Unreadable:
-                    continue  # reported when the file itself is linted
+                    self._stored[ref.language] = (ref, stored["project"], paths, store_dir)
+                    self._salts.update(stored["salts"])
+                    continue
+            self._build_project(ref, paths, shown, store_dir, store)
+
+    def _build_project(self, ref: FrontendRef, paths, shown, store_dir, store=None) -> None:
+        from dataclasses import replace
+
+        frontend = ref.load()
+        if store is not None and hasattr(frontend, "project_json"):
+            store.snapshot(shown, frontend.index_reads(shown))  # stamped before it is read
+        else:
+            store = None
+        items = []
+        for path, name in zip(paths, shown, strict=True):
             try:
-                project = frontend.index(items, self.settings, store_dir)
-            except (ParseError, RecursionError, MemoryError, ValueError):
-                continue  # no project: each file is judged alone, as in an editor
-            projects[frontend.language] = project
-            if store is not None and len(items) == len(paths):
-                try:
-                    store.save(frontend.project_json(project))
-                except TypeError:
-                    pass  # a project with no JSON form is built every run
-        if projects:
-            self.settings = replace(self.settings, projects=projects)
+                items.append((name, self.read(path)))
+            except Unreadable:
+                continue  # reported when the file itself is linted
+        try:
+            project = frontend.index(items, self.settings, store_dir)
+        except (ParseError, RecursionError, MemoryError, ValueError):
+            return  # no project: each file is judged alone, as in an editor
+        self.settings = replace(
+            self.settings, projects={**self.settings.projects, ref.language: project}
+        )
+        if store is not None and len(items) == len(paths):
+            try:
+                data = frontend.project_json(project)
+            except TypeError:
+                return  # a project with no JSON form is built every run
+            store.save(data, {name: frontend.cache_salt(self.settings, name) for name in shown})
+
+    def resolve_projects(self) -> None:
+        """Turn the projects taken from the project cache back into their front-ends' objects:
+        before a file is parsed (its rules may ask them), not before (a warm run with nothing
+        to lint imports no front-end for them)."""
+        from dataclasses import replace
+
+        while self._stored:
+            language, (ref, data, paths, store_dir) = self._stored.popitem()
+            try:
+                project = ref.load().project_from_json(data)
+            except (ValueError, TypeError, KeyError, AttributeError):
+                # not one this gpulint wrote: built as on a miss (and the salts with it)
+                shown = [display_path(p) for p in paths]
+                for name in shown:
+                    self._salts.pop(name, None)
+                self._build_project(ref, paths, shown, store_dir)
+                continue
+            self.settings = replace(
+                self.settings, projects={**self.settings.projects, language: project}
+            )
 
     def find_files(self, paths: Sequence[Path]) -> tuple[list[Path], list[FileResult]]:
         finder = FileFinder(

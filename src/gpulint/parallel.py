@@ -156,6 +156,9 @@ def _prepare(linter, paths: list[Path]) -> None:
     load = getattr(linter, "load_rules", None)
     if load is not None:
         load(languages)
+    resolve = getattr(linter, "resolve_projects", None)
+    if resolve is not None:
+        resolve()
     build = getattr(getattr(linter, "project", None), "build_now", None)
     if build is not None:
         build()

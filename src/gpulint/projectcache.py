@@ -43,15 +43,11 @@ class ProjectCache:
         self.started = time.time_ns()
         self._record: dict | None = None  # what the project about to be built is built from
 
-    def load(self, shown: list[str], tops: list[str]) -> dict | None:
-        """The stored project's JSON form when everything it was built from is as recorded."""
-        try:
-            record = self._snapshot(shown, tops)
-        except (OSError, ValueError):
-            record = None
-        self._record = record
-        if record is None:
-            return None  # too large or unreadable: not kept at all
+    def load(self, shown: list[str]) -> dict | None:
+        """{"project": its JSON form, "salts": each checked file's cache salt} as stored, when
+        everything it was built from is as recorded; else None. The folders read beyond the
+        checked files are the stored ones: they follow from the files' paths and gpulint's
+        code, both part of the match."""
         from gpulint.safeio import Unreadable, read_text
 
         try:
@@ -61,11 +57,21 @@ class ProjectCache:
         if not (
             isinstance(stored, dict)
             and stored.get("format") == FORMAT
-            and {k: stored.get(k) for k in ("cwd", "shown", "tops", "listings")}
-            == {k: record[k] for k in ("cwd", "shown", "tops", "listings")}
+            and stored.get("shown") == shown
+            and isinstance(stored.get("tops"), list)
+            and all(isinstance(t, str) for t in stored["tops"])
+        ):
+            return None
+        record = self.snapshot(shown, stored["tops"])
+        if not (
+            record is not None
+            and {k: stored.get(k) for k in ("cwd", "listings")}
+            == {k: record[k] for k in ("cwd", "listings")}
             and isinstance(stored.get("files"), dict)
             and stored["files"].keys() == record["files"].keys()
             and isinstance(stored.get("project"), dict)
+            and isinstance(stored.get("salts"), dict)
+            and all(isinstance(stored["salts"].get(p), str) for p in shown)
         ):
             return None
         try:
@@ -74,9 +80,10 @@ class ProjectCache:
                     return None
         except (OSError, ValueError, TypeError):
             return None
+        found = {"project": stored["project"], "salts": stored["salts"]}
         if record["files"] != stored["files"]:
-            self._write({**record, "project": stored["project"]})  # new stamps: not hashed again
-        return stored["project"]
+            self._write({**record, **found})  # new stamps: not hashed again
+        return found
 
     def _same(self, path: str, now: list, recorded: object) -> bool:
         if not (isinstance(recorded, list) and len(recorded) == 2):
@@ -90,12 +97,22 @@ class ProjectCache:
         now[1] = recorded[1]  # the same bytes: kept by their hash while racy
         return True
 
-    def save(self, project: dict) -> None:
-        """Record the project just built, with what `load` found it would be built from."""
+    def save(self, project: dict, salts: dict[str, str]) -> None:
+        """Record the project just built, with what `snapshot` found before it was built."""
         if self._record is not None:
-            self._write({**self._record, "project": project})
+            self._write({**self._record, "project": project, "salts": salts})
 
-    def _snapshot(self, shown: list[str], tops: list[str]) -> dict | None:
+    def snapshot(self, shown: list[str], tops: list[str]) -> dict | None:
+        """What a project of `shown` is built from, now: taken before it is built. None (and
+        nothing will be saved) past MAX_ENTRIES or where something cannot be read."""
+        if self._record is None or self._record["tops"] != tops:
+            try:
+                self._record = self._take(shown, tops)
+            except (OSError, ValueError):
+                self._record = None
+        return self._record
+
+    def _take(self, shown: list[str], tops: list[str]) -> dict | None:
         listings: dict[str, list[str]] = {}
         paths = list(shown)
         kept = sorted(set(tops))
