@@ -1,7 +1,6 @@
 from gpulint.diagnostics import Severity
 from gpulint.frontends.cuda.file import CudaFile
 from gpulint.frontends.cuda.idioms import (
-    api_kind,
     discarded_call,
     fix_for,
     unchecked_by_convention,
@@ -38,8 +37,9 @@ class DiscardedCudaError(Rule):
 
     Only for a kind of call (copies, memsets, allocations, attribute and limit calls, API
     launches, graph launches) the code checks by convention: the file, where it makes at least
-    3 calls of the kind, else the checked tree, uses the status of at least 15% of them (or
-    makes fewer than 3, too few to show a house style). A call
+    3 calls of the kind, else the checked tree, uses the status of at least 15% of them
+    (where the tree makes fewer than 3, all its calls of these kinds are counted, and where
+    those are too few as well, whether it checks its kernel launches: see GPU812). A call
     of a kind it leaves unchecked (a file of weight-loading copies none of which is checked,
     a project that never checks its attribute calls) is GPU811's: there the bare call is the
     house style, not a slip. Other runtime calls (synchronisation, events, streams, frees
@@ -169,7 +169,7 @@ void f(float** d, float** e, size_t n) {
         if len(call) > 60:
             call = f"{name}(...)"
         if house is not None:
-            where, used, total = house
+            where, used, total, what = house
             yield self.report(
                 file,
                 node,
@@ -178,18 +178,8 @@ void f(float** d, float** e, size_t n) {
                 suggest=fix_for(file, call),
                 used=used,
                 total=total,
-                kind=_KIND_WORDS.get(api_kind(name) or "", "such calls"),
+                kind=what,
                 where=where,
             )
             return
         yield self.report(file, node, name=name, suggest=fix_for(file, call))
-
-
-_KIND_WORDS = {
-    "copy": "copies",
-    "memset": "memsets",
-    "alloc": "allocations",
-    "attribute": "attribute and limit calls",
-    "launch": "API launches",
-    "graph": "graph launches",
-}

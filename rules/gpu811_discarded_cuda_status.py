@@ -16,7 +16,9 @@ class DiscardedCudaStatus(DiscardedCudaError):
     or event calls whose output the code reads later (a failure shows in that value).
     Also GPU803's calls (copies, memsets, allocations, attribute calls) of a kind the code
     does not check by convention: the file, where it makes at least 3 calls of the kind, else
-    the checked tree, uses the status of fewer than 15% of them.
+    the checked tree, uses the status of fewer than 15% of them; where the tree makes fewer
+    than 3, all its calls of these kinds are counted, and where those are fewer than 3 too,
+    its kernel launches (a code base that checks none of them, see GPU812).
 
     ## Why is this bad?
     These failures rarely corrupt results by themselves, but CUDA reports errors from earlier
@@ -50,9 +52,8 @@ class DiscardedCudaStatus(DiscardedCudaError):
         "surface here and are lost; check it: `{suggest}`"
     )
     house_message = (
-        "the cudaError_t returned by `{name}` is discarded, as this {where} uses the status of "
-        "{used} of its {total} {kind}: a failure leaves results silently wrong; check it: "
-        "`{suggest}`"
+        "the cudaError_t returned by `{name}` is discarded, as this {where} checks {used} of its "
+        "{total} {kind}: a failure leaves results silently wrong; check it: `{suggest}`"
     )
     grades = ("status", "house")
 

@@ -113,7 +113,7 @@ def test_a_kind_of_call_the_project_never_checks_is_gpu811(tmp_path, monkeypatch
     )
     found = [f for f in _run(tmp_path) if f.code in ("GPU803", "GPU811")]
     assert {(f.path, f.code) for f in found} == {("load.cu", "GPU811"), ("memory.h", "GPU811")}
-    assert "as this project uses the status of 0 of its 3 copies" in found[0].message
+    assert "as this project checks 0 of its 3 copies" in found[0].message
     assert not [f for f in _run(tmp_path, default=True) if f.code == "GPU803"]
 
 
@@ -153,3 +153,23 @@ def test_fixed_safe_config_is_conservative():
         ("j<<<1, dim3", False),
         ("m<<<70000 * 70000, 32>>>", False),
     ]
+
+
+def test_a_lone_call_in_a_project_that_checks_nothing_is_gpu811(tmp_path, monkeypatch):
+    # two allocations are too few to show a convention of their own; the project's launches,
+    # none checked, show it
+    monkeypatch.chdir(tmp_path)
+    launches = "".join(
+        f"void op{i}(float* x, int n, cudaStream_t s) {{\n"
+        "  k<<<(n + 255) / 256, 256, 0, s>>>(x, n);\n}\n"
+        for i in range(5)
+    )
+    table = "void make(float** t, size_t n) {\n  cudaMalloc(t, n);\n  cudaMemset(*t, 0, n);\n}\n"
+    (tmp_path / "ops.cu").write_text(KERNELS + launches + table)
+    found = [f for f in _run(tmp_path) if f.code in ("GPU803", "GPU811")]
+    assert [f.code for f in found] == ["GPU811", "GPU811"]
+    assert "as this project checks 0 of its 5 kernel launches" in found[0].message
+    # the same calls where the project checks its launches: GPU803
+    checked = launches.replace("(x, n);\n}", "(x, n);\n  CUDA_CHECK(cudaGetLastError());\n}")
+    (tmp_path / "ops.cu").write_text(KERNELS + checked + table)
+    assert [f.code for f in _run(tmp_path) if f.code in ("GPU803", "GPU811")] == ["GPU803"] * 2

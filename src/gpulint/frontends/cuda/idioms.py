@@ -650,23 +650,43 @@ def api_kind(name: str) -> str | None:
     return None
 
 
-def unchecked_by_convention(file: CudaFile, name: str) -> tuple[str, int, int] | None:
+def unchecked_by_convention(file: CudaFile, name: str) -> tuple[str, int, int, str] | None:
     """Runtime call `name` is of a kind (`api_kind`) the code leaves unchecked by convention:
-    the file, where it makes at least 3 such calls, else the project (`CudaProject.api`),
-    uses the status of fewer than 15% of them (none, or a stray few). Then (where: "file" or
-    "project", calls whose status is used, calls of the kind); None where the kind is checked
-    by convention."""
+    fewer than 15% of such calls have their status used, counted where there is evidence (at
+    least 3 calls): in the file, else in the project, else over all of the project's
+    corrupting calls, else over its kernel launches (5 at least: `checks_launches`). Then
+    (where: "file" or "project", calls checked, calls counted, what was counted); None where
+    the kind is checked by convention, or nothing shows a convention either way."""
     from gpulint.frontends.cuda.project import is_convention
 
     kind = api_kind(name)
     if kind is None:
         return None
+    project = file.project
     used, dropped = api_counts(file).get(kind, (0, 0))
-    where = "file"
+    where, what = "file", _KIND_WORDS[kind]
     if used + dropped < 3:
-        used, dropped = file.project.api.get(kind, (0, 0))
+        used, dropped = project.api.get(kind, (0, 0))
         where = "project"
-    return None if is_convention(used, used + dropped) else (where, used, used + dropped)
+    if used + dropped < 3:
+        used = sum(u for u, _ in project.api.values())
+        dropped = sum(d for _, d in project.api.values())
+        what = "allocations, copies, memsets and attribute calls"
+    if used + dropped < 3:
+        if project.checks_launches():
+            return None
+        return ("project", project.launches_checked, project.launches_total, "kernel launches")
+    return None if is_convention(used, used + dropped) else (where, used, used + dropped, what)
+
+
+_KIND_WORDS = {
+    "copy": "copies",
+    "memset": "memsets",
+    "alloc": "allocations",
+    "attribute": "attribute and limit calls",
+    "launch": "API launches",
+    "graph": "graph launches",
+}
 
 
 def api_counts(file: CudaFile) -> dict[str, list[int]]:

@@ -754,7 +754,7 @@ def _count_convention(
     """The project's launch-checking convention and its per-kind runtime-call counts. A
     launcher's unchecked launches count as checked when callers are found and every one of
     them checks (as GPU802 judges a launcher). `skip`: files that are programs' code (a
-    harness header, a file including its driver, an extension only scripts use)."""
+    harness header, a file including its driver)."""
     checked = total = 0
     api: dict[str, list[int]] = {}
     for path, facts in facts_by_path.items():
@@ -828,7 +828,8 @@ def build(
     project.harness_headers = harness_headers(facts, paths, drivers)
     project.script_built = script_built(extension_sources)
     project.harness, project.harness_streamless = harness_built(extension_sources)
-    _count_convention(project, facts, project.harness_headers | project.harness)
+    # (an extension only scripts use is still the authors' own library style: counted)
+    _count_convention(project, facts, project.harness_headers)
     for path, data in rest:
         if (
             path not in facts
