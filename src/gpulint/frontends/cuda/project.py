@@ -648,7 +648,7 @@ def launch_checked_in(file: CudaFile, launch, function, configured=()) -> bool:
     return last_check_end(file, function, configured) > launch.end_byte
 
 
-def merge(facts_by_path: dict[str, dict]) -> CudaProject:
+def merge(facts_by_path: dict[str, dict], count: bool = True) -> CudaProject:
     launchers: dict[str, str] = {}
     launching: dict[str, int] = {}
     checks: set[str] = set()
@@ -744,7 +744,8 @@ def merge(facts_by_path: dict[str, dict]) -> CudaProject:
         ambiguous=frozenset(methods | {n for n, c in defs.items() if c > 1 and n not in launchers}),
         methods=frozenset(methods),
     )
-    _count_convention(project, facts_by_path)
+    if count:  # (`build` counts once it knows the programs' files)
+        _count_convention(project, facts_by_path)
     return project
 
 
@@ -752,24 +753,30 @@ def _count_convention(
     project: CudaProject, facts_by_path: dict[str, dict], skip: frozenset[str] = frozenset()
 ) -> None:
     """The project's launch-checking convention and its per-kind runtime-call counts. A
-    launcher's unchecked launches count as checked when callers are found and every one of
-    them checks (as GPU802 judges a launcher). `skip`: files that are programs' code (a
+    launcher's unchecked launches count as checked when library callers are found and every
+    one of them checks after the call. `skip`: files that are programs' code (a
     harness header, a file including its driver)."""
     checked = total = 0
     api: dict[str, list[int]] = {}
+    by_callers: dict[str, bool] = {}  # launcher -> every (library) caller checks
     for path, facts in facts_by_path.items():
         if path.replace("\\", "/") in skip:
             continue
         for name, (here, unchecked) in facts.get("launch_counts", {}).items():
             total += here + unchecked
             checked += here
-            if (
-                unchecked
-                and name in project.launchers
-                and any(not is_driver_path(s.path) for s in project.callers(name))
-                and project.unchecked_caller(name) is None
-            ):
-                checked += unchecked
+            if unchecked and name in project.launchers:
+                if name not in by_callers:
+                    # (its direct library callers only: following callers of callers, as
+                    # GPU802 does for a finding, costs seconds on a large tree for a count)
+                    sites = [
+                        s
+                        for s in project.callers(name)
+                        if s.caller != "main" and not is_driver_path(s.path)
+                    ]
+                    by_callers[name] = bool(sites) and all(s.checked for s in sites)
+                if by_callers[name]:
+                    checked += unchecked
         for kind, (used, dropped) in facts.get("api_counts", {}).items():
             pair = api.setdefault(kind, [0, 0])
             pair[0] += used
@@ -824,7 +831,7 @@ def build(
                 "checks": sorted(set(_macro_checks(data)) | last_error_checks(data)),
                 "last_error_checks": sorted(last_error_checks(data)),
             }
-    project = merge(facts)
+    project = merge(facts, count=False)
     project.harness_headers = harness_headers(facts, paths, drivers)
     project.script_built = script_built(extension_sources)
     project.harness, project.harness_streamless = harness_built(extension_sources)
