@@ -41,7 +41,7 @@ class UncheckedLaunchWithoutConvention(UncheckedKernelLaunch):
     ```
 
     ## References
-    - [PyTorch: CUDA kernel launch checks (C10_CUDA_KERNEL_LAUNCH_CHECK)](https://github.com/pytorch/pytorch/wiki/CUDA-basics#kernel-launch-checks)
+    - [PyTorch: `C10_CUDA_KERNEL_LAUNCH_CHECK` (c10/cuda/CUDAException.h)](https://github.com/pytorch/pytorch/blob/main/c10/cuda/CUDAException.h)
     - [CUDA Runtime API: cudaGetLastError](https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__ERROR.html)
     """
 
