@@ -16,7 +16,10 @@ class CudaLinesNotAnalysed(Rule):
     that launches a kernel but is not a statement), when those lines hold something a CUDA rule
     would judge: a kernel launch, a CUDA runtime call, `__syncthreads`, `printf`, `__shared__`.
     Regions without any of these (a vendored JSON library, template metaprogramming) are not
-    reported: nothing was missed there.
+    reported: nothing was missed there. Code the preprocessor drops (`#if 0`) is not counted;
+    nor is the other configuration of a file whose `#ifdef` branches open or close braces of
+    the code around them (`#ifdef SPARSE` / `} else {` / `#endif`), which tree-sitter cannot
+    parse as written: such a file is read with those branches' macros undefined.
 
     It is a note on the analysis, not a finding: it is not counted among the findings and does
     not change the exit status. `gpulint check` prints it on stderr

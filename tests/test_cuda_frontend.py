@@ -865,3 +865,60 @@ def test_a_method_caller_is_followed_to_calls_through_objects_of_its_class(tmp_p
     [found] = _layer_tree(tmp_path, "  layer_->forward(x, n);\n  other_->forward(x, n);\n")
     found = _layer_tree(tmp_path, "  other_->forward(x, n);\n  SYNC_STEP();\n")
     assert len(found) == 1 and "`forward` (ScaleLayer.cc:3)" in found[0].message
+
+
+SPLIT_FIXTURE = Path(__file__).resolve().parent.parent / (
+    "fixtures/cuda/gpu802_silent_caller_split_by_ifdef.cu"
+)
+
+
+def test_a_function_split_by_ifdef_braces_is_parsed_in_one_configuration():
+    from gpulint.frontends.cuda import mask_unbalanced_branches
+
+    text = SPLIT_FIXTURE.read_text(encoding="utf-8")
+    parsed = FRONTEND.parse("layer.cu", text.encode(), Settings())
+    assert not any(parsed.broken(c) for c in parsed.all_calls)
+    # offsets kept: the sparse branch is blanked, its directives too, lines stay
+    picked = mask_unbalanced_branches(text.encode())
+    assert len(picked) == len(text.encode()) and picked.count(b"\n") == text.count("\n")
+    assert b"sparse_gemm" not in picked and b"dense_gemm" in picked
+    # the layer's call is a caller now: without its check, the launch is reported through it
+    unchecked = text.replace("  LAYER_CHECK();\n}", "  log_step(m);\n}")
+    [found] = [f for f in lint_text(unchecked, "layer.cu") if f.code == "GPU802"]
+    assert "`forward` (line 32)" in found.message
+    # a balanced #ifdef is left as it is
+    balanced = b"#ifdef A\nint f() { return 1; }\n#endif\nint g( {\n"
+    assert mask_unbalanced_branches(balanced) == balanced
+
+
+def test_a_virtual_method_is_reached_through_its_base_classes_call(tmp_path, monkeypatch):
+    # The base layer's forward calls the activation hook (virtual) and checks; the hook the
+    # derived class overrides launches.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "act.cu").write_text(
+        "__global__ void gelu(float* x, int n);\n"
+        "void invokeGelu(float* x, int n, cudaStream_t s) {\n"
+        "  gelu<<<(n + 255) / 256, 256, 0, s>>>(x, n);\n}\n"
+    )
+    (tmp_path / "ffn.h").write_text(
+        "template <typename T>\nclass FfnLayer : public BaseLayer {\n"
+        "  virtual void activate(float* x, int n) = 0;\n};\n"
+        "template <typename T>\nclass GeluFfnLayer : public FfnLayer<T> {\n"
+        "  void activate(float* x, int n) override;\n};\n"
+    )
+    (tmp_path / "check.h").write_text(CHECK_HEADER)
+
+    def run(after):
+        (tmp_path / "ffn.cc").write_text(
+            '#include "ffn.h"\n#include "check.h"\n'
+            "template <typename T>\nvoid FfnLayer<T>::forward(float* x, int n) {\n"
+            f"  activate(x, n);\n{after}}}\n"
+            "template <typename T>\nvoid GeluFfnLayer<T>::activate(float* x, int n) {\n"
+            "  invokeGelu(x, n, stream_);\n}\n"
+        )
+        report = Linter(example_config(root=tmp_path)).run([tmp_path], jobs=1)
+        return [f for f in report.findings if f.code == "GPU802"]
+
+    assert run("  SYNC_STEP();\n") == []
+    [found] = run("  log_step(n);\n")
+    assert "`activate` (ffn.cc:10)" in found.message

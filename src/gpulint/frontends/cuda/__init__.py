@@ -162,6 +162,88 @@ def mask_dead_code(data: bytes) -> bytes:
     return b"\n".join(lines)
 
 
+_STRINGS_AND_COMMENTS = re.compile(
+    rb'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?\*/', re.S
+)
+
+
+def mask_unbalanced_branches(data: bytes) -> bytes:
+    """Pick one configuration where a conditional's branches open or close braces (or
+    parentheses) of the code around them (`#ifdef SPARSE` / `if (sparse) {...} else {` / `#endif`, closed later by
+    `#ifdef SPARSE` / `}` / `#endif`), which tree-sitter cannot parse: a branch-less group whose
+    braces do not balance is blanked (the macro undefined); of a group whose every branch
+    leaves the same imbalance, only the first branch is kept. Same length, newlines kept;
+    the directives stay. Only tried on a file that does not parse as it is."""
+    code = _STRINGS_AND_COMMENTS.sub(lambda m: re.sub(rb"[^\n]", b" ", m.group(0)), data)
+    lines = code.split(b"\n")
+    starts = []
+    at = 0
+    for line in lines:
+        starts.append(at)
+        at += len(line) + 1
+    # groups: [open line, [branch start lines], end line], innermost first
+    groups: list[tuple[int, list[int], int]] = []
+    stack: list[tuple[int, list[int]]] = []
+    for i, line in enumerate(lines):
+        if _OPEN.match(line):
+            stack.append((i, []))
+        elif stack and _ELSE.match(line):
+            stack[-1][1].append(i)
+        elif stack and _ENDIF.match(line):
+            opened, branches = stack.pop()
+            groups.append((opened, branches, i))
+    if not groups:
+        return data
+    out = bytearray(data)
+    blanked = bytearray(len(lines))
+
+    def net(a: int, b: int) -> tuple[int, int]:
+        text = b"\n".join(
+            line
+            for j, line in enumerate(lines[a:b], a)
+            if not blanked[j] and not line.lstrip().startswith(b"#")
+        )
+        return (text.count(b"{") - text.count(b"}"), text.count(b"(") - text.count(b")"))
+
+    def blank(a: int, b: int, directives: bool = False) -> None:
+        for j in range(a, b):
+            if not blanked[j] and (directives or not lines[j].lstrip().startswith(b"#")):
+                blanked[j] = 1
+                end = starts[j] + len(lines[j])
+                out[starts[j] : end] = _blank(bytes(out[starts[j] : end]))
+
+    for opened, branches, end in groups:
+        bounds = [opened, *branches, end]
+        nets = [net(bounds[k] + 1, bounds[k + 1]) for k in range(len(bounds) - 1)]
+        if not branches:
+            if nets[0] != (0, 0):
+                blank(opened + 1, end)
+            else:
+                continue
+        elif nets[0] != (0, 0) and all(n == nets[0] for n in nets):
+            blank(branches[0] + 1, end)
+        else:
+            continue
+        # the configuration is chosen: its directives go too (a `#else` inside an expression
+        # does not parse either)
+        for j in bounds:
+            blank(j, j + 1, directives=True)
+    return bytes(out)
+
+
+def _error_bytes(root) -> int:
+    """How many bytes ERROR nodes cover (a MISSING token covers none)."""
+    total = 0
+    todo = [root]
+    while todo:
+        node = todo.pop()
+        if node.type == "ERROR":
+            total += node.end_byte - node.start_byte
+        else:
+            todo.extend(c for c in node.children if c.has_error)
+    return total
+
+
 # ASCII becomes a space; \r and non-ASCII bytes stay, so code-point columns do not move.
 _BLANK = bytes(b if b >= 0x80 or b == 0x0D else 0x20 for b in range(256))
 
@@ -201,6 +283,14 @@ class CudaFrontend:
         utf8 = mask_dead_code(mask_attributes(text.encode("utf-8")))
         try:
             tree = parser().parse(utf8)
+            if tree.root_node.has_error and b"#if" in utf8:
+                # `#ifdef X` branches that open or close braces: one configuration instead,
+                # kept only when it parses (else the file's lost lines are reported, GPU800)
+                picked = mask_unbalanced_branches(utf8)
+                if picked != utf8:
+                    other = parser().parse(picked)
+                    if _error_bytes(other.root_node) < _error_bytes(tree.root_node):
+                        tree, utf8 = other, picked
         except (ValueError, MemoryError) as e:
             raise ParseError(f"tree-sitter could not parse the file: {e}") from None
         return CudaFile(display_path, text, utf8, tree, settings.projects.get("cuda"))

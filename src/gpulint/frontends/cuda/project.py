@@ -74,6 +74,8 @@ class CudaProject:
     # names several host functions share (methods, overloads, CPU twins): not followed by name
     ambiguous: frozenset[str] = frozenset()
     methods: frozenset[str] = frozenset()  # names of member functions
+    # "Derived:Base" for each class the checked tree derives from another (read from the text)
+    bases: frozenset[str] = frozenset()
     # file names of headers `#include`d only from a standalone program's code (a benchmark's
     # timing and checking helpers), never from library code
     harness_headers: frozenset[str] = frozenset()
@@ -113,7 +115,7 @@ class CudaProject:
             if s.caller != "main"
             and not is_driver_path(s.path)
             and (path is None or s.path == path)
-            and (not owner or s.target == owner)
+            and (not owner or self._related(s.target, owner))
         ]
         for site in sites:
             if site.checked or (site.caller, site.owner) in seen:
@@ -143,6 +145,33 @@ class CudaProject:
         used, dropped = self.api.get(kind, (0, 0))
         return is_convention(used, used + dropped)
 
+    def _related(self, target: str, owner: str) -> bool:
+        """A call of a method of class `target` may run class `owner`'s: the same class, one
+        deriving from it (an inherited method), or a base (a virtual call)."""
+        if not target:
+            return False
+        if target == owner:
+            return True
+        return owner in self._ancestors(target) or target in self._ancestors(owner)
+
+    def _ancestors(self, cls: str) -> set[str]:
+        known = getattr(self, "_parents", None)
+        if known is None or known[0] is not self.bases:
+            parents: dict[str, set[str]] = {}
+            for pair in self.bases:
+                derived, _, base = pair.partition(":")
+                parents.setdefault(derived, set()).add(base)
+            known = self._parents = (self.bases, parents)
+        parents = known[1]
+        out: set[str] = set()
+        todo = [cls]
+        while todo and len(out) < 64:
+            for base in parents.get(todo.pop(), ()):
+                if base not in out:
+                    out.add(base)
+                    todo.append(base)
+        return out
+
     def _followed(self, caller: str, owner: str) -> bool:
         """Whether the callers of `caller` can be judged: a function with call sites, a method
         with a library call known to reach its class (a method whose library calls go through
@@ -150,7 +179,7 @@ class CudaProject:
         if caller not in self.methods:
             return bool(self.callers(caller))
         return bool(owner) and any(
-            s.target == owner and s.caller != "main" and not is_driver_path(s.path)
+            self._related(s.target, owner) and s.caller != "main" and not is_driver_path(s.path)
             for s in self.callers(caller)
         )
 
@@ -164,6 +193,7 @@ class CudaProject:
             "checked_launching": sorted(self.checked_launching),
             "defined": sorted(self.defined),
             "last_error": sorted(self.last_error_checks),
+            "bases": sorted(self.bases),
             "convention": [self.launches_checked, self.launches_total],
             "api": sorted(self.api.items()),
             "sites": {n: sorted(map(_site_key, self._closure(n))) for n in own},
@@ -322,7 +352,7 @@ def file_facts(file: CudaFile, configured: tuple[str, ...] = ()) -> dict:
             continue
         caller = function_name(file, function) or ""
         classes = _classes_of(file, call, function, objects)
-        if (name == caller and classes[0] == classes[1]) or _unreachable(file, call, function):
+        if (name == caller and classes[1] == classes[0]) or _unreachable(file, call, function):
             continue  # (a method calling the same-named method of another class is no recursion)
         checked = (
             _status_checked(file, call)
@@ -545,8 +575,8 @@ def _classes_of(file: CudaFile, call, function, objects: dict[str, str]) -> list
             return [owner, owner]
         m = re.search(r"(\w+)$", receiver)
         return [owner, objects.get(m.group(1), "") if m else ""]
-    if fn is not None and fn.type == "identifier":
-        return [owner, owner]  # a method calling another of its class, or a free function
+    if fn is not None and fn.type == "identifier" and owner:
+        return [owner, owner]  # a method calling one of its class (or, virtual, of one deriving)
     return [owner, ""]
 
 
@@ -648,7 +678,9 @@ def launch_checked_in(file: CudaFile, launch, function, configured=()) -> bool:
     return last_check_end(file, function, configured) > launch.end_byte
 
 
-def merge(facts_by_path: dict[str, dict], count: bool = True) -> CudaProject:
+def merge(
+    facts_by_path: dict[str, dict], count: bool = True, bases: frozenset[str] = frozenset()
+) -> CudaProject:
     launchers: dict[str, str] = {}
     launching: dict[str, int] = {}
     checks: set[str] = set()
@@ -743,6 +775,7 @@ def merge(facts_by_path: dict[str, dict], count: bool = True) -> CudaProject:
         # (a name every definition of which launches is followed, like the launchers above)
         ambiguous=frozenset(methods | {n for n, c in defs.items() if c > 1 and n not in launchers}),
         methods=frozenset(methods),
+        bases=bases,
     )
     if count:  # (`build` counts once it knows the programs' files)
         _count_convention(project, facts_by_path)
@@ -791,6 +824,7 @@ def build(
     """The project of a checked tree. Files that launch kernels (`<<<`) are read first; then
     only the files that mention one of their launchers. `facts_of(path, data)` gives a file's
     facts (parsed, or from the facts store)."""
+    files = files if isinstance(files, list) else list(files)  # (read twice)
     facts: dict[str, dict] = {}
     rest: list[tuple[str, bytes]] = []
     drivers: set[str] = set()  # sources defining `main`, which other files may `#include`
@@ -831,7 +865,7 @@ def build(
                 "checks": sorted(set(_macro_checks(data)) | last_error_checks(data)),
                 "last_error_checks": sorted(last_error_checks(data)),
             }
-    project = merge(facts, count=False)
+    project = merge(facts, count=False, bases=class_bases(files))
     project.harness_headers = harness_headers(facts, paths, drivers)
     project.script_built = script_built(extension_sources)
     project.harness, project.harness_streamless = harness_built(extension_sources)
@@ -874,6 +908,45 @@ def _text_api_counts(data: bytes) -> dict[str, list[int]]:
             continue
         out.setdefault(kind, [0, 0])[0 if _USED_AFTER.search(before) else 1] += 1
     return out
+
+
+_CLASS_BASES = re.compile(
+    rb"\b(?:class|struct)\s+(\w+)\s*(?:final\s*)?:(?!:)\s*([^{};()]{1,400})\{"
+)
+_BASE = re.compile(
+    rb"(?:public|protected|private|virtual|\s)*([\w:]+)(?:<[^<>]*(?:<[^<>]*>[^<>]*)*>)?"
+)
+
+
+def class_bases(files: Iterable[tuple[str, bytes]]) -> frozenset[str]:
+    """ "Derived:Base" pairs of the classes the files define deriving from others (`class
+    GeluLayer: public FfnLayer<T>`), read from the text: a method's calls are matched
+    through the class hierarchy (GPU802's callers)."""
+    out = set()
+    for _, data in files:
+        if b"class" not in data and b"struct" not in data:
+            continue
+        for m in _CLASS_BASES.finditer(data):
+            derived = m.group(1).decode("ascii", "replace")
+            clause = m.group(2)
+            depth = 0
+            part = b""
+            for ch in clause + b",":
+                c = bytes([ch])
+                if c == b"<":
+                    depth += 1
+                elif c == b">":
+                    depth -= 1
+                if c == b"," and depth == 0:
+                    b = _BASE.match(part.strip())
+                    if b is not None and b.group(1):
+                        out.add(
+                            f"{derived}:{b.group(1).decode('ascii', 'replace').rsplit('::', 1)[-1]}"
+                        )
+                    part = b""
+                else:
+                    part += c
+    return frozenset(out)
 
 
 # A stream, a CUDA graph, or a torch.compile mode that captures graphs.
