@@ -787,7 +787,7 @@ def _count_convention(
 ) -> None:
     """The project's launch-checking convention and its per-kind runtime-call counts. A
     launcher's unchecked launches count as checked when library callers are found and every
-    one of them checks after the call. `skip`: files that are programs' code (a
+    one of them checks after the call, or is checked by its own callers. `skip`: files that are programs' code (a
     harness header, a file including its driver)."""
     checked = total = 0
     api: dict[str, list[int]] = {}
@@ -798,24 +798,39 @@ def _count_convention(
         for name, (here, unchecked) in facts.get("launch_counts", {}).items():
             total += here + unchecked
             checked += here
-            if unchecked and name in project.launchers:
-                if name not in by_callers:
-                    # (its direct library callers only: following callers of callers, as
-                    # GPU802 does for a finding, costs seconds on a large tree for a count)
-                    sites = [
-                        s
-                        for s in project.callers(name)
-                        if s.caller != "main" and not is_driver_path(s.path)
-                    ]
-                    by_callers[name] = bool(sites) and all(s.checked for s in sites)
-                if by_callers[name]:
-                    checked += unchecked
+            if (
+                unchecked
+                and name in project.launchers
+                and _checked_by_callers(project, name, by_callers)
+            ):
+                checked += unchecked
         for kind, (used, dropped) in facts.get("api_counts", {}).items():
             pair = api.setdefault(kind, [0, 0])
             pair[0] += used
             pair[1] += dropped
     project.launches_checked, project.launches_total = checked, total
     project.api = {k: (u, d) for k, (u, d) in api.items()}
+
+
+def _checked_by_callers(
+    project: CudaProject, name: str, memo: dict[str, bool], depth: int = 0
+) -> bool:
+    """Library callers of `name` are found and each checks after the call, or is itself
+    checked by its callers (three levels up). By name, once per name: a count, cheaper than
+    `unchecked_caller`'s walk for a finding (seconds on a large tree)."""
+    if name in memo:
+        return memo[name]
+    memo[name] = False  # (a cycle checks nothing)
+    sites = [s for s in project.callers(name) if s.caller != "main" and not is_driver_path(s.path)]
+    found = bool(sites) and all(
+        s.checked
+        or (
+            depth < 3 and bool(s.caller) and _checked_by_callers(project, s.caller, memo, depth + 1)
+        )
+        for s in sites
+    )
+    memo[name] = found
+    return found
 
 
 def build(
