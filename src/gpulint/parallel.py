@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gpulint.cache import file_stamp
 from gpulint.diagnostics import unanalysable
 
 if TYPE_CHECKING:
@@ -63,10 +64,11 @@ def lint_many(
     digests: dict[str, str | None] = {}  # dependency files hashed once per run
     stamps: dict[int, list[int] | None] = {}  # before linting, of the files not served
     started = time.time_ns()
+    places = _Places(linter) if cache is not None else None
     for index, path in enumerate(files):
         if cache is not None:
             stamp = _stamp(path, started)
-            hit = _from_cache(linter, cache, path, digests, stamp, started)
+            hit = _from_cache(linter, cache, path, digests, stamp, started, places)
             if hit is not None:
                 results[index] = hit
                 continue
@@ -192,8 +194,6 @@ def _stamp(path: Path, started: int) -> list[int] | None:
     """The file's stamp (cache.file_stamp) from an lstat, which opens nothing (a FIFO is not
     read); None for anything but a regular file (a link goes the checked way) or a file
     modified within RACY_NS of the run's start."""
-    from gpulint.cache import file_stamp
-
     try:
         st = os.lstat(path)
     except (OSError, ValueError):
@@ -203,6 +203,28 @@ def _stamp(path: Path, started: int) -> list[int] | None:
     return file_stamp(st)
 
 
+class _Places:
+    """A file's `display_path` and `linter.relpath`, with the working folder and the root
+    read once per run rather than once per file (a getcwd and an abspath each)."""
+
+    def __init__(self, linter) -> None:
+        self.cwd = os.getcwd()
+        self.root = str(linter.config.root)
+
+    def __call__(self, path: Path) -> tuple[str, str]:
+        from gpulint.pathutil import below
+
+        name = os.fspath(path)
+        # os.path.abspath, without its getcwd
+        absolute = os.path.normpath(name if os.path.isabs(name) else os.path.join(self.cwd, name))
+        shown, relpath = below(absolute, self.cwd), below(absolute, self.root)
+        if shown is None or relpath is None:
+            posix = Path(path).as_posix()
+            shown = posix if shown is None else shown
+            relpath = posix if relpath is None else relpath
+        return shown, relpath
+
+
 def _from_cache(
     linter,
     cache,
@@ -210,12 +232,15 @@ def _from_cache(
     digests: dict[str, str | None],
     stamp: list[int] | None = None,
     started: int = 0,
+    places: _Places | None = None,
 ):
     from gpulint.engine import FileResult, display_path
     from gpulint.safeio import Unreadable
 
-    shown = display_path(path)
-    relpath = linter.relpath(path)
+    if places is not None:
+        shown, relpath = places(path)
+    else:
+        shown, relpath = display_path(path), linter.relpath(path)
     # The warm path: the stamp recorded with the entry says the bytes are those it was made
     # from, so they are neither read nor hashed (only the salt, other files' part, is redone).
     recorded = cache.stamped(relpath, stamp) if stamp is not None else None

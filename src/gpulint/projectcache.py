@@ -25,7 +25,7 @@ import stat
 import time
 from pathlib import Path
 
-from gpulint.cache import file_stamp
+from gpulint.cache import file_stamp, write_atomic
 
 FORMAT = 1
 MAX_BYTES = 64 * 1024 * 1024
@@ -67,34 +67,44 @@ class ProjectCache:
             record is not None
             and {k: stored.get(k) for k in ("cwd", "listings")}
             == {k: record[k] for k in ("cwd", "listings")}
-            and isinstance(stored.get("files"), dict)
-            and stored["files"].keys() == record["files"].keys()
+            and isinstance(stored.get("items"), list)
+            and isinstance(stored.get("stamps"), dict)
+            and stored["stamps"].keys() == record["stamps"].keys()
             and isinstance(stored.get("project"), dict)
             and isinstance(stored.get("salts"), dict)
             and all(isinstance(stored["salts"].get(p), str) for p in shown)
         ):
             return None
         try:
-            for path, now in record["files"].items():
-                if not self._same(path, now, stored["files"][path]):
+            if not self._same(shown, record["items"], stored["items"]):
+                return None
+            for folder, names in record["listings"].items():
+                if not self._same(
+                    [os.path.join(folder, n) for n in names if not n.endswith("/")],
+                    record["stamps"][folder],
+                    stored["stamps"][folder],
+                ):
                     return None
         except (OSError, ValueError, TypeError):
             return None
         found = {"project": stored["project"], "salts": stored["salts"]}
-        if record["files"] != stored["files"]:
+        if record["items"] != stored["items"] or record["stamps"] != stored["stamps"]:
             self._write({**record, **found})  # new stamps: not hashed again
         return found
 
-    def _same(self, path: str, now: list, recorded: object) -> bool:
-        if not (isinstance(recorded, list) and len(recorded) == 2):
+    @staticmethod
+    def _same(paths: list[str], now: list[str], recorded: object) -> bool:
+        """Whether the files are as recorded: the same stamp, or the same bytes where a hash
+        was recorded (a racy file then; `now` keeps its new stamp for the next run)."""
+        if not (isinstance(recorded, list) and len(recorded) == len(now)):
             return False
-        if now[0] is not None and now[0] == recorded[0]:
-            return True
-        if not isinstance(recorded[1], str):
-            return False  # recorded by its stamp only, and the stamp moved
-        if (now[1] or _sha(path)) != recorded[1]:
-            return False
-        now[1] = recorded[1]  # the same bytes: kept by their hash while racy
+        for path, mine, theirs in zip(paths, now, recorded, strict=True):
+            if mine == theirs:
+                continue
+            if not (isinstance(theirs, str) and theirs.startswith("#")):
+                return False  # recorded by its stamp, and the stamp moved
+            if (mine if mine.startswith("#") else "#" + _sha(path)) != theirs:
+                return False
         return True
 
     def save(self, project: dict, salts: dict[str, str]) -> None:
@@ -114,7 +124,8 @@ class ProjectCache:
 
     def _take(self, shown: list[str], tops: list[str]) -> dict | None:
         listings: dict[str, list[str]] = {}
-        paths = list(shown)
+        stamps: dict[str, list[str]] = {}
+        count = 0
         kept = sorted(set(tops))
         # a folder below another read folder is walked with it
         for top in (t for t in kept if not any(_below(t, o) for o in kept if o != t)):
@@ -122,34 +133,34 @@ class ProjectCache:
                 dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIPPED)
                 py = sorted(n for n in names if n.endswith(".py"))
                 listings[here] = py + [d + "/" for d in dirs]
-                paths += [os.path.join(here, n) for n in py]
-                if len(listings) + len(paths) > MAX_ENTRIES:
+                stamps[here] = [self._stamp(os.path.join(here, n)) for n in py]
+                count += 1 + len(py)
+                if count > MAX_ENTRIES:
                     return None
-        files = {}
-        for path in paths:
-            st = os.stat(path)  # links followed: the readers open what they lead to
-            if not stat.S_ISREG(st.st_mode):
-                return None
-            racy = st.st_mtime_ns > self.started - RACY_NS
-            files[path] = [None, _sha(path)] if racy else [file_stamp(st), None]
         return {
             "format": FORMAT,
             "cwd": os.getcwd(),
             "shown": shown,
             "tops": tops,
+            "items": [self._stamp(p) for p in shown],
             "listings": listings,
-            "files": files,
+            "stamps": stamps,
         }
 
-    def _write(self, payload: dict) -> None:
-        import tempfile
+    def _stamp(self, path: str) -> str:
+        """The file's stamp ("size:mtime:ctime:inode"), or "#" and the hash of its bytes where
+        it was modified within RACY_NS of the run's start. ValueError: not a regular file."""
+        st = os.stat(path)  # links followed: the readers open what they lead to
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(path)
+        if st.st_mtime_ns > self.started - RACY_NS:
+            return "#" + _sha(path)
+        return ":".join(map(str, file_stamp(st)))
 
+    def _write(self, payload: dict) -> None:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".project-", suffix=".tmp")
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                json.dump(payload, out, separators=(",", ":"))
-            os.replace(tmp, self.path)
+            write_atomic(self.path, payload, ".project-")
         except OSError:
             pass  # a store that cannot be written is only a slower next run
 
