@@ -173,3 +173,23 @@ def test_a_lone_call_in_a_project_that_checks_nothing_is_gpu811(tmp_path, monkey
     checked = launches.replace("(x, n);\n}", "(x, n);\n  CUDA_CHECK(cudaGetLastError());\n}")
     (tmp_path / "ops.cu").write_text(KERNELS + checked + table)
     assert [f.code for f in _run(tmp_path) if f.code in ("GPU803", "GPU811")] == ["GPU803"] * 2
+
+
+def test_a_cached_file_follows_the_convention_other_files_set(tmp_path, monkeypatch):
+    # fast.cu is unchanged; unchecked launches added in another file leave the project
+    # checking 1 of its 10 launches, and fast.cu's cached GPU802 must become GPU812
+    from gpulint.cache import ResultCache
+
+    monkeypatch.chdir(tmp_path)
+
+    def run():
+        linter = Linter(example_config(root=tmp_path))
+        cache = ResultCache(tmp_path / ".gpulint_cache", linter.fingerprint())
+        report = linter.run([Path(".")], jobs=1, cache=cache)
+        return sorted((f.path, f.code) for f in report.findings if f.code in ("GPU802", "GPU812"))
+
+    (tmp_path / "fast.cu").write_text(KERNELS + _unchecked("fast"))
+    (tmp_path / "ops.cu").write_text(KERNELS + _checked("op"))
+    assert run() == [("fast.cu", "GPU802")]
+    (tmp_path / "more.cu").write_text(KERNELS + "".join(_unchecked(f"m{i}") for i in range(8)))
+    assert run() == [("fast.cu", "GPU812")] + [("more.cu", "GPU812")] * 8
