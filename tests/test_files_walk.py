@@ -88,7 +88,9 @@ def test_walk_agrees_with_the_per_path_definitions(tmp_path, monkeypatch):
     root = _tree(tmp_path / "repo")
     monkeypatch.chdir(root)
     resolver = ConfigResolver()
-    for top in (root, root / "pkg", root / "sub", Path("."), Path("sub")):
+    # (gen/ and build/ are excluded folders: walked when named, each entry is excluded by them)
+    tops = (root, root / "pkg", root / "sub", Path("."), Path("sub"), root / "gen", Path("build"))
+    for top in tops:
         finder = FileFinder(resolver(root), {".py", ".cu"}, True, False, config_for=resolver)
         found = list(finder.find([top]))
         assert found == _reference(finder, top), top
@@ -163,3 +165,15 @@ def test_excludes_as_one_regex_answer_as_pathspec_does():
         for path in paths:
             assert ours.match_file(path) == theirs.match_file(path), (lines, path)
     assert isinstance(_spec(DEFAULT_EXCLUDE), _OneRegex)  # the common case takes the fast way
+
+
+def test_only_plain_name_patterns_are_matched_name_by_name():
+    """The walk asks a spec of plain name patterns once per entry name (a path matches one
+    exactly when its folder or its last component does); any other spec per path."""
+    from gpulint.config import DEFAULT_EXCLUDE
+    from gpulint.files import _component_wise
+
+    assert _component_wise(DEFAULT_EXCLUDE)
+    assert _component_wise(["gen/", "*_pb2.py", "# a comment", ""])
+    for line in ("/top.py", "docs/*.py", "**/x", "!keep.py", "a\\#b"):
+        assert not _component_wise(["build", line]), line

@@ -156,6 +156,10 @@ class FileFinder:
         # The configuration of the folder a path is in (default: `config` everywhere).
         self.config_for = config_for
         self._exclude_specs: dict[int, pathspec.PathSpec] = {}
+        # id(exclude spec) -> {entry name (with a slash for a folder) -> whether it matches},
+        # for a spec that matches a path exactly when it matches one of its components (see
+        # `_component_wise`); None for any other spec
+        self._by_name: dict[int, dict[str, bool] | None] = {}
         # Apply `exclude` to files named on the command line too (pre-commit names every file).
         self.force_exclude = force_exclude
         self.extensions = extensions
@@ -166,7 +170,9 @@ class FileFinder:
 
     @functools.cached_property
     def exclude(self) -> pathspec.PathSpec:
-        return _spec(self.config.exclude)
+        spec = _spec(self.config.exclude)
+        self._by_name[id(spec)] = {} if _component_wise(self.config.exclude) else None
+        return spec
 
     def _excluded(self, path: Path, is_dir: bool) -> bool:
         config, exclude = self._exclude_for(Path(os.path.abspath(path)).parent)
@@ -273,14 +279,15 @@ class FileFinder:
                         (entry.path, "symbolic link to a folder outside the project; not followed")
                     )
                     continue
+                # (`directory / name` is `Path(entry.path)`, without parsing the folder again)
                 if is_dir:
                     real = None if link else os.path.join(place.real, entry.name)
-                    subdirs.append((Path(entry.path), real))
+                    subdirs.append((directory / entry.name, real))
                 elif entry.name.lower().endswith(self._suffixes):
                     key = place.key(entry.name, entry.path, link)
                     if key not in seen:
                         seen.add(key)
-                        yield Path(entry.path)
+                        yield directory / entry.name
             stack.extend((d, specs, r) for d, r in reversed(subdirs))
 
     def _inside_roots(self, path: Path) -> bool:
@@ -312,7 +319,20 @@ class FileFinder:
         exclude = self._exclude_specs.get(id(config))
         if exclude is None:
             exclude = self._exclude_specs[id(config)] = _spec(config.exclude)
+            self._by_name[id(exclude)] = {} if _component_wise(config.exclude) else None
         return config, exclude
+
+
+def _component_wise(lines: list[str]) -> bool:
+    """Whether every pattern is a plain name pattern (no slash but a trailing one, no `**`, no
+    negation, no escape): git matches such a pattern against each component of a path, so a
+    path matches exactly when its folder does or its last component does."""
+    for line in lines:
+        if not line.strip() or line.startswith("#"):
+            continue
+        if line.startswith("!") or "\\" in line or "**" in line or "/" in line.rstrip("/"):
+            return False
+    return True
 
 
 class _Folder:
@@ -327,6 +347,14 @@ class _Folder:
         self.config, self.exclude = finder._exclude_for(directory)
         self.real = real if real is not None else os.path.realpath(directory)
         self.rel = below(self.real, str(self.config.root))  # None: outside the root
+        # A component-wise spec (`_component_wise`): an entry is excluded when this folder is
+        # (a folder the walk starts in may be) or its own name is, asked once per name.
+        self.by_name = finder._by_name.get(id(self.exclude))
+        self.within = (
+            self.by_name is not None
+            and self.rel not in (None, ".")
+            and self.exclude.match_file(self.rel + "/")
+        )
         absolute = os.path.abspath(directory)
         self.specs = []
         for base, spec in specs:
@@ -339,6 +367,14 @@ class _Folder:
         slash = "/" if is_dir else ""
         if link:  # resolves elsewhere: the general way
             if self.finder._excluded(Path(path), is_dir):
+                return True
+        elif self.by_name is not None:
+            if self.within:
+                return True
+            hit = self.by_name.get(name + slash)
+            if hit is None:
+                hit = self.by_name[name + slash] = self.exclude.match_file(name + slash)
+            if hit:
                 return True
         else:
             rel = name if self.rel is None or self.rel == "." else f"{self.rel}/{name}"
