@@ -342,7 +342,7 @@ def file_facts(file: CudaFile, configured: tuple[str, ...] = ()) -> dict:
             if _is_method(file, fn):
                 methods.add(name)
     calls: list[tuple[str, str, int, bool, list]] = []
-    objects = _object_classes(file)
+    objects: dict[str, str] = {}  # (filled on the first call through an object)
     for call in file.all_calls:
         name = file.call_name(call) or _method_called(file, call)
         if not name or is_runtime_call(name) or is_check_name(name) or name in _NOT_CALLEES:
@@ -423,24 +423,35 @@ _NO_RETURN = re.compile(
 )
 
 
+_DEAD_STATEMENTS: MemoKey[dict[int, frozenset[int]]] = MemoKey("cuda.dead_statements")
+_PARAMETERS: MemoKey[dict[int, list[str]]] = MemoKey("cuda.parameters")
+
+
 def _unreachable(file: CudaFile, call, function) -> bool:
     """`call` follows, in its own block or one around it, a statement that never returns (a
     call placed after `FT_CHECK(false);` is dead code: no caller of anything)."""
+    blocks = file.memo.get(_DEAD_STATEMENTS, dict)
     node = call
     for a in file.ancestors(call):
         if a == function or a.type == "lambda_expression":
             return False
         if a.type == "compound_statement":
-            for sibling in a.named_children:
-                if sibling.start_byte >= node.start_byte:
-                    break
-                if sibling.type in ("labeled_statement", "case_statement"):
-                    return False  # reachable by a jump
-                text = file.data[sibling.start_byte : sibling.end_byte]
-                if sibling.type in ("return_statement", "throw_statement") or (
-                    sibling.type == "expression_statement" and _NO_RETURN.match(text)
-                ):
-                    return True
+            dead = blocks.get(a.start_byte)
+            if dead is None:  # once per block: its statements after a no-return one
+                found, after = set(), False
+                for sibling in a.named_children:
+                    if sibling.type in ("labeled_statement", "case_statement"):
+                        after = False  # reachable by a jump
+                    if after:
+                        found.add(sibling.start_byte)
+                    text = file.data[sibling.start_byte : sibling.end_byte]
+                    if sibling.type in ("return_statement", "throw_statement") or (
+                        sibling.type == "expression_statement" and _NO_RETURN.match(text)
+                    ):
+                        after = True
+                dead = blocks[a.start_byte] = frozenset(found)
+            if node.start_byte in dead:
+                return True
         node = a
     return False
 
@@ -466,7 +477,7 @@ def _null_args(file: CudaFile, call, function) -> list[list[int]]:
 
 
 _NULL_TEST = re.compile(
-    r"^\(\s*(?:!\s*(\w+)|(\w+)\s*==\s*(?:nullptr|NULL|0)|(?:nullptr|NULL|0)\s*==\s*(\w+))\s*\)$"
+    rb"^\(\s*(?:!\s*(\w+)|(\w+)\s*==\s*(?:nullptr|NULL|0)|(?:nullptr|NULL|0)\s*==\s*(\w+))\s*\)$"
 )
 
 
@@ -475,9 +486,13 @@ def _null_exits(file: CudaFile) -> dict[str, list[int]]:
     workspace-size query: `if (workspace == nullptr) { size = ...; return; }`): name ->
     the positions of those parameters. A call passing null there launches nothing."""
     out: dict[str, set[int]] = {}
+    if b"return" not in file.data:
+        return {}
     for branch in file.nodes("if_statement"):
         condition = branch.child_by_field_name("condition")
-        m = _NULL_TEST.match(" ".join(file.node_text(condition).split()))
+        if condition is None:
+            continue
+        m = _NULL_TEST.match(file.data[condition.start_byte : condition.end_byte])
         if m is None:
             continue
         then = branch.child_by_field_name("consequence")
@@ -495,7 +510,7 @@ def _null_exits(file: CudaFile) -> dict[str, list[int]]:
             continue  # a launch before it, or a loop around it: not a query's early exit
         params = _parameters(file, function)
         name = function_name(file, function)
-        tested = m.group(1) or m.group(2) or m.group(3)
+        tested = (m.group(1) or m.group(2) or m.group(3)).decode("ascii", "replace")
         if name and tested in params:
             out.setdefault(name, set()).add(params.index(tested))
     return {n: sorted(v) for n, v in sorted(out.items())}
@@ -529,40 +544,33 @@ def _type_name(text: str) -> str:
     return text.split("<", 1)[0].strip().rsplit("::", 1)[-1].strip()
 
 
-_DECLARATOR_KINDS = ("pointer_declarator", "reference_declarator", "init_declarator")
+# `layer_ = new Layer<T>(...)`; `Layer<T>* layer_;`, `Layer layer(...)` (a class name is
+# capitalised, as most C++ code bases write them): read from the text, which is much
+# cheaper than the tree's declarations.
+_NEW_OBJECT = re.compile(rb"=[ \t]*new[ \t]+(?:\w+::)*(\w+)")
+_ASSIGNED = re.compile(rb"(\w+)[ \t]*$")
+_DECLARED_OBJECT = re.compile(
+    rb"\b([A-Z]\w*)(?:<[^;(){}\n<>]{0,80}(?:<[^;(){}\n<>]{0,40}>)?>)?[ \t]*[*&]*[ \t]*([a-z_]\w*)[ \t]*[;=({]"
+)
 
 
 def _object_classes(file: CudaFile) -> dict[str, str]:
     """Names of objects the file gives one class: `layer_ = new Layer<T>(...)`,
     `Layer<T>* layer_;`, `Layer<T> layer(...)` -> {"layer_": "Layer"}. A name given two
     classes maps to ""."""
-    found: dict[str, set[str]] = {}
-
-    def note(name_node, cls: str):
-        while name_node is not None and name_node.type in _DECLARATOR_KINDS:
-            name_node = name_node.child_by_field_name("declarator")
-        if name_node is None or not cls:
-            return
-        if name_node.type in ("field_expression",):
-            name_node = name_node.child_by_field_name("field")
-        if name_node is not None and name_node.type in ("identifier", "field_identifier"):
-            found.setdefault(file.node_text(name_node), set()).add(cls)
-
-    for new in file.nodes("new_expression"):
-        cls = _type_name(file.node_text(new.child_by_field_name("type")))
-        parent = new.parent
-        if parent is not None and parent.type == "assignment_expression":
-            note(parent.child_by_field_name("left"), cls)
-        elif parent is not None and parent.type == "init_declarator":
-            note(parent.child_by_field_name("declarator"), cls)
-    for decl in file.nodes("field_declaration") + file.nodes("declaration"):
-        kind = decl.child_by_field_name("type")
-        if kind is None or kind.type not in ("type_identifier", "template_type"):
-            continue
-        cls = _type_name(file.node_text(kind))
-        for d in decl.children_by_field_name("declarator"):
-            note(d, cls)
-    return {n: next(iter(c)) if len(c) == 1 else "" for n, c in found.items()}
+    found: dict[bytes, set[bytes]] = {}
+    for m in _NEW_OBJECT.finditer(file.data):
+        lhs = _ASSIGNED.search(file.data, max(0, m.start() - 80), m.start())
+        if lhs is not None:
+            found.setdefault(lhs.group(1), set()).add(m.group(1))
+    for m in _DECLARED_OBJECT.finditer(file.data):
+        found.setdefault(m.group(2), set()).add(m.group(1))
+    return {
+        n.decode("ascii", "replace"): next(iter(c)).decode("ascii", "replace")
+        if len(c) == 1
+        else ""
+        for n, c in found.items()
+    }
 
 
 def _classes_of(file: CudaFile, call, function, objects: dict[str, str]) -> list[str]:
@@ -574,7 +582,11 @@ def _classes_of(file: CudaFile, call, function, objects: dict[str, str]) -> list
         if receiver == "this":
             return [owner, owner]
         m = re.search(r"(\w+)$", receiver)
-        return [owner, objects.get(m.group(1), "") if m else ""]
+        if m is None:
+            return [owner, ""]
+        if not objects:
+            objects.update(_object_classes(file) or {"": ""})
+        return [owner, objects.get(m.group(1), "")]
     if fn is not None and fn.type == "identifier" and owner:
         return [owner, owner]  # a method calling one of its class (or, virtual, of one deriving)
     return [owner, ""]
@@ -589,6 +601,14 @@ def _ancestors_to(file: CudaFile, node, stop):
 
 def _parameters(file: CudaFile, function) -> list[str]:
     """The parameter names of `function`, in order ("" for an unnamed one)."""
+    memo = file.memo.get(_PARAMETERS, dict)
+    found = memo.get(function.start_byte)
+    if found is None:
+        found = memo[function.start_byte] = _parameter_names(file, function)
+    return found
+
+
+def _parameter_names(file: CudaFile, function) -> list[str]:
     declarator = file.function_name_node(function)
     params = declarator.child_by_field_name("parameters") if declarator is not None else None
     out = []
