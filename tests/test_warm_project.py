@@ -248,3 +248,37 @@ def test_a_warm_run_over_cuda_sources_imports_no_front_end(tree):
     warm, modules = check()
     assert warm == cold
     assert [m for m in modules if m.startswith(("gpulint.frontends.cuda", "tree_sitter"))] == []
+
+
+def test_new_stamps_alone_are_written_only_when_there_are_more_than_a_few(tmp_path, monkeypatch):
+    """A touched file is hashed, found unchanged and served; its new stamp is written with the
+    cache only when many files took one (a checkout), not for one or two (a file saved just
+    before the last run): those are hashed again next time."""
+    from gpulint.cache import RESTAMPS_WRITTEN
+
+    monkeypatch.chdir(tmp_path)
+    names = [f"m{i}.py" for i in range(RESTAMPS_WRITTEN + 4)]
+    for name in names:
+        _write(tmp_path / name, "import torch\nscaler = torch.cuda.amp.GradScaler()\n")
+
+    def run() -> list[str]:
+        linter = Linter(example_config(root=tmp_path))
+        cache = ResultCache(tmp_path / ".gpulint_cache", linter.fingerprint())
+        report = linter.run([Path(".")], jobs=1, cache=cache)
+        return sorted(f"{f.path}:{f.code}" for f in report.findings)
+
+    cold = run()
+    assert len(cold) == len(names)
+    [results] = (tmp_path / ".gpulint_cache").glob("results-*.json")
+    written = results.read_bytes()
+    for name in names[:2]:
+        os.utime(tmp_path / name, ns=(OLD_NS + 5, OLD_NS + 5))
+    assert run() == cold
+    assert results.read_bytes() == written
+    for name in names:
+        os.utime(tmp_path / name, ns=(OLD_NS + 7, OLD_NS + 7))
+    assert run() == cold
+    assert results.read_bytes() != written
+    # written: the next run serves every file by its stamp, hashing none
+    monkeypatch.setattr(Linter, "digest", lambda *a: (_ for _ in ()).throw(AssertionError()))
+    assert run() == cold

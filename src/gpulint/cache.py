@@ -18,6 +18,7 @@ from gpulint.diagnostics import Finding
 
 CACHE_FORMAT = 1
 MAX_CACHE_BYTES = 512 * 1024 * 1024
+RESTAMPS_WRITTEN = 16  # see ResultCache.save
 
 
 def evidence_stamp(path: str) -> list | None:
@@ -53,7 +54,8 @@ class ResultCache:
         self.path = directory / f"results-{fingerprint[:32]}.json"
         self.fingerprint = fingerprint
         self.entries: dict[str, dict] = {}
-        self.dirty = False
+        self.dirty = False  # an entry added or replaced: the file is written at the end
+        self.restamped = 0  # entries that only took a new stamp
         self._load()
 
     def _load(self) -> None:
@@ -122,7 +124,7 @@ class ResultCache:
         entry = self.entries.get(relpath)
         if isinstance(entry, dict) and entry.get("stat") != stamp:
             entry["stat"] = stamp
-            self.dirty = True
+            self.restamped += 1
 
     def deps(self, relpath: str) -> dict[str, str]:
         """relpath -> sha256 of each other file the cached findings depend on."""
@@ -131,7 +133,10 @@ class ResultCache:
         return found if isinstance(found, dict) else {}
 
     def save(self) -> None:
-        if not self.dirty:
+        # New stamps alone are written only when there are more than a few: a few files
+        # hashed again next run (a file saved just before the last run, within the racy
+        # window) cost less than rewriting the cache of every file (a checkout: write).
+        if not self.dirty and self.restamped <= RESTAMPS_WRITTEN:
             return
         try:
             self.directory.mkdir(parents=True, exist_ok=True)

@@ -25,7 +25,7 @@ import stat
 import time
 from pathlib import Path
 
-from gpulint.cache import file_stamp, write_atomic
+from gpulint.cache import RESTAMPS_WRITTEN, file_stamp, write_atomic
 
 FORMAT = 1
 MAX_BYTES = 64 * 1024 * 1024
@@ -88,8 +88,12 @@ class ProjectCache:
         except (OSError, ValueError, TypeError):
             return None
         found = {"project": stored["project"], "salts": stored["salts"]}
-        if record["items"] != stored["items"] or record["stamps"] != stored["stamps"]:
-            self._write({**record, **found})  # new stamps: not hashed again
+        moved = sum(a != b for a, b in zip(record["items"], stored["items"], strict=True))
+        for folder, stamps in record["stamps"].items():
+            if stamps != stored["stamps"][folder]:
+                moved += sum(a != b for a, b in zip(stamps, stored["stamps"][folder], strict=True))
+        if moved > RESTAMPS_WRITTEN:  # as the result cache: a few are hashed again next run
+            self._write({**record, **found})
         return found
 
     @staticmethod
