@@ -49,8 +49,10 @@ class UncheckedKernelLaunch(Rule):
     benchmark or experiment that compares the outputs itself.
 
     Only where the code base checks its launches: at least 15% of its library launches (tests
-    and standalone programs left out) are checked, on their path or by every caller, or it
-    has fewer than 5 (too few to show a house style); the message says how many. In a code
+    and standalone programs left out) are checked, on their path or by every caller, and
+    not all in one file beside files that check none and launch more (that file's style,
+    often vendored), or it has fewer than 5 launches (too few to show a house style); the
+    message says how many. In a code
     base that checks none, or a stray few, the same findings are GPU812, off by default:
     there an unchecked launch is the house style, not a slip.
 

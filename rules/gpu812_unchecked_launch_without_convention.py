@@ -8,7 +8,9 @@ class UncheckedLaunchWithoutConvention(UncheckedKernelLaunch):
     ## What it does
     Off by default (`--extend-select GPU812`). GPU802's finding in a code base that does not
     check its kernel launches: of its library launches (tests and standalone programs left
-    out; at least 5 of them) fewer than 15% are checked, counting a launch as checked as
+    out; at least 5 of them) fewer than 15% are checked, or those checked all sit in one file
+    (a header vendored from a project that checks) beside files that check none and launch
+    more (at least 5), counting a launch as checked as
     GPU802 does (a check after it in its function, or in every caller of a launcher).
     Everything else is as in GPU802: the same launches are left alone (checked by callers,
     standalone programs, tests, a configuration fixed at compile time within every device's

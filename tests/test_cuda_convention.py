@@ -42,11 +42,27 @@ def _run(root: Path, default: bool = False):
 
 def test_a_project_that_checks_its_launches_gets_gpu802_with_the_count(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "ops.cu").write_text(KERNELS + "".join(_checked(f"op{i}") for i in range(4)))
+    (tmp_path / "ops.cu").write_text(KERNELS + "".join(_checked(f"op{i}") for i in range(2)))
+    (tmp_path / "more_ops.cu").write_text(KERNELS + "".join(_checked(f"m{i}") for i in range(2)))
+    # (two files check: checking is the project's style, not one file's)
     (tmp_path / "fast.cu").write_text(KERNELS + _unchecked("fast"))
     found = [f for f in _run(tmp_path) if f.code in ("GPU802", "GPU812")]
     assert [(f.path, f.code) for f in found] == [("fast.cu", "GPU802")]
     assert "this project checks 4 of its 5 launches" in found[0].message
+
+
+def test_one_file_that_checks_is_its_own_style_not_the_projects(tmp_path, monkeypatch):
+    # a header vendored from a project that checks, in a code base that checks none of its own
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "vendored.cuh").write_text(KERNELS + "".join(_checked(f"v{i}") for i in range(6)))
+    for name in ("a", "b", "c", "d", "e", "f", "g"):
+        (tmp_path / f"{name}.cu").write_text(KERNELS + _unchecked(name))
+    codes = [f.code for f in _run(tmp_path) if f.code in ("GPU802", "GPU812")]
+    assert codes == ["GPU812"] * 7
+    # the file that checks holds most launches: a file beside it that does not is a slip
+    for name in ("b", "c", "d", "e", "f", "g"):
+        (tmp_path / f"{name}.cu").unlink()
+    assert [f.code for f in _run(tmp_path) if f.code in ("GPU802", "GPU812")] == ["GPU802"]
 
 
 def test_a_project_that_checks_none_gets_the_opt_in_gpu812(tmp_path, monkeypatch):

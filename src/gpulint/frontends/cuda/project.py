@@ -64,6 +64,8 @@ class CudaProject:
     # programs left out) checked on their path or by every caller, and all of them
     launches_checked: int = 0
     launches_total: int = 0
+    # library launches outside the files that check one, where only one file does (else 0)
+    launches_beside_one_checking_file: int = 0
     # per kind of corrupting runtime call (idioms.api_kind): [status used, discarded]
     api: dict[str, tuple[int, int]] = field(default_factory=dict)
     # its checks that read the last error (idioms.last_error_checks): they also report a
@@ -133,10 +135,16 @@ class CudaProject:
 
     def checks_launches(self) -> bool:
         """The project has a launch-checking convention: at least 15% of its library launches
-        are checked (or it has fewer than 5: too few to show a house style). On 26 public
+        are checked, not all in one file beside files that check none and launch more (or it
+        has fewer than 5 launches: too few to show a house style). On 26 public
         code bases the ones that check none or a stray few (a vendored file, a debugging
         check) are at 0-13%, the ones that check at 19% and more. An unchecked launch in a
         project without one is the house style, not a slip (GPU812, opt-in, reports those)."""
+        beside = self.launches_beside_one_checking_file
+        if beside >= 5 and beside > self.launches_checked:
+            # one file checking its launches among files that check none and launch more is
+            # that file's style (often vendored from a project that checks), not the code base's
+            return False
         return is_convention(self.launches_checked, self.launches_total, evidence=5)
 
     def checks_kind(self, kind: str) -> bool:
@@ -194,7 +202,11 @@ class CudaProject:
             "defined": sorted(self.defined),
             "last_error": sorted(self.last_error_checks),
             "bases": sorted(self.bases),
-            "convention": [self.launches_checked, self.launches_total],
+            "convention": [
+                self.launches_checked,
+                self.launches_total,
+                self.launches_beside_one_checking_file,
+            ],
             "api": sorted(self.api.items()),
             "sites": {n: sorted(map(_site_key, self._closure(n))) for n in own},
             "harness": path in self.harness_headers,
@@ -810,12 +822,15 @@ def _count_convention(
     one of them checks after the call, or is checked by its own callers. `skip`: files that are programs' code (a
     harness header, a file including its driver)."""
     checked = total = 0
+    checking_files: list[int] = []  # the launches of each file with a checked one
     api: dict[str, list[int]] = {}
     by_callers: dict[str, bool] = {}  # launcher -> every (library) caller checks
     for path, facts in facts_by_path.items():
         if path.replace("\\", "/") in skip:
             continue
-        for name, (here, unchecked) in facts.get("launch_counts", {}).items():
+        before, before_total = checked, total
+        counts = facts.get("launch_counts", {})
+        for name, (here, unchecked) in counts.items():
             total += here + unchecked
             checked += here
             if (
@@ -824,11 +839,16 @@ def _count_convention(
                 and _checked_by_callers(project, name, by_callers)
             ):
                 checked += unchecked
+        if checked > before:
+            checking_files.append(total - before_total)
         for kind, (used, dropped) in facts.get("api_counts", {}).items():
             pair = api.setdefault(kind, [0, 0])
             pair[0] += used
             pair[1] += dropped
     project.launches_checked, project.launches_total = checked, total
+    project.launches_beside_one_checking_file = (
+        total - checking_files[0] if len(checking_files) == 1 else 0
+    )
     project.api = {k: (u, d) for k, (u, d) in api.items()}
 
 
