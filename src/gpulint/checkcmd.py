@@ -114,8 +114,12 @@ class Checker:
         files, problems = self.find(paths)
         groups: dict[int, tuple[Linter, list[Path]]] = {}
         folders = [p for p in paths if p.is_dir()]
+        by_folder: dict[str, Linter] = {}  # a folder's files share its configuration
         for path in files:
-            linter = self.linter(self.resolver.for_file(path))
+            folder = os.path.dirname(path)
+            linter = by_folder.get(folder)
+            if linter is None:
+                linter = by_folder[folder] = self.linter(self.resolver.for_file(path))
             group = groups.get(id(linter))
             if group is None:
                 linter.roots.extend(p for p in folders if p not in linter.roots)
