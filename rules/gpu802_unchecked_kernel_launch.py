@@ -27,7 +27,12 @@ class UncheckedKernelLaunch(Rule):
     when a caller does not check after the call, naming that caller. A caller that does not
     check is followed up to its own callers (five levels); a method (`Layer<T>::forward`) through
     the calls known to reach its class (`layer_->forward(...)` in a file that sets
-    `layer_ = new Layer<T>(...)` or declares `Layer<T>* layer_`). Not counted as callers: a call
+    `layer_ = new Layer<T>(...)` or declares `Layer<T>* layer_`, or a class deriving from or
+    derived from it). A caller is checked too when, after the call on its path (a later
+    statement of a block holding the call, not inside a branch of its own; loops accepted),
+    it calls a function of the project that reads the last error (`ffn_->forward(...)` whose
+    body runs the project's `sync_check()`): that read reports the failed launch as well.
+    Not counted as callers: a call
     that cannot run (after `return`, `throw` or an assertion of `false` in its block) and a
     size query (a null pointer passed where the function returns before launching when it is
     null: `invokeTopk(nullptr, ws_size, ...)` asking for its workspace size). A function that also

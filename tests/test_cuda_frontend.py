@@ -922,3 +922,40 @@ def test_a_virtual_method_is_reached_through_its_base_classes_call(tmp_path, mon
     assert run("  SYNC_STEP();\n") == []
     [found] = run("  log_step(n);\n")
     assert "`activate` (ffn.cc:10)" in found.message
+
+
+def test_a_later_call_on_the_path_of_a_function_reading_the_last_error_checks(
+    tmp_path, monkeypatch
+):
+    # The model runs the attention layer (which launches unchecked) and then the FFN layer,
+    # whose forward ends in the project's last-error check: that reports the launch too.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "check.h").write_text(CHECK_HEADER)
+    (tmp_path / "attn.cu").write_text(
+        "__global__ void softmax(float* x, int n);\n"
+        "void invokeSoftmax(float* x, int n, cudaStream_t s) {\n"
+        "  softmax<<<(n + 255) / 256, 256, 0, s>>>(x, n);\n}\n"
+        "template <typename T>\nvoid AttnLayer<T>::forward(float* x, int n) {\n"
+        "  invokeSoftmax(x, n, stream_);\n}\n"
+    )
+
+    def run(model, ffn_check="  SYNC_STEP();\n"):
+        (tmp_path / "ffn.cc").write_text(
+            '#include "check.h"\n'
+            "template <typename T>\nvoid FfnLayer<T>::forward(float* x, int n) {\n"
+            f"  gemm(x, n);\n{ffn_check}}}\n"
+        )
+        (tmp_path / "model.cc").write_text(
+            "template <typename T>\nModel<T>::Model(int n) {\n"
+            "  attn_ = new AttnLayer<T>(n);\n  ffn_ = new FfnLayer<T>(n);\n}\n"
+            f"template <typename T>\nvoid Model<T>::forward(float* x, int n) {{\n{model}}}\n"
+        )
+        report = Linter(example_config(root=tmp_path)).run([tmp_path], jobs=1)
+        return [f for f in report.findings if f.code == "GPU802"]
+
+    steps = "  for (int i = 0; i < layers_; ++i) {\n    attn_->forward(x, n);\n"
+    assert run(steps + "    ffn_->forward(x, n);\n  }\n") == []
+    # the FFN layer runs on one branch only: not on the launch's path
+    assert len(run(steps + "    if (use_ffn_) ffn_->forward(x, n);\n  }\n")) == 1
+    # a FFN layer that checks nothing
+    assert len(run(steps + "    ffn_->forward(x, n);\n  }\n", ffn_check="")) == 1

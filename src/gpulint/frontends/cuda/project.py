@@ -49,6 +49,9 @@ class CallSite:
     # the file sets `layer_ = new AttentionLayer<T>(...)` or declares `AttentionLayer<T>* layer_`
     # (a call of the class's own method inside another of its methods too)
     target: str = ""
+    # calls after this one in the caller, when it is not checked: "name:class" joined by ","
+    # (a later call of a function that reads the last error reports this call's failure too)
+    later: str = ""
 
 
 @dataclass
@@ -78,6 +81,9 @@ class CudaProject:
     methods: frozenset[str] = frozenset()  # names of member functions
     # "Derived:Base" for each class the checked tree derives from another (read from the text)
     bases: frozenset[str] = frozenset()
+    # "name:class" ("name:" for a function defined once) of host functions that read the last
+    # error (call one of `last_error_checks`): a later call of one checks an earlier launch
+    readers: frozenset[str] = frozenset()
     # file names of headers `#include`d only from a standalone program's code (a benchmark's
     # timing and checking helpers), never from library code
     harness_headers: frozenset[str] = frozenset()
@@ -120,7 +126,7 @@ class CudaProject:
             and (not owner or self._related(s.target, owner))
         ]
         for site in sites:
-            if site.checked or (site.caller, site.owner) in seen:
+            if site.checked or (site.caller, site.owner) in seen or self._read_later(site):
                 continue
             caller = site.caller
             # A name several free functions share (overloads) is followed too: when every call
@@ -152,6 +158,21 @@ class CudaProject:
         convention: at least 15% of them have their status used (or it makes fewer than 3)."""
         used, dropped = self.api.get(kind, (0, 0))
         return is_convention(used, used + dropped)
+
+    def _read_later(self, site: CallSite) -> bool:
+        """A call after `site` in its caller reaches a function that reads the last error
+        (`ffn_->forward(...)` whose body ends in the project's `sync_check()`)."""
+        if not site.later or not self.readers:
+            return False
+        for entry in site.later.split(","):
+            name, _, target = entry.partition(":")
+            if f"{name}:" in self.readers and name not in self.methods:
+                return True
+            if target and any(
+                f"{name}:{c}" in self.readers for c in (target, *self._ancestors(target))
+            ):
+                return True
+        return False
 
     def _related(self, target: str, owner: str) -> bool:
         """A call of a method of class `target` may run class `owner`'s: the same class, one
@@ -202,6 +223,7 @@ class CudaProject:
             "defined": sorted(self.defined),
             "last_error": sorted(self.last_error_checks),
             "bases": sorted(self.bases),
+            "readers": sorted(self.readers),
             "convention": [
                 self.launches_checked,
                 self.launches_total,
@@ -317,7 +339,7 @@ def _basename(path: str) -> str:
 
 
 def _site_key(site: CallSite) -> tuple:
-    return (site.caller, site.path, site.line, site.checked, site.owner, site.target)
+    return (site.caller, site.path, site.line, site.checked, site.owner, site.target, site.later)
 
 
 def file_facts(file: CudaFile, configured: tuple[str, ...] = ()) -> dict:
@@ -354,6 +376,7 @@ def file_facts(file: CudaFile, configured: tuple[str, ...] = ()) -> dict:
             if _is_method(file, fn):
                 methods.add(name)
     calls: list[tuple[str, str, int, bool, list]] = []
+    nodes = []  # the call of each entry of `calls`
     objects: dict[str, str] = {}  # (filled on the first call through an object)
     for call in file.all_calls:
         name = file.call_name(call) or _method_called(file, call)
@@ -381,9 +404,27 @@ def file_facts(file: CudaFile, configured: tuple[str, ...] = ()) -> dict:
                 caller,
                 file.span(call)[0],
                 checked,
-                [*_null_args(file, call, function), *classes],
+                [*_null_args(file, call, function), *classes, function.start_byte, call.end_byte],
             )
         )
+        nodes.append(call)
+    # The calls after each unchecked call on its path in its function (a later call of a
+    # function that reads the last error checks it too), at most 16 names each.
+    by_function: dict[int, list[tuple[object, str]]] = {}
+    for (name, _, _, _, extra), node in zip(calls, nodes, strict=True):
+        by_function.setdefault(extra[4], []).append((node, f"{name}:{extra[3]}"))
+    for i, ((name, caller, line, checked, extra), node) in enumerate(
+        zip(calls, nodes, strict=True)
+    ):
+        later: list[str] = []
+        if not checked:
+            for other, key in by_function[extra[4]]:
+                if other.start_byte > node.end_byte and key not in later:
+                    if _on_path_after(file, node, other):
+                        later.append(key)
+                        if len(later) >= 16:
+                            break
+        calls[i] = (name, caller, line, checked, [*extra[:4], ",".join(later)])
     defined = {
         n
         for fn in file.nodes("function_definition")
@@ -406,6 +447,7 @@ def file_facts(file: CudaFile, configured: tuple[str, ...] = ()) -> dict:
         "api_counts": api_counts(file),
         "defs": defs,
         "null_exits": _null_exits(file),
+        "readers": _last_error_readers(file),
         "methods": sorted(methods),
         "calls": calls,
         "checks": sorted(own),
@@ -536,6 +578,60 @@ def _method_called(file: CudaFile, call) -> str | None:
         if field is not None and field.type == "field_identifier":
             return file.node_text(field)
     return None
+
+
+_BRANCHES = frozenset(
+    {"if_statement", "switch_statement", "conditional_expression", "case_statement"}
+    | {"preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif", "lambda_expression"}
+)
+
+
+def _on_path_after(file: CudaFile, call, later) -> bool:
+    """`later` runs whenever `call` has run: it sits in a statement after the one holding
+    `call` in a block around `call`, not inside a branch of its own (loops are accepted)."""
+    around = {}
+    node = call
+    for a in file.ancestors(call):
+        if a.type == "compound_statement":
+            around[a.start_byte, a.end_byte] = node.start_byte
+        if a.type == "function_definition":
+            break
+        node = a
+    node = later
+    for a in file.ancestors(later):
+        if a.type in _BRANCHES:
+            return False
+        key = (a.start_byte, a.end_byte)
+        if a.type == "compound_statement" and key in around:
+            return node.start_byte > around[key]
+        if a.type == "function_definition":
+            return False
+        node = a
+    return False
+
+
+def _last_error_readers(file: CudaFile) -> list[str]:
+    """ "name:class" of the host functions that call a check (the file's or project's, or a
+    last-error read): which of those read the last error is known once the project is
+    merged (its `last_error_checks`). [name:class:check, ...]"""
+    from gpulint.frontends.cuda.idioms import LAST_ERROR_CHECKS
+
+    names = file.check_names | LAST_ERROR_CHECKS
+    out = set()
+    for fn in file.nodes("function_definition"):
+        if file.is_device_function(fn):
+            continue
+        text = file.data[fn.start_byte : fn.end_byte]
+        found = {
+            n
+            for m in _CALLED_BYTES.finditer(text)
+            if (n := m.group(1).decode("ascii", "replace")) in names
+        }
+        if found:
+            name = function_name(file, fn) or ""
+            owner = _class_of(file, fn) if _is_method(file, fn) else ""
+            out.update(f"{name}:{owner}:{n}" for n in found)
+    return sorted(out)
 
 
 def _class_of(file: CudaFile, function) -> str:
@@ -784,8 +880,10 @@ def merge(
                 if name in wanted:
                     if rest and not queries.get(name, set()).isdisjoint(rest[0][0]):
                         continue  # a size query (`workspace == nullptr`): launches nothing
-                    owner, target = rest[0][2:4] if rest and len(rest[0]) == 4 else ("", "")
-                    site = CallSite(caller, path, line, checked, owner, target)
+                    owner, target, later = (
+                        rest[0][2:5] if rest and len(rest[0]) == 5 else ("", "", "")
+                    )
+                    site = CallSite(caller, path, line, checked, owner, target, later)
                     sites = calls.setdefault(name, [])
                     if site not in sites:
                         sites.append(site)
@@ -808,10 +906,24 @@ def merge(
         ambiguous=frozenset(methods | {n for n, c in defs.items() if c > 1 and n not in launchers}),
         methods=frozenset(methods),
         bases=bases,
+        readers=_readers(facts_by_path, defs, last_error),
     )
     if count:  # (`build` counts once it knows the programs' files)
         _count_convention(project, facts_by_path)
     return project
+
+
+def _readers(facts_by_path: dict[str, dict], defs: dict[str, int], last_error) -> frozenset:
+    from gpulint.frontends.cuda.idioms import LAST_ERROR_CHECKS
+
+    reading = set(last_error) | LAST_ERROR_CHECKS
+    out = set()
+    for facts in facts_by_path.values():
+        for entry in facts.get("readers", ()):
+            name, owner, check = (entry.split(":") + ["", ""])[:3]
+            if check in reading and (owner or defs.get(name, 0) == 1):
+                out.add(f"{name}:{owner}")
+    return frozenset(out)
 
 
 def _count_convention(
