@@ -25,7 +25,8 @@ class UncheckedKernelLaunch(Rule):
     CUDA runtime call of its own, or a launching macro) may leave the check to its caller: the
     rule then looks up every call of it in the checked tree (other files too) and fires only
     when a caller does not check after the call, naming that caller. A caller that does not
-    check is followed up to its own callers (five levels); a method (`Layer<T>::forward`) through
+    check is followed up to its own callers (five levels); the message names the one up the
+    chain after which nothing checks, and the function it calls there; a method (`Layer<T>::forward`) through
     the calls known to reach its class (`layer_->forward(...)` in a file that sets
     `layer_ = new Layer<T>(...)` or declares `Layer<T>* layer_`, or a class deriving from or
     derived from it). A caller is checked too when, after the call on its path (a later
@@ -333,9 +334,13 @@ void run_wide(float* x, cudaStream_t s) {
         # A macro of a source file is expanded only in that file (a header's is shared).
         local = in_macro and not file.display_path.endswith((".h", ".cuh", ".hpp", ".hh"))
         own = file.display_path if local else None
-        site = file.project.unchecked_caller(name, path=own) if known else None
-        if site is None:
+        chain = file.project.unchecked_chain(name, path=own) if known else None
+        if not chain:
             return
+        # (named: the caller up the chain after which nothing checks, with what it calls)
+        site = chain[-1]
+        if len(chain) > 1:
+            in_macro, name = False, chain[-2].caller
         where = (
             f"line {site.line}" if site.path == file.display_path else f"{site.path}:{site.line}"
         )

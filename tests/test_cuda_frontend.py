@@ -815,7 +815,7 @@ def test_callers_followed_past_size_queries_dead_calls_and_five_levels_up():
         return text[: text.index(snippet)].count("\n") + 1
 
     stage2, stage1 = line("topk_stage2<<<"), line("topk_stage1<<<")
-    dispatch = line("  launch_topk_stage2<T>(tmp, ids, batch, k, s);")
+    layer = line("  decode_step<T>(workspace_, workspace_size_,")
     assert _gpu802(text) == []
     # The call after `LIB_CHECK(false)` is live once the assertion is gone: it is not checked.
     [found] = _gpu802(text.replace("    LIB_CHECK(false);\n", ""))
@@ -826,11 +826,13 @@ def test_callers_followed_past_size_queries_dead_calls_and_five_levels_up():
         "invoke_topk<T>(nullptr, workspace_size_,", "invoke_topk<T>(scratch_, ws,"
     ).replace("  allocateBuffer(batch, vocab);\n", "")
     assert {f.line for f in _gpu802(live)} == {stage2, stage1}
-    # Five callers up, the layer does not check: reported, naming the first unchecked caller.
+    # Five callers up, the layer does not check: reported, naming it (what it calls too).
     unchecked = text.replace("  log_step(batch);\n  SYNC_CHECK();\n", "  log_step(batch);\n")
     found = _gpu802(unchecked)
     assert {f.line for f in found} == {stage2, stage1}
-    assert any(f"`topk_dispatch` (line {dispatch})" in f.message for f in found)
+    assert all(
+        f"`forward` (line {layer}) that calls function `decode_step`" in f.message for f in found
+    )
 
 
 def _layer_tree(tmp_path, model):
@@ -860,7 +862,8 @@ def test_a_method_caller_is_followed_to_calls_through_objects_of_its_class(tmp_p
     assert _layer_tree(tmp_path, "  layer_->forward(x, n);\n  SYNC_STEP();\n") == []
     # The model does not check: reported, naming the layer's method that calls the launcher.
     [found] = _layer_tree(tmp_path, "  layer_->forward(x, n);\n  log_step(n);\n")
-    assert found.path == "scale.cu" and "`forward` (ScaleLayer.cc:3)" in found.message
+    assert found.path == "scale.cu"
+    assert "nor by `forward` (Model.cc:9) that calls function `forward`" in found.message
     # A checked call of another class's forward says nothing about this one.
     [found] = _layer_tree(tmp_path, "  layer_->forward(x, n);\n  other_->forward(x, n);\n")
     found = _layer_tree(tmp_path, "  other_->forward(x, n);\n  SYNC_STEP();\n")
@@ -921,7 +924,7 @@ def test_a_virtual_method_is_reached_through_its_base_classes_call(tmp_path, mon
 
     assert run("  SYNC_STEP();\n") == []
     [found] = run("  log_step(n);\n")
-    assert "`activate` (ffn.cc:10)" in found.message
+    assert "nor by `forward` (ffn.cc:5) that calls function `activate`" in found.message
 
 
 def test_a_later_call_on_the_path_of_a_function_reading_the_last_error_checks(

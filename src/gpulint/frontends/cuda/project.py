@@ -107,9 +107,23 @@ class CudaProject:
         path: str | None = None,
         owner: str = "",
     ) -> CallSite | None:
-        """A call site of launcher `name` after which no check runs, following callers that are
-        launchers themselves (their callers may check). None when every caller found checks,
-        and when no caller is found (the launcher is called through a table, from Python...).
+        """The first call site of `unchecked_chain`, or None."""
+        chain = self.unchecked_chain(name, depth, seen, path, owner)
+        return chain[0] if chain else None
+
+    def unchecked_chain(
+        self,
+        name: str,
+        depth: int = 0,
+        seen=None,
+        path: str | None = None,
+        owner: str = "",
+    ) -> list[CallSite] | None:
+        """The call sites from launcher `name` up to a caller after which no check runs (each
+        a call of the one before: [call of `name`, call of its caller, ...]; the last is the
+        caller to name), following callers that are launchers themselves (their callers may
+        check). None when every caller found checks, and when no caller is found (the launcher
+        is called through a table, from Python...).
         `path`: only the call sites in that file (a macro of a source file is seen only there;
         other sources may define their own of the same name). `owner`: `name` is a method of
         that class: only the calls known to reach that class's method."""
@@ -134,9 +148,11 @@ class CudaProject:
             # the calls known to reach its class (`layer_->forward(...)` where the file makes
             # `layer_` one); calls through other objects may be unseen.
             if depth < _DEPTH and caller and self._followed(caller, site.owner):
-                if self.unchecked_caller(caller, depth + 1, seen, owner=site.owner) is None:
+                deeper = self.unchecked_chain(caller, depth + 1, seen, owner=site.owner)
+                if deeper is None:
                     continue  # every caller of the caller checks
-            return site
+                return [site, *deeper]
+            return [site]
         return None
 
     def checks_launches(self) -> bool:
