@@ -132,15 +132,29 @@ class ProjectCache:
         count = 0
         kept = sorted(set(tops))
         # a folder below another read folder is walked with it
-        for top in (t for t in kept if not any(_below(t, o) for o in kept if o != t)):
-            for here, dirs, names in os.walk(top or ".", onerror=_raise):
-                dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIPPED)
-                py = sorted(n for n in names if n.endswith(".py"))
-                listings[here] = py + [d + "/" for d in dirs]
-                stamps[here] = [self._stamp(os.path.join(here, n)) for n in py]
-                count += 1 + len(py)
-                if count > MAX_ENTRIES:
-                    return None
+        stack = [t or "." for t in reversed(kept) if not any(_below(t, o) for o in kept if o != t)]
+        # as os.walk (top down, links to folders listed and not entered), with one scandir
+        # and no path joins per file
+        while stack:
+            here = stack.pop()
+            py: list[os.DirEntry] = []
+            dirs: list[tuple[str, bool]] = []
+            with os.scandir(here) as entries:
+                for entry in entries:
+                    name = entry.name
+                    if entry.is_dir():
+                        if not name.startswith(".") and name not in _SKIPPED:
+                            dirs.append((name, entry.is_symlink()))
+                    elif name.endswith(".py"):
+                        py.append(entry)
+            py.sort(key=lambda e: e.name)
+            dirs.sort()
+            listings[here] = [e.name for e in py] + [d + "/" for d, _ in dirs]
+            stamps[here] = [self._stamp(e.path, e.stat()) for e in py]
+            count += 1 + len(py)
+            if count > MAX_ENTRIES:
+                return None
+            stack += [os.path.join(here, d) for d, link in reversed(dirs) if not link]
         return {
             "format": FORMAT,
             "cwd": os.getcwd(),
@@ -151,10 +165,11 @@ class ProjectCache:
             "stamps": stamps,
         }
 
-    def _stamp(self, path: str) -> str:
+    def _stamp(self, path: str, st: os.stat_result | None = None) -> str:
         """The file's stamp ("size:mtime:ctime:inode"), or "#" and the hash of its bytes where
         it was modified within RACY_NS of the run's start. ValueError: not a regular file."""
-        st = os.stat(path)  # links followed: the readers open what they lead to
+        if st is None:
+            st = os.stat(path)  # links followed: the readers open what they lead to
         if not stat.S_ISREG(st.st_mode):
             raise ValueError(path)
         if st.st_mtime_ns > self.started - RACY_NS:
@@ -172,10 +187,6 @@ class ProjectCache:
 def _sha(path: str) -> str:
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()
-
-
-def _raise(error: OSError) -> None:
-    raise error
 
 
 def _below(path: str, top: str) -> bool:
