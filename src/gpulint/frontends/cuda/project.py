@@ -1361,31 +1361,40 @@ def _imports(name: str) -> re.Pattern[bytes]:
 
 
 class _PyTree:
-    """The Python files under a folder, read once as text (never run)."""
+    """The Python files under a folder, read once as text (never run). Only what the harness
+    questions need is kept: the loaders' whole text (files naming `cpp_extension`, the only
+    possible users by `load(...)`) and every file's lines that say `import` (all an `_imports`
+    pattern can match: it never crosses a line). Any other file's text is read again when a
+    user's is needed; holding every file's bytes cost the main process the tree's size."""
 
     def __init__(self) -> None:
-        self.texts: dict[str, dict[str, bytes]] = {}
+        self.scopes: dict[str, _PyScope] = {}
 
-    def under(self, root: str) -> dict[str, bytes]:
+    def under(self, root: str) -> _PyScope:
         import os
 
-        found = self.texts.get(root)
+        found = self.scopes.get(root)
         if found is not None:
             return found
-        found = {}
+        found = self.scopes[root] = _PyScope()
         for here, dirs, names in os.walk(root or "."):
             dirs[:] = [d for d in dirs if not d.startswith(".") and d != "node_modules"]
             for name in names:
-                if not name.endswith(".py") or len(found) >= _MAX_PY_FILES:
+                if not name.endswith(".py") or len(found.imports) >= _MAX_PY_FILES:
                     continue
                 path = os.path.join(here, name)
                 try:
                     if os.path.getsize(path) < 1 << 20:
                         with open(path, "rb") as f:
-                            found[os.path.normpath(path).replace("\\", "/")] = f.read()
+                            text = f.read()
+                    else:
+                        continue
                 except OSError:
-                    pass
-        self.texts[root] = found
+                    continue
+                path = os.path.normpath(path).replace("\\", "/")
+                found.imports[path] = _import_lines(text)
+                if b"cpp_extension" in text:
+                    found.loaders[path] = text
         return found
 
 
@@ -1409,6 +1418,50 @@ def python_reads(paths: Iterable[str]) -> list[str]:
             ancestors.append("")
         tops.add(ancestors[-1])
     return sorted(tops)
+
+
+class _PyScope:
+    def __init__(self) -> None:
+        self.imports: dict[str, bytes] = {}  # path -> its lines holding `import`
+        self.loaders: dict[str, bytes] = {}  # path -> text, for the files naming cpp_extension
+
+    def text(self, path: str) -> bytes:
+        found = self.loaders.get(path)
+        if found is not None:
+            return found
+        try:
+            with open(path, "rb") as f:
+                return f.read(1 << 20)
+        except OSError:
+            return b""
+
+    def importing(self, name: str) -> set[str]:
+        """The files, other than a `setup.py`, with an import of `name` (see `_imports`)."""
+        needle = name.encode()
+        pattern = _imports(name)
+        return {
+            p
+            for p, lines in self.imports.items()
+            if needle in lines and not p.endswith("setup.py") and pattern.search(lines)
+        }
+
+
+def _import_lines(text: bytes) -> bytes:
+    """The lines of `text` that contain `import`, whole, joined by newlines: a line start
+    there is one in `text`, so a pattern that stays on one line and needs `import` matches
+    one exactly when it matches the other."""
+    find = text.find
+    at = find(b"import")
+    if at < 0:
+        return b""
+    lines = []
+    while at >= 0:
+        end = find(b"\n", at)
+        if end < 0:
+            end = len(text)
+        lines.append(text[text.rfind(b"\n", 0, at) + 1 : end])
+        at = find(b"import", end)
+    return b"\n".join(lines)
 
 
 def _is_script(path: str, text: bytes) -> bool:
@@ -1469,19 +1522,14 @@ def harness_built(paths: Iterable[str]) -> tuple[frozenset[str], frozenset[str]]
             continue
         # the loading scripts are beside the source or up to two folders above it
         scope = root if root is not None else ancestors[min(2, len(ancestors) - 1)]
-        texts = tree.under(scope)
+        py = tree.under(scope)
         quoted = [q + base.encode() + q for q in (b'"', b"'")] + [b"/" + base.encode()]
         users = {
-            p
-            for p, t in texts.items()
-            if b"cpp_extension" in t and _LOADS.search(t) and any(q in t for q in quoted)
+            p for p, t in py.loaders.items() if _LOADS.search(t) and any(q in t for q in quoted)
         }
         importers: set[str] = set()
         for name in names:
-            pattern = _imports(name)
-            importers |= {
-                p for p, t in texts.items() if not p.endswith("setup.py") and pattern.search(t)
-            }
+            importers |= py.importing(name)
         users |= importers
         if not users or (root is not None and not importers):
             # (a packaged module nothing in the tree imports is for users out of sight)
@@ -1489,21 +1537,14 @@ def harness_built(paths: Iterable[str]) -> tuple[frozenset[str], frozenset[str]]
         # a helper module outside any package stands for the files importing it
         shown: set[str] = set()
         for user in users:
-            text = texts[user]
-            if _is_script(user, text) or _in_package(user):
+            if _is_script(user, py.text(user)) or _in_package(user):
                 shown.add(user)
                 continue
             stem = user.rpartition("/")[2][: -len(".py")]
-            pattern = _imports(stem)
-            by = {
-                p
-                for p, t in texts.items()
-                if p != user and not p.endswith("setup.py") and pattern.search(t)
-            }
-            shown |= by or {user}
-        if all(_is_script(u, texts[u]) and not _library_module(u) for u in shown):
+            shown |= (py.importing(stem) - {user}) or {user}
+        if all(_is_script(u, py.text(u)) and not _library_module(u) for u in shown):
             out.add(path)
-            if not any(_STREAMS.search(texts[u]) for u in shown | users):
+            if not any(_STREAMS.search(py.text(u)) for u in shown | users):
                 streamless.add(path)
     return frozenset(out), frozenset(streamless)
 
