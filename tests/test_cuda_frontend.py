@@ -962,3 +962,39 @@ def test_a_later_call_on_the_path_of_a_function_reading_the_last_error_checks(
     assert len(run(steps + "    if (use_ffn_) ffn_->forward(x, n);\n  }\n")) == 1
     # a FFN layer that checks nothing
     assert len(run(steps + "    ffn_->forward(x, n);\n  }\n", ffn_check="")) == 1
+
+
+def test_an_extension_a_plain_helper_loads_is_the_harness_of_the_scripts_importing_it(
+    tmp_path, monkeypatch
+):
+    # ops.py is no package's module and no script: the scripts importing it are its users
+    monkeypatch.chdir(tmp_path)
+    helper = (
+        "from torch.utils.cpp_extension import load\n\n"
+        'toy_relu = load(name="toy_relu", sources=["csrc/relu.cu"])\n'
+    )
+    bench = RUN_PY.replace("import toy_relu\n", "from ops import toy_relu\n")
+    assert _extension_findings(tmp_path, {"ops.py": helper, "bench_relu.py": bench}) == []
+    library = "import torch\nfrom ops import toy_relu\n\n\ndef relu(x):\n    toy_relu.relu(x)\n"
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "__init__.py").write_text(library)
+    report = Linter(example_config(root=tmp_path)).run([tmp_path], jobs=1, cache=None)
+    assert "GPU804" in {f.code for f in report.findings}
+
+
+def test_import_lines_answer_every_import_pattern_as_the_whole_text():
+    from gpulint.frontends.cuda.project import _import_lines, _imports
+
+    text = (
+        b'"""Uses toy_relu (import toy_relu to try it)."""\n'
+        b"import os, toy_relu as t\r\n"
+        b"    from pkg.toy_relu import relu  # indented\n"
+        b"from pkg import (\n    toy_relu,\n)\n"
+        b"x = 1; import toy_relux\n"
+        b"def f():\n    return 2\n"
+        b"from a.b import c, toy_relu"
+    )
+    lines = _import_lines(text)
+    assert b"def f" not in lines and len(lines) < len(text)
+    for name in ("toy_relu", "os", "relu", "pkg", "toy_relux", "c", "b", "t", "f", "x"):
+        assert bool(_imports(name).search(lines)) == bool(_imports(name).search(text)), name
