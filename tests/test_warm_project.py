@@ -282,3 +282,21 @@ def test_new_stamps_alone_are_written_only_when_there_are_more_than_a_few(tmp_pa
     # written: the next run serves every file by its stamp, hashing none
     monkeypatch.setattr(Linter, "digest", lambda *a: (_ for _ in ()).throw(AssertionError()))
     assert run() == cold
+
+
+def test_a_linter_run_again_takes_none_of_the_last_runs_stored_salts(tree):
+    """One linter, two runs over a cache (a watch): the second, after a package starts to
+    import the extension, builds the project again and keys the source by the new one."""
+    root, counts = tree
+    assert _run(root) == []  # the project is stored
+    linter = Linter(example_config(root=root))
+
+    def run() -> list[str]:
+        cache = ResultCache(root / ".gpulint_cache", linter.fingerprint())
+        report = linter.run([Path(".")], jobs=1, cache=cache)
+        return sorted(f"{f.path}:{f.code}" for f in report.findings if f.code in CUDA_CODES)
+
+    assert run() == []  # served, with the stored salts
+    _write(root / "toyrelu" / "__init__.py", "from toyrelu.layers import ReLU\n")
+    _write(root / "toyrelu" / "layers.py", LAYERS_PY)
+    assert run() == [f"csrc/relu.cu:{c}" for c in CUDA_CODES]

@@ -373,6 +373,9 @@ class Linter:
         With a cache folder, a project none of whose inputs changed is taken as stored
         (gpulint.projectcache): its files are not read, and its front-end is not even
         imported until a file of its language has to be linted."""
+        # (a linter that runs again, in a watch or a test, starts from none of the last run's)
+        self._stored.clear()
+        self._salts.clear()
         grouped: dict[FrontendRef, list[Path]] = {}
         for path in files:
             ref = registry().frontend_for(path.name)
