@@ -58,7 +58,11 @@ class UncheckedKernelLaunch(Rule):
     and standalone programs left out) are checked, on their path or by every caller, and
     not all in one file beside files that check none and launch more (that file's style,
     often vendored), or it has fewer than 5 launches (too few to show a house style); the
-    message says how many. In a code
+    message says how many. A launch checked only by a check compiled into debug builds (its
+    read of the last error under `#ifndef NDEBUG`, `#ifdef DEBUG`..., or in an `if` on an
+    environment variable read by `getenv`, and the macros calling it) is covered, but does not
+    count as checked for the convention: a project that checks its launches only in debug
+    builds has no release convention. In a code
     base that checks none, or a stray few, the same findings are GPU812, off by default:
     there an unchecked launch is the house style, not a slip.
 
@@ -304,9 +308,14 @@ void run_wide(float* x, cudaStream_t s) {
             return
         check = launch_check_for(file)
         checked, total = file.project.launches_checked, file.project.launches_total
+        debug = file.project.launches_debug_checked
         counts = {
             "checked": checked,
             "total": total,
+            # launches checked only by checks compiled into debug builds (GPU812's wording)
+            "debug": f" in a release build (it checks {debug} more only in debug builds)"
+            if debug
+            else "",
             # (a project of a few launches shows no convention either way: not quoted)
             "convention": f", while this project checks {checked} of its {total} launches"
             if total >= 5

@@ -11,7 +11,11 @@ class UncheckedLaunchWithoutConvention(UncheckedKernelLaunch):
     out; at least 5 of them) fewer than 15% are checked, or those checked all sit in one file
     (a header vendored from a project that checks) beside files that check none and launch
     more (at least 5), counting a launch as checked as
-    GPU802 does (a check after it in its function, or in every caller of a launcher).
+    GPU802 does (a check after it in its function, or in every caller of a launcher). A
+    check that reads the last error only in a debug build (`#ifndef NDEBUG`, `#ifdef DEBUG`,
+    an `if` on a `getenv` switch) covers its launch but is no release convention: a project
+    whose launches only such checks cover is here, and the message says how many it checks
+    only in debug builds.
     Everything else is as in GPU802: the same launches are left alone (checked by callers,
     standalone programs, tests, a configuration fixed at compile time within every device's
     limits).
@@ -53,13 +57,15 @@ class UncheckedLaunchWithoutConvention(UncheckedKernelLaunch):
     default_enabled = False
     precision = "medium"
     message = (
-        "kernel launch is not checked, as {checked} of this project's {total} launches are: a "
-        "failed launch goes unnoticed (or is reported by a later call); add `{check}` after it"
+        "kernel launch is not checked, as {checked} of this project's {total} launches are"
+        "{debug}: a failed launch goes unnoticed (or is reported by a later call); add `{check}` "
+        "after it"
     )
     by_caller = (
         "kernel launch is not checked, nor by {caller} ({where}) that calls {kind} `{function}`, "
-        "as {checked} of this project's {total} launches are: a failed launch goes unnoticed (or "
-        "is reported by a later call); add `{check}` after the launch (or after that call)"
+        "as {checked} of this project's {total} launches are{debug}: a failed launch goes "
+        "unnoticed (or is reported by a later call); add `{check}` after the launch (or after "
+        "that call)"
     )
     wants_convention = False
 
@@ -105,5 +111,24 @@ void fill_scale_op(float* x, float a, int n, cudaStream_t s) {
   scale<<<(n + 255) / 256, 256, 0, s>>>(x, a, n);
   scale<<<(n + 255) / 256, 256, 0, s>>>(x, a, n);
 }
+""",
+        """
+// a library whose launch checks read the last error only in a debug build
+inline void debugCheck() {
+#ifndef NDEBUG
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) abort();
+#endif
+}
+#define debug_check() debugCheck()
+__global__ void k(float* x, int n) {}
+void a(float* x, int n, cudaStream_t s) { k<<<n / 256, 256, 0, s>>>(x, n); debug_check(); }
+void b(float* x, int n, cudaStream_t s) { k<<<n / 256, 256, 0, s>>>(x, n); debug_check(); }
+void c(float* x, int n, cudaStream_t s) { k<<<n / 256, 256, 0, s>>>(x, n); debug_check(); }
+void d(float* x, int n, cudaStream_t s) { k<<<n / 256, 256, 0, s>>>(x, n); debug_check(); }
+void e(float* x, int n, cudaStream_t s) {
+  k<<<n / 256, 256, 0, s>>>(x, n);  // checked nowhere: no release convention, so GPU812
+}
+void step(float* x, int n, cudaStream_t s) { e(x, n, s); }
 """,
     ]

@@ -209,3 +209,67 @@ def test_a_cached_file_follows_the_convention_other_files_set(tmp_path, monkeypa
     assert run() == [("fast.cu", "GPU802")]
     (tmp_path / "more.cu").write_text(KERNELS + "".join(_unchecked(f"m{i}") for i in range(8)))
     assert run() == [("fast.cu", "GPU812")] + [("more.cu", "GPU812")] * 8
+
+
+_DEBUG_CHECK_H = """#include <cstdlib>
+#include <stdexcept>
+inline void syncAndCheck(const char* file, int line) {
+  static const char* level = std::getenv("LIB_DEBUG_LEVEL");
+  if (level != nullptr) {
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) throw std::runtime_error(cudaGetErrorString(e));
+  }
+#ifndef NDEBUG
+  cudaError_t result = cudaGetLastError();
+  if (result != cudaSuccess) throw std::runtime_error(cudaGetErrorString(result));
+#endif
+}
+#define sync_check_error() syncAndCheck(__FILE__, __LINE__)
+"""
+
+
+def _debug_checked(name: str) -> str:
+    return (
+        f"void {name}(float* x, int n, cudaStream_t s) {{\n"
+        "  k<<<(n + 255) / 256, 256, 0, s>>>(x, n);\n"
+        "  sync_check_error();\n}\n"
+    )
+
+
+def test_debug_only_checks_are_read_from_the_preprocessor_and_getenv_gates():
+    from gpulint.frontends.cuda.idioms import debug_only_checks
+
+    assert debug_only_checks(_DEBUG_CHECK_H.encode()) == {"syncAndCheck", "sync_check_error"}
+    read = "  cudaError_t e = cudaGetLastError();\n  if (e) abort();\n"
+    for gate in ("#ifdef DEBUG", "#if defined(_DEBUG)", "#if !defined(NDEBUG)", "#ifndef NDEBUG"):
+        text = f"void chk() {{\n{gate}\n{read}#endif\n}}\n#define CHK() chk()\n"
+        assert debug_only_checks(text.encode()) == {"chk", "CHK"}, gate
+    # the release branch of `#ifdef NDEBUG ... #else`, and an ungated read, are release checks
+    for text in (
+        f'void chk() {{\n#ifdef NDEBUG\n{read}#else\n  puts("debug");\n#endif\n}}\n',
+        f"void chk() {{\n{read}}}\n",
+        f'void chk() {{\n#ifdef DEBUG\n  puts("x");\n#endif\n{read}}}\n',
+    ):
+        assert debug_only_checks(text.encode()) == frozenset(), text
+    # a debug-only definition beside a release one of the same macro name is not debug-only
+    both = f"void chk() {{\n#ifndef NDEBUG\n{read}#endif\n}}\nvoid chk2() {{\n{read}}}\n"
+    assert debug_only_checks(both.encode()) == {"chk"}
+
+
+def test_launches_checked_only_in_debug_builds_are_no_release_convention(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "check.h").write_text(_DEBUG_CHECK_H)
+    header = '#include "check.h"\n' + KERNELS
+    (tmp_path / "ops.cu").write_text(header + "".join(_debug_checked(f"op{i}") for i in range(3)))
+    (tmp_path / "more.cu").write_text(header + "".join(_debug_checked(f"m{i}") for i in range(3)))
+    (tmp_path / "fast.cu").write_text(header + _unchecked("fast"))
+    found = [f for f in _run(tmp_path) if f.code in ("GPU802", "GPU812")]
+    # the debug-checked launches stay covered; the unchecked one is the house style (GPU812)
+    assert [(f.path, f.code) for f in found] == [("fast.cu", "GPU812")]
+    assert "it checks 6 more only in debug builds" in found[0].message
+    assert "as 0 of this project's 7 launches are in a release build" in found[0].message
+    # the same project with a check that also runs in a release build has a convention
+    (tmp_path / "check.h").write_text(_DEBUG_CHECK_H.replace("#ifndef NDEBUG", "#if 1"))
+    found = [f for f in _run(tmp_path) if f.code in ("GPU802", "GPU812")]
+    assert [(f.path, f.code) for f in found] == [("fast.cu", "GPU802")]
+    assert "checks 6 of its 7 launches" in found[0].message

@@ -20,6 +20,7 @@ from gpulint.frontends.cuda.idioms import (
     VALIDATES,
     api_counts,
     api_kind,
+    debug_only_checks,
     file_checks,
     function_name,
     is_check_name,
@@ -52,6 +53,9 @@ class CallSite:
     # calls after this one in the caller, when it is not checked: "name:class" joined by ","
     # (a later call of a function that reads the last error reports this call's failure too)
     later: str = ""
+    # the check names after the call in the caller, when a later check is what checks it (a
+    # call checked only by the project's debug-only checks is not checked in a release build)
+    via: str = ""
 
 
 @dataclass
@@ -67,6 +71,11 @@ class CudaProject:
     # programs left out) checked on their path or by every caller, and all of them
     launches_checked: int = 0
     launches_total: int = 0
+    # library launches checked only by checks compiled into debug builds (not counted above)
+    launches_debug_checked: int = 0
+    # the project's checks that read the last error only in a debug build, or when an
+    # environment variable is set (idioms.debug_only_checks): not its release convention
+    debug_checks: frozenset[str] = frozenset()
     # library launches outside the files that check one, where only one file does (else 0)
     launches_beside_one_checking_file: int = 0
     # per kind of corrupting runtime call (idioms.api_kind): [status used, discarded]
@@ -238,11 +247,13 @@ class CudaProject:
             "checked_launching": sorted(self.checked_launching),
             "defined": sorted(self.defined),
             "last_error": sorted(self.last_error_checks),
+            "debug_checks": sorted(self.debug_checks),
             "bases": sorted(self.bases),
             "readers": sorted(self.readers),
             "convention": [
                 self.launches_checked,
                 self.launches_total,
+                self.launches_debug_checked,
                 self.launches_beside_one_checking_file,
             ],
             "api": sorted(self.api.items()),
@@ -355,7 +366,16 @@ def _basename(path: str) -> str:
 
 
 def _site_key(site: CallSite) -> tuple:
-    return (site.caller, site.path, site.line, site.checked, site.owner, site.target, site.later)
+    return (
+        site.caller,
+        site.path,
+        site.line,
+        site.checked,
+        site.owner,
+        site.target,
+        site.later,
+        site.via,
+    )
 
 
 def file_facts(file: CudaFile, configured: tuple[str, ...] = ()) -> dict:
@@ -365,6 +385,7 @@ def file_facts(file: CudaFile, configured: tuple[str, ...] = ()) -> dict:
     # The project's launch-checking convention: per host function (name, "" at file scope),
     # its library launches checked on their path and not (tests and programs left out).
     counted: dict[str, list[int]] = {}
+    checked_via: dict[str, dict[str, int]] = {}  # name -> check names after a launch -> count
     library = not file.is_test
     for launch in file.launches:
         function = file.enclosing_function(launch)
@@ -374,6 +395,12 @@ def file_facts(file: CudaFile, configured: tuple[str, ...] = ()) -> dict:
             name = function_name(file, function) if function is not None else ""
             here = launch_checked_in(file, launch, function or file.root, configured)
             counted.setdefault(name or "", [0, 0])[0 if here else 1] += 1
+            if here:  # by which checks (the project may compile them only into debug builds)
+                via = ",".join(
+                    sorted(checks_after(file, function or file.root, launch, configured))
+                )
+                by = checked_via.setdefault(name or "", {})
+                by[via] = by.get(via, 0) + 1
         if function is None:
             continue
         name = function_name(file, function)
@@ -440,7 +467,12 @@ def file_facts(file: CudaFile, configured: tuple[str, ...] = ()) -> dict:
                         later.append(key)
                         if len(later) >= 16:
                             break
-        calls[i] = (name, caller, line, checked, [*extra[:4], ",".join(later)])
+        via = ""
+        if checked and not _status_checked(file, call := node):
+            via = ",".join(
+                sorted(checks_after(file, file.enclosing_function(call), call, configured))
+            )
+        calls[i] = (name, caller, line, checked, [*extra[:4], ",".join(later), via])
     defined = {
         n
         for fn in file.nodes("function_definition")
@@ -460,6 +492,7 @@ def file_facts(file: CudaFile, configured: tuple[str, ...] = ()) -> dict:
         "includes": includes,
         "launchers": {n: len(v) for n, v in sorted(launchers.items())},
         "launch_counts": {n: c for n, c in sorted(counted.items())},
+        "launch_checks": {n: c for n, c in sorted(checked_via.items())},
         "api_counts": api_counts(file),
         "defs": defs,
         "null_exits": _null_exits(file),
@@ -471,6 +504,7 @@ def file_facts(file: CudaFile, configured: tuple[str, ...] = ()) -> dict:
         "checked_launching": sorted(checked_launching),
         "defined": sorted(defined),
         "last_error_checks": sorted(last_error_checks(file.data)),
+        "debug_checks": sorted(debug_only_checks(file.data)),
     }
 
 
@@ -817,6 +851,33 @@ _STATEMENT_CONTAINERS_OR_FUNCTION = {
 }
 
 
+def checks_after(file: CudaFile, scope, node, configured=()) -> set[str]:
+    """The names of the launch checks after `node` in `scope` (as `last_check_end` finds
+    them): which checks cover it, for the project's convention (a debug-only one is none)."""
+    if scope is None:
+        return set()
+    names = file.check_names
+    text = file.data[node.end_byte : scope.end_byte]
+    found = {
+        n
+        for m in _CALLED_BYTES.finditer(text)
+        if is_check_name(n := m.group(1).decode("ascii", "replace"), configured) or n in names
+    }
+    for name in file.checking_launchers() | (
+        file._project.checking if file._project is not None else frozenset()
+    ):
+        if re.search(rb"\b" + re.escape(name.encode()) + rb"\s*[<(]", text):
+            found.add(name)
+    found.update(n for n in configured if n.encode() in text)
+    return found
+
+
+def _release_checked(via: str, debug: frozenset[str]) -> bool:
+    """A launch or call checked by the checks named in `via` (comma-joined) is checked in a
+    release build: one of them is not debug-only (no names: checked by its status)."""
+    return not via or not debug or any(n not in debug for n in via.split(","))
+
+
 def launch_checked_in(file: CudaFile, launch, function, configured=()) -> bool:
     """A launch check follows `launch` in `function`."""
     return last_check_end(file, function, configured) > launch.end_byte
@@ -829,6 +890,7 @@ def merge(
     launching: dict[str, int] = {}
     checks: set[str] = set()
     last_error: set[str] = set()
+    debug: set[str] = set()
     defined: set[str] = set()
     checking: dict[str, int] = {}
     checked_launching: dict[str, int] = {}
@@ -838,6 +900,7 @@ def merge(
             launching[name] = launching.get(name, 0) + count
         checks.update(facts["checks"])
         last_error.update(facts.get("last_error_checks", ()))
+        debug.update(facts.get("debug_checks", ()))
         defined.update(facts["defined"])
         for name in facts.get("checking", ()):
             checking[name] = checking.get(name, 0) + 1
@@ -897,9 +960,10 @@ def merge(
                     if rest and not queries.get(name, set()).isdisjoint(rest[0][0]):
                         continue  # a size query (`workspace == nullptr`): launches nothing
                     owner, target, later = (
-                        rest[0][2:5] if rest and len(rest[0]) == 5 else ("", "", "")
+                        rest[0][2:5] if rest and len(rest[0]) >= 5 else ("", "", "")
                     )
-                    site = CallSite(caller, path, line, checked, owner, target, later)
+                    via = rest[0][5] if rest and len(rest[0]) >= 6 else ""
+                    site = CallSite(caller, path, line, checked, owner, target, later, via)
                     sites = calls.setdefault(name, [])
                     if site not in sites:
                         sites.append(site)
@@ -916,6 +980,7 @@ def merge(
         checked_launching=frozenset(n for n in checked_launching if n not in methods),
         defined=frozenset(defined),
         last_error_checks=frozenset(last_error),
+        debug_checks=frozenset(debug),
         calls={k: tuple(v) for k, v in calls.items()},
         launchers=launchers,
         # (a name every definition of which launches is followed, like the launchers above)
@@ -949,24 +1014,31 @@ def _count_convention(
     launcher's unchecked launches count as checked when library callers are found and every
     one of them checks after the call, or is checked by its own callers. `skip`: files that are programs' code (a
     harness header, a file including its driver)."""
-    checked = total = 0
+    checked = total = debug_checked = 0
     checking_files: list[int] = []  # the launches of each file with a checked one
     api: dict[str, list[int]] = {}
     by_callers: dict[str, bool] = {}  # launcher -> every (library) caller checks
+    by_callers_debug: dict[str, bool] = {}  # ... counting debug-only checks too
+    debug = project.debug_checks
     for path, facts in facts_by_path.items():
         if path.replace("\\", "/") in skip:
             continue
         before, before_total = checked, total
         counts = facts.get("launch_counts", {})
+        vias = facts.get("launch_checks", {})
         for name, (here, unchecked) in counts.items():
             total += here + unchecked
-            checked += here
-            if (
-                unchecked
-                and name in project.launchers
-                and _checked_by_callers(project, name, by_callers)
-            ):
-                checked += unchecked
+            # launches checked in their function only by debug-only checks
+            only_debug = sum(
+                c for v, c in vias.get(name, {}).items() if not _release_checked(v, debug)
+            )
+            checked += here - only_debug
+            debug_checked += only_debug
+            if unchecked and name in project.launchers:
+                if _checked_by_callers(project, name, by_callers):
+                    checked += unchecked
+                elif debug and _checked_by_callers(project, name, by_callers_debug, release=False):
+                    debug_checked += unchecked
         if checked > before:
             checking_files.append(total - before_total)
         for kind, (used, dropped) in facts.get("api_counts", {}).items():
@@ -974,6 +1046,7 @@ def _count_convention(
             pair[0] += used
             pair[1] += dropped
     project.launches_checked, project.launches_total = checked, total
+    project.launches_debug_checked = debug_checked
     project.launches_beside_one_checking_file = (
         total - checking_files[0] if len(checking_files) == 1 else 0
     )
@@ -981,19 +1054,23 @@ def _count_convention(
 
 
 def _checked_by_callers(
-    project: CudaProject, name: str, memo: dict[str, bool], depth: int = 0
+    project: CudaProject, name: str, memo: dict[str, bool], depth: int = 0, release: bool = True
 ) -> bool:
     """Library callers of `name` are found and each checks after the call, or is itself
     checked by its callers (three levels up). By name, once per name: a count, cheaper than
-    `unchecked_caller`'s walk for a finding (seconds on a large tree)."""
+    `unchecked_caller`'s walk for a finding (seconds on a large tree). `release`: leave out
+    the checks compiled only into debug builds (`project.debug_checks`)."""
     if name in memo:
         return memo[name]
     memo[name] = False  # (a cycle checks nothing)
     sites = [s for s in project.callers(name) if s.caller != "main" and not is_driver_path(s.path)]
+    drop = project.debug_checks if release else frozenset()
     found = bool(sites) and all(
-        s.checked
+        (s.checked and _release_checked(s.via, drop))
         or (
-            depth < 3 and bool(s.caller) and _checked_by_callers(project, s.caller, memo, depth + 1)
+            depth < 3
+            and bool(s.caller)
+            and _checked_by_callers(project, s.caller, memo, depth + 1, release)
         )
         for s in sites
     )
@@ -1047,6 +1124,7 @@ def build(
                 "defined": [],
                 "checks": sorted(set(_macro_checks(data)) | last_error_checks(data)),
                 "last_error_checks": sorted(last_error_checks(data)),
+                "debug_checks": sorted(debug_only_checks(data)),
             }
     project = merge(facts, count=False, bases=class_bases(files))
     project.harness_headers = harness_headers(facts, paths, drivers)
