@@ -1,6 +1,7 @@
 from gpulint.diagnostics import Severity
 from gpulint.frontends.cuda.file import CudaFile
 from gpulint.frontends.cuda.idioms import (
+    attribute_needs_no_check,
     discarded_call,
     fix_for,
     unchecked_by_convention,
@@ -29,6 +30,11 @@ class DiscardedCudaError(Rule):
     that holds it, such as `#ifdef RUN_MAIN`, and the functions of the file only it calls), a
     header the project includes only from such code, and files under test, benchmark, demo or
     example paths, and the sources of a PyTorch extension only scripts use (see GPU802); and
+    a `cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, n)` where `n` is a
+    compile-time constant of at most 48 KB (the default limit: the call changes nothing), or
+    where a launch of `k` follows on its path and that launch is checked, after it or by every
+    caller of its function (as GPU802 judges it): without the attribute the launch fails, and
+    that failure is reported;
     calls in a function whose job is to compare results with a reference
     (`check_correctness`, `verify_output`, `compare_*`), where a failed copy shows as a
     mismatch; debugging helpers (`print_*`, `dump_*`, `debug_*` functions); and debug-only
@@ -136,6 +142,23 @@ void print_device_rows(const float* d, int rows, int cols) {
 }
 """
     )
+    VALID.append(
+        """
+template <int T> __global__ void norm(const float* x, float* y);
+template <int T> void launch_norm(const float* x, float* y) {
+  cudaFuncSetAttribute(norm<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, 160 * 1024);
+  norm<T><<<64, 256, 160 * 1024>>>(x, y);  // fails without the attribute
+}
+void layer_norm(const float* x, float* y) {
+  CUDA_CHECK(cudaFuncSetAttribute(norm<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, 0));
+  launch_norm<64>(x, y);
+  CUDA_CHECK(cudaGetLastError());  // reports the launch's failure
+}
+void small(const float* x, float* y) {
+  cudaFuncSetAttribute(norm<8>, cudaFuncAttributeMaxDynamicSharedMemorySize, 24 * 1024);
+}
+"""
+    )
     INVALID = [
         """
 void f(float** d, float** e, size_t n) {
@@ -153,6 +176,10 @@ void f(float** d, float** e, size_t n) {
         if found is None:
             return
         name, grade = found
+        if name == "cudaFuncSetAttribute" and attribute_needs_no_check(
+            file, node, tuple(self.settings.option("cuda", "check-macros", []))
+        ):
+            return  # a no-op (<= 48 KB), or the launch that needs it is checked
         house = unchecked_by_convention(file, name) if grade == "corrupting" else None
         if grade == "corrupting":
             if file.is_driver or file.in_program(node):

@@ -1,7 +1,7 @@
 import re
 
 from gpulint.frontends.cuda.file import CudaFile, declared_names
-from gpulint.frontends.cuda.idioms import function_name
+from gpulint.frontends.cuda.idioms import function_name, kernel_base_name
 from gpulint.rule import Rule
 
 # A device-wide wait: after it, which stream a launch used changed nothing.
@@ -25,7 +25,12 @@ class LaunchOnDefaultStream(Rule):
     packaging it), where no Python file of the folder mentions a stream or a CUDA graph, is left
     alone too: every caller of its ops is in sight, and runs on the default stream. So is an
     extension only scripts use (see GPU802: no package's module loads or imports it) whose
-    scripts never mention a stream or a CUDA graph. In plain
+    scripts never mention a stream or a CUDA graph. Also left alone: a launch in one branch of
+    an `#if`/`#ifdef` whose sibling branch launches the same kernel on a stream (`#ifdef
+    TORCH_BUILD k<<<g, b, s, stream>>> #else k<<<g, b, s>>> #endif`: the default-stream one is
+    the other build's, a standalone harness), and a launch with a `cudaDeviceSynchronize()` on
+    its path both before and after it (the device is drained around it: its order with every
+    stream is already total). In plain
     CUDA, a function that synchronises the whole device after the launch
     (`cudaDeviceSynchronize()`, a one-off setup step) is left alone: nothing overlaps with it.
 
@@ -91,11 +96,34 @@ void prepare_weights(unsigned* w, const unsigned short* perm, int rows, cudaStre
 }
 """
     )
+    VALID.append(
+        """
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+__global__ void k(float* x) {}
+void run(float* x) {
+#ifdef TORCH_BUILD
+  k<<<1, 128, 0, at::cuda::getCurrentCUDAStream()>>>(x);
+#else
+  k<<<1, 128>>>(x);  // the standalone harness build
+#endif
+}
+void drained(torch::Tensor x) {
+  cudaDeviceSynchronize();
+  k<<<1, 128>>>(x.data_ptr<float>());
+  cudaDeviceSynchronize();
+}
+"""
+    )
     INVALID = [
         """
 #include <torch/extension.h>
 __global__ void k(float* x) {}
 void run(torch::Tensor x) { k<<<1, 128>>>(x.data_ptr<float>()); }
+void after_a_sync(torch::Tensor x) {
+  cudaDeviceSynchronize();
+  k<<<1, 128>>>(x.data_ptr<float>());  // work queued after it does not wait
+}
 """,
         """
 __global__ void k(float* x) {}
@@ -116,6 +144,12 @@ void run(float* x, cudaStream_t stream) {
         smem = file.node_text(config[2]) if len(config) >= 3 else "0"
         if file.in_program(node):
             return  # a standalone program's path (`#ifdef RUN_MAIN`): the default stream is its own
+        if _variant_on_stream(file, node):
+            # `#ifdef TORCH_BUILD k<<<g, b, s, stream>>> #else k<<<g, b, s>>> #endif`: the
+            # default stream is the other build's (a standalone harness), not the extension's
+            return
+        if _between_device_syncs(file, node):
+            return  # the device is drained before and after it: the order is total anyway
         if file.is_torch_extension:
             path = file.display_path.replace("\\", "/")
             if path in file.project.script_built or path in file.project.harness_streamless:
@@ -155,3 +189,67 @@ def _stream_parameter(file: CudaFile, function) -> str | None:
         ):
             found.extend(declared_names(param))
     return found[0] if len(found) == 1 else None
+
+
+_PREPROC_BRANCHES = ("preproc_if", "preproc_ifdef", "preproc_elif", "preproc_else")
+_SYNCS = re.compile(rb"\bcuda(?:DeviceSynchronize|ThreadSynchronize)\s*\(")
+
+
+def _variant_on_stream(file: CudaFile, node) -> bool:
+    """`node` sits in one branch of an `#if`/`#ifdef` chain whose sibling branch launches the
+    same kernel on a stream: the two are build variants of one launch."""
+    callee = node.child_by_field_name("function")
+    kernel = kernel_base_name(file.node_text(callee)) if callee is not None else ""
+    if not kernel:
+        return False
+    for branch in file.ancestors(node):
+        if branch.type not in _PREPROC_BRANCHES:
+            continue
+        top = branch
+        while (
+            top.parent is not None
+            and top.parent.type in _PREPROC_BRANCHES
+            and (top.parent.child_by_field_name("alternative") == top)
+        ):
+            top = top.parent
+        own = branch.child_by_field_name("alternative")
+        mine = (branch.start_byte, own.start_byte if own is not None else branch.end_byte)
+        for other in file.launches:
+            if not (top.start_byte <= other.start_byte < top.end_byte):
+                continue
+            if mine[0] <= other.start_byte < mine[1]:
+                continue  # this branch's own launches
+            config = [c for c in file.launch_config(other) or () if c.type != "comment"]
+            fn = other.child_by_field_name("function")
+            if (
+                len(config) >= 4
+                and " ".join(file.node_text(config[3]).split()) not in _DEFAULT
+                and fn is not None
+                and kernel_base_name(file.node_text(fn)) == kernel
+            ):
+                return True
+    return False
+
+
+def _between_device_syncs(file: CudaFile, node) -> bool:
+    """A `cudaDeviceSynchronize()` statement runs before `node` and another after it, each in
+    a block around it (not inside a branch of their own)."""
+    before = after = False
+    child = node
+    for a in file.ancestors(node):
+        if a.type in ("function_definition", "lambda_expression"):
+            break
+        if a.type == "compound_statement":
+            for statement in a.named_children:
+                if statement.type != "expression_statement":
+                    continue
+                if not _SYNCS.search(file.data[statement.start_byte : statement.end_byte]):
+                    continue
+                if statement.end_byte <= child.start_byte:
+                    before = True
+                elif statement.start_byte >= child.end_byte:
+                    after = True
+            if before and after:
+                return True
+        child = a
+    return False

@@ -846,3 +846,131 @@ def debug_only_checks(data: bytes) -> frozenset[str]:
     if not found:
         return frozenset()
     return found - last_error_checks(release_text(data))
+
+
+# -- a function attribute a launch relies on -----------------------------------------------------
+# The opt-in limit of dynamic shared memory: up to 48 KB every device grants without it.
+DEFAULT_DYNAMIC_SMEM = 48 * 1024
+_CASTS = re.compile(r"^\s*(?:\(\s*(?:const\s+)?void\s*\*\s*\)|&)\s*")
+
+
+def kernel_base_name(text: str) -> str:
+    """The kernel a launch or attribute call names, without scope, template arguments and
+    casts: `(void*)ns::kernel<fmt, 2>` -> `kernel`."""
+    text = _CASTS.sub("", text)
+    m = re.match(r"^\s*reinterpret_cast\s*<[^>]*>\s*\((.*)\)\s*$", text, re.S)
+    if m is not None:
+        text = _CASTS.sub("", m.group(1))
+    depth, plain = 0, []
+    for ch in text:  # (template arguments out, nested ones too)
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            plain.append(ch)
+    names = re.findall(r"[A-Za-z_]\w*", "".join(plain))
+    return names[-1] if names else ""
+
+
+def attribute_needs_no_check(file: CudaFile, call, configured=()) -> bool:
+    """`cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, n)` whose failure
+    cannot go unseen: `n` is a compile-time constant of at most 48 KB (every device grants that
+    without the attribute: the call changes nothing), or a launch of `k` follows it on its path
+    and that launch is checked, after it in the function or by every caller of the function
+    (as GPU802 judges a launcher): without the attribute the launch fails, and that failure
+    is reported."""
+    args = call.child_by_field_name("arguments")
+    values = [a for a in args.named_children if a.type != "comment"] if args is not None else []
+    if len(values) != 3 or file.node_text(values[1]).strip().rsplit("::", 1)[-1] != (
+        "cudaFuncAttributeMaxDynamicSharedMemorySize"
+    ):
+        return False
+    size = file.consts.value(values[2], call)
+    if size is not None and 0 <= size <= DEFAULT_DYNAMIC_SMEM:
+        return True
+    kernel = kernel_base_name(file.node_text(values[0]))
+    function = file.enclosing_function(call)
+    if not kernel or function is None:
+        return False
+    from gpulint.frontends.cuda.project import launch_checked_in
+    from gpulint.source import is_driver_path
+
+    for launch in file.launches:
+        if launch.start_byte <= call.end_byte or launch.end_byte > function.end_byte:
+            continue
+        callee = launch.child_by_field_name("function")
+        if callee is None or kernel_base_name(file.node_text(callee)) != kernel:
+            continue
+        if file.enclosing_function(launch) != function or not _launch_follows(
+            file, call, launch, kernel
+        ):
+            continue
+        if launch_checked_in(file, launch, function, configured) or last_error_checked_after(
+            file, launch, function
+        ):
+            return True
+        name = function_name(file, function)
+        project = file.project
+        library = [
+            s
+            for s in project.callers(name or "")
+            if s.caller != "main" and not is_driver_path(s.path)
+        ]
+        if name and name in project.launchers and library and project.unchecked_chain(name) is None:
+            return True  # every caller of the launcher checks after the call
+    return False
+
+
+_PREPROC_BRANCHES = ("preproc_if", "preproc_ifdef", "preproc_elif", "preproc_else")
+_RUNTIME_BRANCHES = frozenset(
+    {"if_statement", "switch_statement", "conditional_expression", "case_statement"}
+    | {"lambda_expression", "catch_clause"}
+)
+
+
+def _launch_follows(file: CudaFile, call, launch, kernel: str) -> bool:
+    """`launch` runs whenever `call` has: in a later statement of a block around `call`, in no
+    branch of its own, except a build variant: an `#if`/`#else` whose every branch launches
+    `kernel` (`#ifdef TORCH_BUILD k<<<g, b, s, stream>>> #else k<<<g, b, s>>> #endif`)."""
+    around = {}
+    node = call
+    for a in file.ancestors(call):
+        if a.type == "compound_statement":
+            around[a.start_byte, a.end_byte] = node.start_byte
+        if a.type == "function_definition":
+            break
+        node = a
+    node = launch
+    for a in file.ancestors(launch):
+        if a.type in _RUNTIME_BRANCHES:
+            return False
+        if a.type in _PREPROC_BRANCHES and not _every_variant_launches(file, a, kernel):
+            return False
+        key = (a.start_byte, a.end_byte)
+        if a.type == "compound_statement" and key in around:
+            return node.start_byte > around[key]
+        if a.type == "function_definition":
+            return False
+        node = a
+    return False
+
+
+def _every_variant_launches(file: CudaFile, branch, kernel: str) -> bool:
+    top = branch
+    while (
+        top.parent is not None
+        and top.parent.type in _PREPROC_BRANCHES
+        and (top.parent.child_by_field_name("alternative") == top)
+    ):
+        top = top.parent
+    node, found_else = top, False
+    launch = re.compile(rb"\b" + re.escape(kernel.encode()) + rb"\b[^;]*<<<")
+    while node is not None:
+        alternative = node.child_by_field_name("alternative")
+        end = alternative.start_byte if alternative is not None else node.end_byte
+        if not launch.search(file.data[node.start_byte : end]):
+            return False
+        found_else = found_else or node.type == "preproc_else"
+        node = alternative
+    return found_else
