@@ -3,6 +3,7 @@ fix writes code that parses and is wrong, and one refused fix does not block the
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
@@ -351,3 +352,37 @@ def test_fixes_converge(tmp_path, rule, example):
     second = _lint_and_fix(path)
     assert second.applied == 0 and path.read_bytes() == after_first
     assert after_first != example.code.encode()
+
+
+def test_a_plain_from_import_is_rewritten_as_libcst_would_without_it(monkeypatch):
+    # one-line `from m import x` is rewritten from its text; every other shape goes to libcst
+    from gpulint.frontends.python import FRONTEND, edits
+    from gpulint.settings import Settings
+
+    shapes = [
+        "from torch.cuda.amp import autocast\n",
+        "from  torch.cuda.amp  import\tautocast as ac, GradScaler\n",
+        "if x:\n    from torch.cuda.amp import custom_bwd  # old\n",
+        "from torch.cuda.amp import torch; import os\n",
+        "from torch.cuda.amp import (autocast,\n    GradScaler)\n",
+        "from torch . cuda . amp import autocast\n",
+        "from .torch.cuda.amp import autocast\n",
+        "import torch.cuda.amp as amp\n",
+    ]
+    fast = 0
+    for source in shapes:
+        file = FRONTEND.parse("t.py", source.encode(), Settings())
+        statement = next(
+            n for n in ast.walk(file.tree) if isinstance(n, ast.Import | ast.ImportFrom)
+        )
+        got = edits.rewrite_import(file, statement, "torch.cuda.amp", "torch.amp")
+        fast += (
+            edits._plain_from_import(statement, file.segment(statement), "torch.cuda.amp")
+            is not None
+        )
+        with monkeypatch.context() as m:
+            m.setattr(edits, "_plain_from_import", lambda *a: None)
+            assert got == edits.rewrite_import(file, statement, "torch.cuda.amp", "torch.amp"), (
+                source
+            )
+    assert fast == 4

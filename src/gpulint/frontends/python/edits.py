@@ -210,10 +210,15 @@ def rewrite_import(
     -> `from torch.amp import x`; `import torch.cuda.amp as amp` -> `import torch.amp as amp`),
     keeping its other names, comments and layout. libcst renders the statement, so parentheses
     and comments inside it survive; None when the statement cannot be rewritten that way."""
-    import libcst as cst
-
     start, end = file.offsets(statement)
     source = file.text[start:end]
+    plain = _plain_from_import(statement, source, old_module)
+    if plain is not None:
+        # `from torch.cuda.amp import x, y` on one line, with nothing libcst would have to
+        # keep: libcst renders the same text, and is not imported (0.14 s of a check's CPU)
+        return Edit(start, end, source[:plain] + new_module + source[plain + len(old_module) :])
+    import libcst as cst
+
     try:
         module = cst.parse_module(source)
     except Exception:  # libcst's ParserSyntaxError: leave the statement alone
@@ -240,6 +245,26 @@ def rewrite_import(
     if not changed or new == source:
         return None
     return Edit(start, end, new)
+
+
+def _plain_from_import(statement: ast.AST, source: str, module: str) -> int | None:
+    """Where `module` starts in `from module import names` written on one line, with spaces or
+    tabs around it and no parentheses, comments or continuations; else None."""
+    if not (
+        isinstance(statement, ast.ImportFrom)
+        and not statement.level
+        and statement.module == module
+        and not any(c in source for c in "\n\r\\#(;")
+    ):
+        return None
+    rest = source[4:].lstrip(" \t") if source.startswith(("from ", "from\t")) else ""
+    at = len(source) - len(rest)
+    after = rest[len(module) :]
+    if not rest.startswith(module) or after[:1] not in (" ", "\t"):
+        return None
+    if not after.lstrip(" \t").startswith(("import ", "import\t")):
+        return None
+    return at
 
 
 def _cst_dotted(node) -> str:
