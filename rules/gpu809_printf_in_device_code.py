@@ -28,7 +28,10 @@ class PrintfInDeviceCode(Rule):
     builds (under `#if DEBUG`, `#ifdef VERBOSE`...) or in the unsupported-architecture fallback
     of an architecture check, the message of an error path (`"... failed"`, `"ERROR: ..."`, a
     message variable saying so, or followed by `__trap()`/`assert`, in its block or just after
-    it), printing helpers (`print_*`, `dump_*`, `debug_*` functions), and in a standalone
+    it), printing helpers (`print_*`, `dump_*`, `debug_*` functions), a `__device__` function
+    that nothing in the checked code base calls or names besides its definition (a debugging
+    helper such as `fill_identity` beside the `print()` utilities: no kernel pays for it; a
+    file linted alone, whose callers are not in sight, is still reported), and in a standalone
     program or test (a file that defines `main`) a `printf` that one thread runs
     (`if (threadIdx.x == 0)`): a demo or a test showing its result.
 
@@ -105,6 +108,12 @@ __global__ void k(float* x) {
             file.node_text(name.child_by_field_name("declarator"))
         ):
             return  # a printing helper: printing is its job
+        if (
+            name is not None
+            and f"{file.display_path}:{file.node_text(name.child_by_field_name('declarator')).split('::')[-1]}"
+            in file.project.uncalled_printers
+        ):
+            return  # a debugging helper nothing in the code base calls: no kernel pays for it
         args = node.child_by_field_name("arguments")
         values = [a for a in args.named_children if a.type != "comment"] if args is not None else []
         fmt = values[0] if values else None  # (a commented-out format before it is not it)

@@ -104,6 +104,10 @@ class CudaProject:
     harness: frozenset[str] = frozenset()
     # those of them whose scripts never mention a stream or a CUDA graph
     harness_streamless: frozenset[str] = frozenset()
+    # "path:name" of `__device__` functions that call `printf` and that nothing in the checked
+    # tree mentions besides their definitions (debugging helpers no kernel calls): see
+    # `uncalled_device_printers`. Empty for a file linted alone: its callers are not in sight.
+    uncalled_printers: frozenset[str] = frozenset()
 
     def callers(self, name: str) -> tuple[CallSite, ...]:
         return self.calls.get(name, ())
@@ -261,6 +265,7 @@ class CudaProject:
             "harness": path in self.harness_headers,
             "script_built": path in self.script_built,
             "harness_built": [path in self.harness, path in self.harness_streamless],
+            "uncalled": sorted(e for e in self.uncalled_printers if e.startswith(path + ":")),
         }
         return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -1130,6 +1135,7 @@ def build(
     project.harness_headers = harness_headers(facts, paths, drivers)
     project.script_built = script_built(extension_sources)
     project.harness, project.harness_streamless = harness_built(extension_sources)
+    project.uncalled_printers = uncalled_device_printers(files)
     # (an extension only scripts use is still the authors' own library style: counted)
     _count_convention(project, facts, project.harness_headers)
     for path, data in rest:
@@ -1262,6 +1268,81 @@ def script_built(paths: Iterable[str]) -> frozenset[str]:
             if named and base.encode() not in packaging:
                 out.add(f"{folder}/{base}" if folder else base)
     return frozenset(out)
+
+
+# A function head: its name, parameters, `)` and `{` (qualifiers like `const` between).
+_HEAD = re.compile(
+    rb"\b([A-Za-z_]\w*)\s*\((?:[^;{}()]|\([^;{}()]*\))*\)\s*(?:const\s*)?(?:noexcept\s*)?\{"
+)
+_DEVICE_QUALIFIER = re.compile(rb"\b__device__\b|\b[A-Z][A-Z0-9_]*_DEVICE\b")
+_NOT_HEADS = frozenset({b"if", b"for", b"while", b"switch", b"catch", b"return", b"sizeof"})
+
+
+def uncalled_device_printers(files: Iterable[tuple[str, bytes]]) -> frozenset[str]:
+    """ "path:name" of the `__device__` functions (`__host__ __device__`, `KITTENS_DEVICE`-style
+    macros too) whose body calls `printf` and whose name no file of the checked tree mentions
+    besides the heads of its definitions (a call, a declaration, a pointer, a comment naming it
+    all count as a use):
+    debugging helpers beside the printing utilities that no kernel calls. Read from the text.
+    A tree of one file gives none: the callers of a header linted alone are not in sight."""
+    files = files if isinstance(files, list) else list(files)
+    if len(files) < 2:
+        return frozenset()
+    candidates: dict[bytes, list[str]] = {}  # name -> paths defining a printing one
+    for path, data in files:
+        if b"printf" not in data or not _DEVICE_QUALIFIER.search(data):
+            continue
+        for m in _HEAD.finditer(data):
+            name = m.group(1)
+            if name in _NOT_HEADS:
+                continue
+            start = max(data.rfind(b";", 0, m.start()), data.rfind(b"}", 0, m.start()))
+            start = max(start, data.rfind(b"{", 0, m.start()), data.rfind(b"\n#", 0, m.start()))
+            declaration = data[start + 1 : m.start()]
+            body = _block(data, m.end() - 1)
+            if (
+                body is not None
+                and _DEVICE_QUALIFIER.search(declaration)
+                and b"printf" in body
+                and b"__global__" not in declaration
+            ):
+                candidates.setdefault(name, []).append(path)
+    if not candidates:
+        return frozenset()
+    # Uses beyond the definitions: the defining files and their folders first (where most
+    # helpers are called), the rest of the tree only for names not yet seen used.
+    folders = {p.replace("\\", "/").rpartition("/")[0] for ps in candidates.values() for p in ps}
+    near = [f for f in files if f[0].replace("\\", "/").rpartition("/")[0] in folders]
+    rest = [f for f in files if f[0].replace("\\", "/").rpartition("/")[0] not in folders]
+    used: set[bytes] = set()  # a mention that is not a definition's head
+    for _, data in near + rest:
+        for name in [n for n in candidates if n not in used and n in data]:
+            for m in re.finditer(rb"\b" + re.escape(name) + rb"\b", data):
+                if not _HEAD.match(data, m.start()):
+                    used.add(name)
+                    break
+        if len(used) == len(candidates):
+            break
+    return frozenset(
+        f"{path}:{name.decode('ascii', 'replace')}"
+        for name, paths in candidates.items()
+        if name not in used
+        for path in paths
+    )
+
+
+def _block(data: bytes, start: int, limit: int = 40000) -> bytes | None:
+    """The `{...}` block opening at `start` (None past `limit` bytes)."""
+    depth = 0
+    for i in range(start, min(len(data), start + limit)):
+        c = data[i]
+        if c == 0x7B:
+            depth += 1
+        elif c == 0x7D:
+            depth -= 1
+            if depth == 0:
+                return data[start : i + 1]
+    return None
 
 
 _MAIN_BYTES = re.compile(rb"(?m)^\s*(?:int|void|auto)\s+main\s*\(")
