@@ -79,6 +79,11 @@ class UncheckedKernelLaunch(Rule):
     functor or launcher class whose every use in the file (`Dispatch<KnnFunctor, T>(...)`) is
     followed by a check in the using function.
 
+    The suggested check is the one the file already writes after its launches, else the one
+    the other files of its folder write (a stable-ABI extension's
+    `STD_CUDA_KERNEL_LAUNCH_CHECK();`), else `C10_CUDA_KERNEL_LAUNCH_CHECK();` in a PyTorch
+    extension, the file's own check macro around `cudaGetLastError()`, or plain C++.
+
     ## Why is this bad?
     A launch returns nothing. A bad configuration (too many threads, too much shared memory, a
     missing kernel image for this GPU) makes the launch fail silently: the kernel never runs, the

@@ -61,8 +61,55 @@ def test_uncalled_printers_survive_the_project_json_round_trip():
     files = [("tile.cuh", TILE_H.encode()), ("kernels.cu", KERNELS_CU.encode())]
     found = uncalled_device_printers(files)
     assert found == frozenset({"tile.cuh:seed_tile"})
-    project = CudaProject(uncalled_printers=found)
+    project = CudaProject(
+        uncalled_printers=found, launch_spellings={"a/x.cu": "STD_CUDA_KERNEL_LAUNCH_CHECK();"}
+    )
     assert CudaProject.from_json(project.to_json()) == project
     # a comment or declaration naming the helper counts as a use (kept reported)
     declared = b"__device__ void seed_tile(float* t, int r, int c);\n"
     assert uncalled_device_printers([*files, ("decl.h", declared)]) == frozenset()
+
+
+def _op(name: str, check: str) -> str:
+    return (
+        "#include <torch/extension.h>\n"
+        "#include <ATen/cuda/CUDAContext.h>\n"
+        f"__global__ void {name}_kernel(float* x, int n);\n"
+        f"void {name}(torch::Tensor x) {{\n"
+        "  auto stream = at::cuda::getCurrentCUDAStream();\n"
+        f"  {name}_kernel<<<(x.numel() + 255) / 256, 256, 0, stream>>>(x.data_ptr<float>(), x.numel());\n"
+        f"  {check}\n"
+        "}\n"
+    )
+
+
+def _suggested(root: Path) -> dict[str, str]:
+    config = Config(root=root)
+    config.select = ["GPU802"]
+    found = Linter(config).run([root], jobs=1).findings
+    return {f.path: f.message.rsplit("add `", 1)[-1].split("`")[0] for f in found}
+
+
+def test_the_suggested_launch_check_is_the_file_or_its_siblings_spelling(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    ops = tmp_path / "csrc" / "sparse"
+    ops.mkdir(parents=True)
+    for name in ("pack", "apply", "prune"):  # a stable-ABI extension's own launch check
+        (ops / f"{name}.cu").write_text(_op(name, "STD_CUDA_KERNEL_LAUNCH_CHECK();"))
+    (ops / "mask.cu").write_text(_op("mask", ""))
+    # a file writing its own spelling elsewhere keeps it
+    own = (
+        _op("scale", "")
+        + _op("shift", "CUDA_KERNEL_LAUNCH_CHECK_OR_THROW();").split(
+            "<ATen/cuda/CUDAContext.h>\n", 1
+        )[1]
+    )
+    (ops / "scale.cu").write_text(own)
+    # a folder far from them: PyTorch's own check
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "lone.cu").write_text(_op("lone", ""))
+    assert _suggested(tmp_path) == {
+        "csrc/sparse/mask.cu": "STD_CUDA_KERNEL_LAUNCH_CHECK();",
+        "csrc/sparse/scale.cu": "CUDA_KERNEL_LAUNCH_CHECK_OR_THROW();",
+        "other/lone.cu": "C10_CUDA_KERNEL_LAUNCH_CHECK();",
+    }

@@ -588,13 +588,55 @@ def fix_for(file: CudaFile, call_text: str) -> str:
 
 
 def launch_check_for(file: CudaFile) -> str:
-    """The launch check to suggest, in a spelling that compiles in this file."""
+    """The launch check to suggest, in a spelling that compiles in this file: the one it
+    already writes after launches, else the one the other files of its folder write
+    (`STD_CUDA_KERNEL_LAUNCH_CHECK();` in a stable-ABI extension), else PyTorch's in an extension, the file's check macro, plain C++."""
+    own = launch_check_spelling(file) or file.project.launch_check_near(file.display_path)
+    if own:
+        return own
     if file.is_torch_extension and not file.torch_is_conditional:
         return "C10_CUDA_KERNEL_LAUNCH_CHECK();"
     macro = house_check_macro(file, default=None)
     if macro is not None:
         return f"{macro}(cudaGetLastError());"
     return "if (cudaGetLastError() != cudaSuccess) { /* report and stop */ }"
+
+
+_BARE_CHECK = re.compile(rb"\b([A-Za-z_]\w*)\s*\(\s*\)\s*;")
+_WRAPPED_LAST_ERROR = re.compile(
+    rb"\b([A-Za-z_]\w*)\s*\(\s*(cudaGetLastError|cudaPeekAtLastError)\s*\(\s*\)\s*\)"
+)
+_LAUNCH_SPELLING: MemoKey[str] = MemoKey("cuda.launch_check_spelling")
+
+
+def launch_check_spelling(file: CudaFile) -> str:
+    """How the file checks a launch, the most written spelling (the first on a tie):
+    `C10_CUDA_KERNEL_LAUNCH_CHECK();`, `STD_CUDA_KERNEL_LAUNCH_CHECK();`, the project's
+    `CHECK_LAST_ERROR();`, `CUDA_CHECK(cudaGetLastError());`; "" when it writes none."""
+
+    def compute() -> str:
+        if b"<<<" not in file.data and b"LAUNCH" not in file.data:
+            return ""
+        counts: dict[str, int] = {}
+        names = file.check_names
+        # (a check compiled only into debug builds is no launch check to suggest)
+        debug = debug_only_checks(file.data) | file.project.debug_checks
+        readers = last_error_checks(file.data) | file.project.last_error_checks | LAST_ERROR_CHECKS
+        for m in _BARE_CHECK.finditer(file.data):
+            name = m.group(1).decode("ascii", "replace")
+            if name in debug or name in ("cudaGetLastError", "cudaPeekAtLastError"):
+                continue
+            if name in readers or ((is_check_name(name) or name in names) and "LAUNCH" in name):
+                key = f"{name}();"
+                counts[key] = counts.get(key, 0) + 1
+        for m in _WRAPPED_LAST_ERROR.finditer(file.data):
+            name = m.group(1).decode("ascii", "replace")
+            if checks(name, file):
+                key = f"{name}({m.group(2).decode()}());"
+                counts[key] = counts.get(key, 0) + 1
+        return max(counts, key=counts.__getitem__) if counts else ""
+
+    return file.memo.get(_LAUNCH_SPELLING, compute)
 
 
 def discarded_call(file: CudaFile, call) -> tuple[str, str] | None:

@@ -26,6 +26,7 @@ from gpulint.frontends.cuda.idioms import (
     is_check_name,
     is_runtime_call,
     last_error_checks,
+    launch_check_spelling,
     launch_helpers,
 )
 from gpulint.source import is_driver_path
@@ -108,6 +109,10 @@ class CudaProject:
     # tree mentions besides their definitions (debugging helpers no kernel calls): see
     # `uncalled_device_printers`. Empty for a file linted alone: its callers are not in sight.
     uncalled_printers: frozenset[str] = frozenset()
+    # how each file with launches spells its launch check (idioms.launch_check_spelling):
+    # path -> `STD_CUDA_KERNEL_LAUNCH_CHECK();`; a fix suggestion in a file that writes none
+    # uses its nearest sibling's
+    launch_spellings: dict[str, str] = field(default_factory=dict)
 
     def callers(self, name: str) -> tuple[CallSite, ...]:
         return self.calls.get(name, ())
@@ -241,6 +246,17 @@ class CudaProject:
             for s in self.callers(caller)
         )
 
+    def launch_check_near(self, path: str) -> str:
+        """The launch check spelling most other files of `path`'s folder write; "" when none
+        does. (Not the folder above: sibling folders are often separate extensions, each
+        with its own headers, whose macros do not compile elsewhere.)"""
+        folder = path.replace("\\", "/").rpartition("/")[0]
+        counts: dict[str, int] = {}
+        for other, spelling in sorted(self.launch_spellings.items()):
+            if other != path and other.replace("\\", "/").rpartition("/")[0] == folder:
+                counts[spelling] = counts.get(spelling, 0) + 1
+        return max(counts, key=counts.__getitem__) if counts else ""
+
     def digest_for(self, path: str) -> str:
         """What `path`'s findings depend on beyond its own bytes: the call sites of the launchers
         it defines, and the project's check names. Folded into its cache key."""
@@ -266,6 +282,7 @@ class CudaProject:
             "script_built": path in self.script_built,
             "harness_built": [path in self.harness, path in self.harness_streamless],
             "uncalled": sorted(e for e in self.uncalled_printers if e.startswith(path + ":")),
+            "launch_check_near": self.launch_check_near(path),
         }
         return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -510,6 +527,7 @@ def file_facts(file: CudaFile, configured: tuple[str, ...] = ()) -> dict:
         "defined": sorted(defined),
         "last_error_checks": sorted(last_error_checks(file.data)),
         "debug_checks": sorted(debug_only_checks(file.data)),
+        "launch_check": launch_check_spelling(file),
     }
 
 
@@ -1136,6 +1154,11 @@ def build(
     project.script_built = script_built(extension_sources)
     project.harness, project.harness_streamless = harness_built(extension_sources)
     project.uncalled_printers = uncalled_device_printers(files)
+    project.launch_spellings = {
+        p: spelling
+        for p, f in facts.items()
+        if isinstance(spelling := f.get("launch_check"), str) and spelling
+    }
     # (an extension only scripts use is still the authors' own library style: counted)
     _count_convention(project, facts, project.harness_headers)
     for path, data in rest:
