@@ -105,6 +105,11 @@ def test_the_suggested_launch_check_is_the_file_or_its_siblings_spelling(tmp_pat
         )[1]
     )
     (ops / "scale.cu").write_text(own)
+    # a sibling's own macro, defined in that source, is no spelling for the others
+    (tmp_path / "local").mkdir()
+    local = "#define LOCAL_LAUNCH_CHECK() C10_CUDA_CHECK(cudaGetLastError())\n"
+    (tmp_path / "local" / "a.cu").write_text(local + _op("a", "LOCAL_LAUNCH_CHECK();"))
+    (tmp_path / "local" / "b.cu").write_text(_op("b", ""))
     # a folder far from them: PyTorch's own check
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "lone.cu").write_text(_op("lone", ""))
@@ -112,4 +117,5 @@ def test_the_suggested_launch_check_is_the_file_or_its_siblings_spelling(tmp_pat
         "csrc/sparse/mask.cu": "STD_CUDA_KERNEL_LAUNCH_CHECK();",
         "csrc/sparse/scale.cu": "CUDA_KERNEL_LAUNCH_CHECK_OR_THROW();",
         "other/lone.cu": "C10_CUDA_KERNEL_LAUNCH_CHECK();",
+        "local/b.cu": "C10_CUDA_KERNEL_LAUNCH_CHECK();",
     }

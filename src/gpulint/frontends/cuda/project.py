@@ -527,8 +527,20 @@ def file_facts(file: CudaFile, configured: tuple[str, ...] = ()) -> dict:
         "defined": sorted(defined),
         "last_error_checks": sorted(last_error_checks(file.data)),
         "debug_checks": sorted(debug_only_checks(file.data)),
-        "launch_check": launch_check_spelling(file),
+        "launch_check": _shared_spelling(file),
     }
+
+
+def _shared_spelling(file: CudaFile) -> str:
+    """The file's launch check spelling as other files may write it: "" when its check is a
+    macro or helper the file defines itself and the file is a source (`#define CHECK_LAST()`
+    in `a.cu` does not compile in `b.cu`)."""
+    spelling = launch_check_spelling(file)
+    name = spelling.split("(", 1)[0]
+    header = file.display_path.endswith((".h", ".cuh", ".hpp", ".hh", ".inl"))
+    if spelling and not header and name in file.own_checks:
+        return ""
+    return spelling
 
 
 def _is_method(file: CudaFile, function) -> bool:
