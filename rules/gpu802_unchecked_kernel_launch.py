@@ -3,7 +3,12 @@ import re
 from gpulint.diagnostics import Severity
 from gpulint.frontends import MemoKey
 from gpulint.frontends.cuda.file import CudaFile
-from gpulint.frontends.cuda.idioms import fixed_safe_config, function_name, launch_check_for
+from gpulint.frontends.cuda.idioms import (
+    fixed_safe_config,
+    function_name,
+    launch_check_for,
+    runtime_shared_memory,
+)
 from gpulint.frontends.cuda.project import launch_checked_in
 from gpulint.rule import Rule
 
@@ -65,6 +70,14 @@ class UncheckedKernelLaunch(Rule):
     builds has no release convention. In a code
     base that checks none, or a stray few, the same findings are GPU812, off by default:
     there an unchecked launch is the house style, not a slip.
+
+    A launch whose dynamic shared memory can fail by configuration is GPU802 in every
+    project, with a convention or not (the message says why): a size computed at run time
+    (`smem_sz` from the sequence length, `n * sizeof(T)`), or a known size above the 48 KB a
+    block gets by default. Not such: a known size within 48 KB, a compile-time expression
+    (`sizeof(T) * BLOCK`, a template's constants, a local initialised only from those), a
+    size handed in as a parameter (a generic launch helper: the caller's choice), and the
+    block's threads times a small per-thread size (`block.x * sizeof(float)`).
 
     Left alone too: a launch whose configuration no device rejects, fixed at compile time
     (`<<<1, 1>>>`, `<<<NUM_BLOCKS, dim3(32, 4)>>>` with known values): every grid and block
@@ -282,10 +295,28 @@ void run_wide(float* x, cudaStream_t s) {
 """,
     ]
 
+    INVALID.append(
+        """
+__global__ void attend(float* out, const float* q, int seq_len) {}
+// a project that checks none of its launches, but this one's shared memory grows with the input
+void attention(float* out, const float* q, int heads, int seq_len, cudaStream_t s) {
+  size_t smem = seq_len * sizeof(float);
+  attend<<<heads, 128, smem, s>>>(out, q, seq_len);
+}
+void forward(float* out, const float* q, int heads, int seq_len, cudaStream_t s) {
+  attention(out, q, heads, seq_len, s);
+}
+"""
+    )
+
     def visit_call_expression(self, node, file: CudaFile):
         if file.launch_config(node) is None:
             return
-        if file.project.checks_launches() != self.wants_convention:
+        # A launch whose dynamic shared memory is sized at run time or past the default 48 KB
+        # can fail for some inputs or GPUs: GPU802 in every project.
+        smem = runtime_shared_memory(file, node)
+        convention = file.project.checks_launches()
+        if (convention or smem is not None) != self.wants_convention:
             return  # the other code's: GPU802 where the project checks launches, else GPU812
         function = file.enclosing_function(node)
         if function is not None and file.is_device_function(function):
@@ -323,9 +354,16 @@ void run_wide(float* x, cudaStream_t s) {
             else "",
             # (a project of a few launches shows no convention either way: not quoted)
             "convention": f", while this project checks {checked} of its {total} launches"
-            if total >= 5
+            if total >= 5 and convention
             else "",
         }
+        if smem is not None and not convention:
+            # (a project without a convention: why this one launch still matters)
+            counts["convention"] = (
+                f", and its dynamic shared memory ({smem}) is "
+                + ("sized at run time" if smem.startswith("`") else "above the default 48 KB")
+                + " (more than the device allows fails it)"
+            )
         if function is None:
             yield self.report(file, node, check=check, **counts)
             return

@@ -273,3 +273,33 @@ def test_launches_checked_only_in_debug_builds_are_no_release_convention(tmp_pat
     found = [f for f in _run(tmp_path) if f.code in ("GPU802", "GPU812")]
     assert [(f.path, f.code) for f in found] == [("fast.cu", "GPU802")]
     assert "checks 6 of its 7 launches" in found[0].message
+
+
+def test_runtime_shared_memory_is_what_can_fail_by_configuration():
+    from gpulint.frontends.cuda.idioms import runtime_shared_memory
+
+    head = "#include <cuda_runtime.h>\nconstexpr int TILE = 64;\n__global__ void k(float* x) {}\n"
+    cases = {
+        "void f(float* x, int n, cudaStream_t s) { k<<<n, 128, n * sizeof(float), s>>>(x); }": (
+            "`n * sizeof(float)`"
+        ),
+        "void f(float* x, cudaStream_t s) { k<<<1, 128, 96 * 1024, s>>>(x); }": "96 KB",
+        "void f(float* x, cudaStream_t s) { k<<<8, 128, 16 * 1024, s>>>(x); }": None,
+        "void f(float* x, cudaStream_t s) { k<<<8, 128>>>(x); }": None,
+        # compile time, value unknown: `sizeof`, a local initialised from constants only
+        "template <typename T>\nvoid f(T* x, cudaStream_t s) {\n"
+        "  int smem = 2 * TILE * sizeof(T);\n  k<<<8, TILE, smem, s>>>(x);\n}": None,
+        # assigned again from the input: run time
+        "void f(float* x, int n, cudaStream_t s) {\n  int smem = TILE * 4;\n"
+        "  if (n > 4) smem = n * 4;\n  k<<<8, TILE, smem, s>>>(x);\n}": "`smem`",
+        # a parameter: the caller's choice
+        "void f(float* x, size_t shmem, cudaStream_t s) { k<<<8, 128, shmem, s>>>(x); }": None,
+        # the block's threads times a float: at most 4 KB
+        "void f(float* x, int t, cudaStream_t s) { k<<<8, t, t * sizeof(float), s>>>(x); }": None,
+        "void f(float* x, int n, cudaStream_t s) {\n  dim3 b(32, 8);\n"
+        "  k<<<8, b, b.x * b.y * sizeof(float), s>>>(x);\n}": None,
+    }
+    for body, want in cases.items():
+        file = FRONTEND.parse("k.cu", (head + body + "\n").encode(), Settings())
+        (launch,) = file.launches
+        assert runtime_shared_memory(file, launch) == want, body
