@@ -50,8 +50,9 @@ class DiscardedCudaError(Rule):
     a project that never checks its attribute calls) is GPU811's: there the bare call is the
     house style, not a slip. Other runtime calls (synchronisation, events, streams, frees
     outside teardown, queries whose result is never read) are GPU811 too, off by default.
-    The suggested check is the macro the file already uses, `C10_CUDA_CHECK` in a PyTorch
-    extension, else a plain `if (... != cudaSuccess)`.
+    The suggested check is the macro the file already uses, else the one the other files of
+    its folder use (not one a sibling source defines for itself), `C10_CUDA_CHECK` in a
+    PyTorch extension, else a plain `if (... != cudaSuccess)`.
 
     ## Why is this bad?
     CUDA reports failures only through return values. A `cudaMalloc` that ran out of memory

@@ -119,3 +119,33 @@ def test_the_suggested_launch_check_is_the_file_or_its_siblings_spelling(tmp_pat
         "other/lone.cu": "C10_CUDA_KERNEL_LAUNCH_CHECK();",
         "local/b.cu": "C10_CUDA_KERNEL_LAUNCH_CHECK();",
     }
+
+
+def test_a_discarded_status_is_checked_the_way_the_folder_checks(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    ops = tmp_path / "ops"
+    ops.mkdir()
+    (ops / "check.cuh").write_text(
+        "#pragma once\n#include <cstdlib>\n"
+        "#define RT_CHECK(x) do { if ((x) != cudaSuccess) abort(); } while (0)\n"
+    )
+    body = (
+        '#include "check.cuh"\n__global__ void k(float* x, int n);\n'
+        "void {name}(float* d, const float* h, int n) {{\n"
+        "  {copy}\n"
+        "  k<<<(n + 255) / 256, 256>>>(d, n);\n"
+        "  RT_CHECK(cudaGetLastError());\n}}\n"
+    )
+    copy = "cudaMemcpy(d, h, n * sizeof(float), cudaMemcpyHostToDevice);"
+    (ops / "a.cu").write_text(body.format(name="load_a", copy=f"RT_CHECK({copy})"))
+    (ops / "b.cu").write_text(body.format(name="load_b", copy=f"RT_CHECK({copy})"))
+    # c.cu wraps none of its calls: the folder's RT_CHECK is suggested, not plain C++
+    unchecked = body.format(name="load_c", copy=copy).replace(
+        "  RT_CHECK(cudaGetLastError());\n", ""
+    )
+    (ops / "c.cu").write_text(unchecked)
+    config = Config(root=tmp_path)
+    config.select = ["GPU803"]
+    found = Linter(config).run([tmp_path], jobs=1).findings
+    assert [(f.path, f.line) for f in found] == [("ops/c.cu", 4)]
+    assert "`RT_CHECK(cudaMemcpy(" in found[0].message

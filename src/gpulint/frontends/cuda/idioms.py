@@ -577,9 +577,15 @@ def _output_read_later(file: CudaFile, call, function) -> bool:
 
 
 def fix_for(file: CudaFile, call_text: str) -> str:
-    """A check that compiles in this file: its own macro where it has one, PyTorch's in an
+    """A check that compiles in this file: its own macro where it has one, else the one the
+    other files of its folder use (not one a sibling source defines itself), PyTorch's in an
     extension, else plain C++."""
-    macro = house_check_macro(file, default=None)
+    project = file.project
+    macro = (
+        house_check_macro(file, default=None)
+        or project.launch_check_near(file.display_path, project.check_macros)
+        or None
+    )
     if macro is not None:
         return f"{macro}({call_text});"
     if file.is_torch_extension:

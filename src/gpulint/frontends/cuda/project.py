@@ -113,6 +113,9 @@ class CudaProject:
     # path -> `STD_CUDA_KERNEL_LAUNCH_CHECK();`; a fix suggestion in a file that writes none
     # uses its nearest sibling's
     launch_spellings: dict[str, str] = field(default_factory=dict)
+    # the check macro each such file wraps runtime calls in (idioms.house_check_macro), for
+    # GPU803's suggestion in a file of the folder that wraps none
+    check_macros: dict[str, str] = field(default_factory=dict)
 
     def callers(self, name: str) -> tuple[CallSite, ...]:
         return self.calls.get(name, ())
@@ -246,13 +249,15 @@ class CudaProject:
             for s in self.callers(caller)
         )
 
-    def launch_check_near(self, path: str) -> str:
+    def launch_check_near(self, path: str, spellings: dict[str, str] | None = None) -> str:
         """The launch check spelling most other files of `path`'s folder write; "" when none
         does. (Not the folder above: sibling folders are often separate extensions, each
-        with its own headers, whose macros do not compile elsewhere.)"""
+        with its own headers, whose macros do not compile elsewhere.) `spellings`: another
+        per-file spelling (`check_macros`)."""
         folder = path.replace("\\", "/").rpartition("/")[0]
         counts: dict[str, int] = {}
-        for other, spelling in sorted(self.launch_spellings.items()):
+        known = self.launch_spellings if spellings is None else spellings
+        for other, spelling in sorted(known.items()):
             if other != path and other.replace("\\", "/").rpartition("/")[0] == folder:
                 counts[spelling] = counts.get(spelling, 0) + 1
         return max(counts, key=counts.__getitem__) if counts else ""
@@ -283,6 +288,7 @@ class CudaProject:
             "harness_built": [path in self.harness, path in self.harness_streamless],
             "uncalled": sorted(e for e in self.uncalled_printers if e.startswith(path + ":")),
             "launch_check_near": self.launch_check_near(path),
+            "check_macro_near": self.launch_check_near(path, self.check_macros),
         }
         return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -528,6 +534,7 @@ def file_facts(file: CudaFile, configured: tuple[str, ...] = ()) -> dict:
         "last_error_checks": sorted(last_error_checks(file.data)),
         "debug_checks": sorted(debug_only_checks(file.data)),
         "launch_check": _shared_spelling(file),
+        "check_macro": _shared_check_macro(file),
     }
 
 
@@ -541,6 +548,16 @@ def _shared_spelling(file: CudaFile) -> str:
     if spelling and not header and name in file.own_checks:
         return ""
     return spelling
+
+
+def _shared_check_macro(file: CudaFile) -> str:
+    """The check the file wraps runtime calls in (idioms.house_check_macro) as other files
+    may write it: "" when none, or one the file (a source) defines itself."""
+    from gpulint.frontends.cuda.idioms import house_check_macro
+
+    name = house_check_macro(file, default=None) or ""
+    header = file.display_path.endswith((".h", ".cuh", ".hpp", ".hh", ".inl"))
+    return "" if name and not header and name in file.own_checks else name
 
 
 def _is_method(file: CudaFile, function) -> bool:
@@ -1170,6 +1187,11 @@ def build(
         p: spelling
         for p, f in facts.items()
         if isinstance(spelling := f.get("launch_check"), str) and spelling
+    }
+    project.check_macros = {
+        p: macro
+        for p, f in facts.items()
+        if isinstance(macro := f.get("check_macro"), str) and macro
     }
     # (an extension only scripts use is still the authors' own library style: counted)
     _count_convention(project, facts, project.harness_headers)
