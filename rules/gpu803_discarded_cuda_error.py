@@ -43,7 +43,8 @@ class DiscardedCudaError(Rule):
 
     Only for a kind of call (copies, memsets, allocations, attribute and limit calls, API
     launches, graph launches) the code checks by convention: the file, where it makes at least
-    3 calls of the kind, else the checked tree, uses the status of at least 15% of them
+    3 calls of the kind, else the nearest folder above it that makes at least 3, else the
+    checked tree, uses the status of at least 15% of them
     (where the tree makes fewer than 3, all its calls of these kinds are counted, and where
     those are too few as well, whether it checks its kernel launches: see GPU812). A call
     of a kind it leaves unchecked (a file of weight-loading copies none of which is checked,

@@ -16,7 +16,9 @@ class DiscardedCudaStatus(DiscardedCudaError):
     or event calls whose output the code reads later (a failure shows in that value).
     Also GPU803's calls (copies, memsets, allocations, attribute calls) of a kind the code
     does not check by convention: the file, where it makes at least 3 calls of the kind, else
-    the checked tree, uses the status of fewer than 15% of them; where the tree makes fewer
+    the nearest folder above it that makes at least 3 (up to the top of the tree: a
+    `models/` folder that checks none of its copies beside a `utils/` that checks its own),
+    else the checked tree, uses the status of fewer than 15% of them; where the tree makes fewer
     than 3, all its calls of these kinds are counted, and where those are fewer than 3 too,
     its kernel launches (a code base that checks none of them, see GPU812).
 

@@ -303,3 +303,37 @@ def test_runtime_shared_memory_is_what_can_fail_by_configuration():
         file = FRONTEND.parse("k.cu", (head + body + "\n").encode(), Settings())
         (launch,) = file.launches
         assert runtime_shared_memory(file, launch) == want, body
+
+
+def test_copies_are_graded_by_the_nearest_folder_that_shows_a_convention(tmp_path, monkeypatch):
+    # utils/ checks its copies; models/ checks none of its many: a copy in models/vit/ (one a
+    # file, too few for a file's convention) follows models/, one in utils/ follows utils/
+    monkeypatch.chdir(tmp_path)
+    copy = "  cudaMemcpy(d, h, n, cudaMemcpyHostToDevice);\n"
+    checked = "  CUDA_CHECK(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice));\n"
+    (tmp_path / "utils").mkdir()
+    (tmp_path / "utils" / "memory.cu").write_text(
+        "".join(
+            f"void h2d{i}(float* d, const float* h, size_t n) {{\n{checked}}}\n" for i in range(6)
+        )
+    )
+    (tmp_path / "utils" / "stage.cu").write_text(
+        f"void stage(float* d, const float* h, size_t n) {{\n{copy}}}\n"
+    )
+    for name in ("gpt", "bert"):
+        (tmp_path / "models" / name).mkdir(parents=True)
+        (tmp_path / "models" / name / f"{name}.cc").write_text(
+            "".join(
+                f"void w{i}(float* d, const float* h, size_t n) {{\n{copy}}}\n" for i in range(4)
+            )
+        )
+    (tmp_path / "models" / "vit").mkdir()
+    (tmp_path / "models" / "vit" / "vit.cc").write_text(
+        f"void load(float* d, const float* h, size_t n) {{\n{copy}}}\n"
+    )
+    found = {f.path: f for f in _run(tmp_path) if f.code in ("GPU803", "GPU811")}
+    assert found["utils/stage.cu"].code == "GPU803"
+    vit = found["models/vit/vit.cc"]
+    assert vit.code == "GPU811"
+    assert "as this folder (`models/`) checks 0 of its 9 copies" in vit.message
+    # (the project as a whole checks 6 of 16: 37%, a convention it would have been graded by)

@@ -701,7 +701,7 @@ def api_kind(name: str) -> str | None:
 def unchecked_by_convention(file: CudaFile, name: str) -> tuple[str, int, int, str] | None:
     """Runtime call `name` is of a kind (`api_kind`) the code leaves unchecked by convention:
     fewer than 15% of such calls have their status used, counted where there is evidence (at
-    least 3 calls): in the file, else in the project, else over all of the project's
+    least 3 calls): in the file, else in the nearest folder above it, else in the project, else over all of the project's
     corrupting calls, else over its kernel launches (5 at least: `checks_launches`). Then
     (where: "file" or "project", calls checked, calls counted, what was counted); None where
     the kind is checked by convention, or nothing shows a convention either way."""
@@ -711,8 +711,18 @@ def unchecked_by_convention(file: CudaFile, name: str) -> tuple[str, int, int, s
     if kind is None:
         return None
     project = file.project
+    from gpulint.frontends.cuda.project import folders_of
+
     used, dropped = api_counts(file).get(kind, (0, 0))
     where, what = "file", _KIND_WORDS[kind]
+    # then the nearest folder above it with enough calls of the kind (a models/ folder that
+    # checks none of its copies beside a utils/ folder that checks its own), then the project
+    if used + dropped < 3:
+        for folder in folders_of(file.display_path):
+            used, dropped = project.api_folders.get(f"{folder}:{kind}", (0, 0))
+            if used + dropped >= 3:
+                where = f"folder (`{folder}/`)"
+                break
     if used + dropped < 3:
         used, dropped = project.api.get(kind, (0, 0))
         where = "project"

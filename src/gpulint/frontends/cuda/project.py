@@ -81,6 +81,9 @@ class CudaProject:
     launches_beside_one_checking_file: int = 0
     # per kind of corrupting runtime call (idioms.api_kind): [status used, discarded]
     api: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # the same per folder of the tree: "folder:kind" -> [status used, discarded] (each file's
+    # calls counted in every folder above it; GPU803 asks the nearest with enough calls)
+    api_folders: dict[str, tuple[int, int]] = field(default_factory=dict)
     # its checks that read the last error (idioms.last_error_checks): they also report a
     # runtime call's failure before them (GPU803)
     last_error_checks: frozenset[str] = frozenset()
@@ -282,6 +285,7 @@ class CudaProject:
                 self.launches_beside_one_checking_file,
             ],
             "api": sorted(self.api.items()),
+            "api_folders": sorted(self.api_folders.items()),
             "sites": {n: sorted(map(_site_key, self._closure(n))) for n in own},
             "harness": path in self.harness_headers,
             "script_built": path in self.script_built,
@@ -1069,6 +1073,7 @@ def _count_convention(
     checked = total = debug_checked = 0
     checking_files: list[int] = []  # the launches of each file with a checked one
     api: dict[str, list[int]] = {}
+    folders: dict[str, tuple[int, int]] = {}
     by_callers: dict[str, bool] = {}  # launcher -> every (library) caller checks
     by_callers_debug: dict[str, bool] = {}  # ... counting debug-only checks too
     debug = project.debug_checks
@@ -1097,12 +1102,31 @@ def _count_convention(
             pair = api.setdefault(kind, [0, 0])
             pair[0] += used
             pair[1] += dropped
+        add_folder_counts(folders, path, facts.get("api_counts", {}))
     project.launches_checked, project.launches_total = checked, total
     project.launches_debug_checked = debug_checked
     project.launches_beside_one_checking_file = (
         total - checking_files[0] if len(checking_files) == 1 else 0
     )
     project.api = {k: (u, d) for k, (u, d) in api.items()}
+    project.api_folders = folders
+
+
+def folders_of(path: str) -> list[str]:
+    """The folders above `path`, nearest first, up to the top one of the tree (not "")."""
+    parts = path.replace("\\", "/").split("/")[:-1]
+    return ["/".join(parts[:i]) for i in range(len(parts), 0, -1)]
+
+
+def add_folder_counts(
+    folders: dict[str, tuple[int, int]], path: str, counts: dict[str, list[int]]
+) -> None:
+    """Add a file's per-kind [used, discarded] counts to every folder above it."""
+    for kind, (used, dropped) in counts.items():
+        if used or dropped:
+            for folder in folders_of(path):
+                have = folders.get(f"{folder}:{kind}", (0, 0))
+                folders[f"{folder}:{kind}"] = (have[0] + used, have[1] + dropped)
 
 
 def _checked_by_callers(
@@ -1202,9 +1226,11 @@ def build(
             and not is_driver_path(path)
             and path.replace("\\", "/") not in project.harness_headers
         ):
-            for kind, (used, dropped) in _text_api_counts(data).items():
+            counts = _text_api_counts(data)
+            for kind, (used, dropped) in counts.items():
                 have = project.api.get(kind, (0, 0))
                 project.api[kind] = (have[0] + used, have[1] + dropped)
+            add_folder_counts(project.api_folders, path, counts)
     return project
 
 
