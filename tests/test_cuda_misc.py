@@ -149,3 +149,27 @@ def test_a_discarded_status_is_checked_the_way_the_folder_checks(tmp_path, monke
     found = Linter(config).run([tmp_path], jobs=1).findings
     assert [(f.path, f.line) for f in found] == [("ops/c.cu", 4)]
     assert "`RT_CHECK(cudaMemcpy(" in found[0].message
+
+
+def test_an_attribute_before_a_launch_whose_check_is_commented_out_is_reported():
+    code = """
+#define CHECK_CUDA_ERROR(x) do { if ((x) != cudaSuccess) abort(); } while (0)
+template <int D> __global__ void attend(const float* q, float* o);
+void attention(const float* q, float* o) {
+  CHECK_CUDA_ERROR(cudaFuncSetAttribute(attend<32>, cudaFuncAttributeMaxDynamicSharedMemorySize, 65536));
+  attend<32><<<64, 256, 65536>>>(q, o);
+  CHECK_CUDA_ERROR(cudaGetLastError());
+}
+void attention_bwd(const float* q, float* o) {
+  cudaFuncSetAttribute(attend<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, 117760);
+  attend<64><<<64, 256, 117760>>>(q, o);
+  // CHECK_CUDA_ERROR(cudaGetLastError());
+}
+void attention_fwd(const float* q, float* o) {
+  cudaFuncSetAttribute(attend<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, 117760);
+  attend<128><<<64, 256, 117760>>>(q, o);
+  CHECK_CUDA_ERROR(cudaGetLastError());
+}
+"""
+    found = lint_text(code, "attention.cu")
+    assert [f.line for f in found if f.code == "GPU803"] == [10]

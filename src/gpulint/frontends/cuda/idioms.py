@@ -296,6 +296,8 @@ def last_error_checked_after(file: CudaFile, call, function) -> bool:
                 children = parent.named_children
                 last = -1
                 for i in range(len(children) - 1, -1, -1):
+                    if children[i].type == "comment":
+                        continue  # `// CHECK(cudaGetLastError());` commented out checks nothing
                     if _unconditional_check_in(file, children[i], pattern):
                         last = children[i].start_byte
                         break
@@ -951,7 +953,6 @@ def attribute_needs_no_check(file: CudaFile, call, configured=()) -> bool:
     function = file.enclosing_function(call)
     if not kernel or function is None:
         return False
-    from gpulint.frontends.cuda.project import launch_checked_in
     from gpulint.source import is_driver_path
 
     for launch in file.launches:
@@ -964,7 +965,7 @@ def attribute_needs_no_check(file: CudaFile, call, configured=()) -> bool:
             file, call, launch, kernel
         ):
             continue
-        if launch_checked_in(file, launch, function, configured) or last_error_checked_after(
+        if _check_written_after(file, launch, function, configured) or last_error_checked_after(
             file, launch, function
         ):
             return True
@@ -978,6 +979,21 @@ def attribute_needs_no_check(file: CudaFile, call, configured=()) -> bool:
         if name and name in project.launchers and library and project.unchecked_chain(name) is None:
             return True  # every caller of the launcher checks after the call
     return False
+
+
+_COMMENTS = re.compile(rb'"(?:\\.|[^"\\\n])*"|//[^\n]*|/\*.*?\*/', re.S)
+
+
+def _check_written_after(file: CudaFile, launch, function, configured=()) -> bool:
+    """A check is called after `launch` in `function`, outside comments (a commented-out
+    `// CHECK_CUDA_ERROR(cudaGetLastError());` checks nothing)."""
+    text = _COMMENTS.sub(
+        lambda m: b" " * len(m.group(0)), file.data[launch.end_byte : function.end_byte]
+    )
+    return any(
+        checks(m.group(1).decode("ascii", "replace"), file, configured)
+        for m in _CALLED_TEXT.finditer(text)
+    )
 
 
 _PREPROC_BRANCHES = ("preproc_if", "preproc_ifdef", "preproc_elif", "preproc_else")
