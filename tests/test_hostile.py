@@ -646,3 +646,34 @@ def test_rules_that_were_quadratic_are_linear(code):
     findings, _ = linter.lint_bytes(name, text.encode())
     assert time.process_time() - start < 5.0
     assert sum(f.code == code for f in findings) == N_READS
+
+
+def test_side_files_of_a_cuda_extension_never_block(tmp_path):
+    """The CUDA front-end reads the Python files and setup.py around an extension (who builds
+    it, who imports it): a FIFO named `*.py` or `setup.py` there is passed over, not opened
+    for a read that never returns, on a cold run and on the warm run that stamps them."""
+    import json
+    import sys
+
+    repo = tmp_path / "repo"
+    ext = repo / "ext"
+    ext.mkdir(parents=True)
+    (ext / "kernel.cu").write_text(
+        "#include <torch/extension.h>\n"
+        "__global__ void fill(float* x) { x[threadIdx.x] = 0; }\n"
+        "void run(torch::Tensor t) { fill<<<t.numel() / 32, 32>>>(t.data_ptr<float>()); }\n"
+    )
+    (ext / "loader.py").write_text(
+        "from torch.utils.cpp_extension import load\nk = load('k', ['kernel.cu'])\n"
+    )
+    os.mkfifo(ext / "pipe.py")
+    os.mkfifo(repo / "setup.py")
+    (repo / "zero.py").symlink_to("/dev/zero")
+    cmd = [sys.executable, "-m", "gpulint", "check", "--format", "json", "--exit-zero", "."]
+    for attempt in ("cold", "warm"):
+        run = run_bounded(cmd, repo, limit_s=60)
+        assert run["code"] == 0 and run["seconds"] < 60, (attempt, run["stderr"])
+        findings = json.loads(run["stdout"])["findings"]
+        fifos = {f["path"] for f in findings if f["code"] == "GPU000" and "FIFO" in f["message"]}
+        assert fifos == {"ext/pipe.py", "setup.py"}, (attempt, findings)
+        assert any(f["path"] == "ext/kernel.cu" for f in findings), (attempt, findings)

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from gpulint.cache import RESTAMPS_WRITTEN, file_stamp, write_atomic
+from gpulint.safeio import Unreadable, read_bytes
 
 FORMAT = 1
 MAX_BYTES = 64 * 1024 * 1024
@@ -185,8 +186,10 @@ class ProjectCache:
 
 
 def _sha(path: str) -> str:
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
+    try:  # read_bytes: a FIFO or device swapped in after the stat must not block
+        return hashlib.sha256(read_bytes(path, 1 << 30)).hexdigest()
+    except Unreadable as e:
+        raise OSError(str(e)) from None
 
 
 def _below(path: str, top: str) -> bool:

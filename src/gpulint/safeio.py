@@ -117,6 +117,18 @@ def read_text(
         raise Unreadable(f"not UTF-8 text: {e.reason} at byte {e.start}") from None
 
 
+def read_side(path: Path | str, limit: int) -> bytes | None:
+    """A file read for context, not linted (a setup.py, a loader script beside an extension):
+    its bytes when it is a regular file of at most `limit` bytes and not a link, else None.
+    Never blocks: a FIFO or device named `*.py` is passed over like a missing file."""
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return None
+        return read_bytes(path, limit)
+    except (OSError, ValueError, Unreadable):
+        return None
+
+
 def is_regular(path: Path | str, roots: Iterable[Path | str] = ()) -> bool:
     """Whether `path` is a regular file `read_bytes` would open (size aside)."""
     try:

@@ -29,6 +29,7 @@ from gpulint.frontends.cuda.idioms import (
     launch_check_spelling,
     launch_helpers,
 )
+from gpulint.safeio import read_side
 from gpulint.source import is_driver_path
 
 if TYPE_CHECKING:
@@ -1326,13 +1327,10 @@ def script_built(paths: Iterable[str]) -> frozenset[str]:
         try:
             with os.scandir(folder or ".") as entries:
                 for entry in entries:
-                    if (
-                        entry.name.endswith(".py")
-                        and entry.is_file()
-                        and entry.stat().st_size < 1 << 20
-                    ):
-                        with open(entry.path, "rb") as f:
-                            texts.append((entry.name, f.read()))
+                    if entry.name.endswith(".py") and entry.is_file(follow_symlinks=False):
+                        text = read_side(entry.path, (1 << 20) - 1)
+                        if text is not None:
+                            texts.append((entry.name, text))
         except OSError:
             continue
         loaders = [t for n, t in texts if b"cpp_extension" in t and _LOADS.search(t)]
@@ -1340,11 +1338,7 @@ def script_built(paths: Iterable[str]) -> frozenset[str]:
             continue
         packaging = b"".join(t for n, t in texts if n == "setup.py")
         parent = folder.rpartition("/")[0] if "/" in folder else ""
-        try:
-            with open(os.path.join(parent or ".", "setup.py"), "rb") as f:
-                packaging += f.read(1 << 20)
-        except OSError:
-            pass
+        packaging += read_side(os.path.join(parent or ".", "setup.py"), 1 << 20) or b""
         for base in bases:
             quoted = (b'"' + base.encode() + b'"', b"'" + base.encode() + b"'")
             named = any(q in t or b"/" + q[1:] in t for t in loaders for q in quoted)
@@ -1625,13 +1619,8 @@ class _PyTree:
                 if not name.endswith(".py") or len(found.imports) >= _MAX_PY_FILES:
                     continue
                 path = os.path.join(here, name)
-                try:
-                    if os.path.getsize(path) < 1 << 20:
-                        with open(path, "rb") as f:
-                            text = f.read()
-                    else:
-                        continue
-                except OSError:
+                text = read_side(path, (1 << 20) - 1)  # a FIFO named *.py must not block
+                if text is None:
                     continue
                 path = os.path.normpath(path).replace("\\", "/")
                 found.imports[path] = _import_lines(text)
@@ -1671,11 +1660,7 @@ class _PyScope:
         found = self.loaders.get(path)
         if found is not None:
             return found
-        try:
-            with open(path, "rb") as f:
-                return f.read(1 << 20)
-        except OSError:
-            return b""
+        return read_side(path, 1 << 20) or b""
 
     def importing(self, name: str) -> set[str]:
         """The files, other than a `setup.py`, with an import of `name` (see `_imports`)."""
@@ -1748,10 +1733,8 @@ def harness_built(paths: Iterable[str]) -> tuple[frozenset[str], frozenset[str]]
         names: list[str] = []
         root = None
         for up in ancestors:
-            try:
-                with open(os.path.join(up or ".", "setup.py"), "rb") as f:
-                    setup = f.read(1 << 20)
-            except OSError:
+            setup = read_side(os.path.join(up or ".", "setup.py"), 1 << 20)
+            if setup is None:
                 continue
             if _SETUP_BUILDS.search(setup):
                 names = [m.decode().rpartition(".")[2] for m in _EXTENSION_NAME.findall(setup)]
