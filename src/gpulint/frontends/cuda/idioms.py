@@ -990,10 +990,13 @@ def _check_written_after(file: CudaFile, launch, function, configured=()) -> boo
     text = _COMMENTS.sub(
         lambda m: b" " * len(m.group(0)), file.data[launch.end_byte : function.end_byte]
     )
-    return any(
-        checks(m.group(1).decode("ascii", "replace"), file, configured)
-        for m in _CALLED_TEXT.finditer(text)
-    )
+    # `cudaGetLastError()` on its own is left to last_error_checked_after: bare, as a
+    # statement, it clears the error unreported; read into a variable, it checks
+    names = (m.group(1).decode("ascii", "replace") for m in _CALLED_TEXT.finditer(text))
+    return any(n not in _LAST_ERROR_READS and checks(n, file, configured) for n in names)
+
+
+_LAST_ERROR_READS = frozenset({"cudaGetLastError", "cudaPeekAtLastError"})
 
 
 _PREPROC_BRANCHES = ("preproc_if", "preproc_ifdef", "preproc_elif", "preproc_else")
