@@ -777,7 +777,7 @@ def _api_counts(file: CudaFile) -> dict[str, list[int]]:
                 file
             ):
                 continue
-            if discarded_status(file, call, name) == "corrupting":
+            if name and discarded_status(file, call, name) == "corrupting":
                 out.setdefault(kind, [0, 0])[1] += 1
         elif parent is not None and parent.type != "cast_expression":  # (void) is a discard
             out.setdefault(kind, [0, 0])[0] += 1

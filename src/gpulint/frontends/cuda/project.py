@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from gpulint.frontends import MemoKey
 from gpulint.frontends.cuda.idioms import (
@@ -332,7 +332,9 @@ class CudaProject:
     def from_json(cls, data: dict) -> CudaProject:
         """The project `to_json` gave; ValueError where `data` is not one."""
         values: dict = {}
-        sites = [(g.name, {"str": str, "int": int, "bool": bool}[g.type]) for g in fields(CallSite)]
+        sites = [
+            (g.name, {"str": str, "int": int, "bool": bool}[str(g.type)]) for g in fields(CallSite)
+        ]
         for f in fields(cls):
             value = data.get(f.name)
             if f.type.startswith("frozenset[str]"):
@@ -486,7 +488,7 @@ def file_facts(file: CudaFile, configured: tuple[str, ...] = ()) -> dict:
         nodes.append(call)
     # The calls after each unchecked call on its path in its function (a later call of a
     # function that reads the last error checks it too), at most 16 names each.
-    by_function: dict[int, list[tuple[object, str]]] = {}
+    by_function: dict[int, list[tuple[Any, str]]] = {}
     for (name, _, _, _, extra), node in zip(calls, nodes, strict=True):
         by_function.setdefault(extra[4], []).append((node, f"{name}:{extra[3]}"))
     for i, ((name, caller, line, checked, extra), node) in enumerate(
@@ -620,14 +622,15 @@ def _unreachable(file: CudaFile, call, function) -> bool:
 _NULL = frozenset({"nullptr", "NULL", "0"})
 
 
-def _null_args(file: CudaFile, call, function) -> list[list[int]]:
+def _null_args(file: CudaFile, call, function) -> list[list]:
     """[positions of the arguments of `call` written as a null pointer, [position, parameter
     index] of those that pass a parameter of the caller on unchanged]."""
     args = call.child_by_field_name("arguments")
     if args is None:
         return [[], []]
     params = _parameters(file, function) if file.macro_name(function) is None else []
-    nulls, passes = [], []
+    nulls: list[int] = []
+    passes: list[list[int]] = []
     for i, a in enumerate(x for x in args.named_children if x.type != "comment"):
         text = file.node_text(a).strip()
         if text in _NULL:
@@ -724,7 +727,7 @@ def _last_error_readers(file: CudaFile) -> list[str]:
     from gpulint.frontends.cuda.idioms import LAST_ERROR_CHECKS
 
     names = file.check_names | LAST_ERROR_CHECKS
-    out = set()
+    out: set[str] = set()
     for fn in file.nodes("function_definition"):
         if file.is_device_function(fn):
             continue
@@ -989,7 +992,7 @@ def merge(
     # ...)` -> `invokeBatchX(workspace, ...)`) is a query too when it launches nothing itself
     # and each of its calls of a launcher or query passes it on there.
     for _ in range(_DEPTH):
-        found: dict[str, set[int] | None] = {}
+        handed: dict[str, set[int] | None] = {}
         for facts in facts_by_path.values():
             for name, caller, _, _, *rest in facts["calls"]:
                 if not caller or caller in launching or defs.get(caller, 0) != 1:
@@ -997,10 +1000,10 @@ def merge(
                 if name not in queries and name not in launchers:
                     continue
                 passed = {k for j, k in (rest[0][1] if rest else ()) if j in queries.get(name, ())}
-                have = found.get(caller, passed)
-                found[caller] = None if have is None else have & passed
+                have = handed.get(caller, passed)
+                handed[caller] = None if have is None else have & passed
         grown = False
-        for caller, positions in found.items():
+        for caller, positions in handed.items():
             if positions and not positions <= queries.get(caller, set()):
                 queries[caller] = queries.get(caller, set()) | positions
                 grown = True
