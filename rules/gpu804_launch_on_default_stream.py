@@ -1,7 +1,12 @@
 import re
 
 from gpulint.frontends.cuda.file import CudaFile, declared_names
-from gpulint.frontends.cuda.idioms import function_name, kernel_base_name
+from gpulint.frontends.cuda.idioms import (
+    PREPROC_BRANCHES,
+    function_name,
+    kernel_base_name,
+    preproc_chain_top,
+)
 from gpulint.rule import Rule
 
 # A device-wide wait: after it, which stream a launch used changed nothing.
@@ -191,7 +196,6 @@ def _stream_parameter(file: CudaFile, function) -> str | None:
     return found[0] if len(found) == 1 else None
 
 
-_PREPROC_BRANCHES = ("preproc_if", "preproc_ifdef", "preproc_elif", "preproc_else")
 _SYNCS = re.compile(rb"\bcuda(?:DeviceSynchronize|ThreadSynchronize)\s*\(")
 
 
@@ -203,15 +207,9 @@ def _variant_on_stream(file: CudaFile, node) -> bool:
     if not kernel:
         return False
     for branch in file.ancestors(node):
-        if branch.type not in _PREPROC_BRANCHES:
+        if branch.type not in PREPROC_BRANCHES:
             continue
-        top = branch
-        while (
-            top.parent is not None
-            and top.parent.type in _PREPROC_BRANCHES
-            and (top.parent.child_by_field_name("alternative") == top)
-        ):
-            top = top.parent
+        top = preproc_chain_top(branch)
         own = branch.child_by_field_name("alternative")
         mine = (branch.start_byte, own.start_byte if own is not None else branch.end_byte)
         for other in file.launches:

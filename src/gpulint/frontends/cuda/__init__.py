@@ -34,6 +34,7 @@ from gpulint.diagnostics import Finding
 from gpulint.frontends import ParseError, decode, noqa_by_line, run_rules
 from gpulint.frontends.cuda.file import CudaFile
 from gpulint.frontends.cuda.grammar import node_types, parser
+from gpulint.frontends.cuda.idioms import blank_strings_and_comments
 from gpulint.frontends.cuda.project import LAST_CHECK_END
 from gpulint.settings import Settings
 
@@ -162,11 +163,6 @@ def mask_dead_code(data: bytes) -> bytes:
     return b"\n".join(lines)
 
 
-_STRINGS_AND_COMMENTS = re.compile(
-    rb'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?\*/', re.S
-)
-
-
 def mask_unbalanced_branches(data: bytes) -> bytes:
     """Pick one configuration where a conditional's branches open or close braces (or
     parentheses) of the code around them (`#ifdef SPARSE` / `if (sparse) {...} else {` / `#endif`, closed later by
@@ -174,7 +170,7 @@ def mask_unbalanced_branches(data: bytes) -> bytes:
     braces do not balance is blanked (the macro undefined); of a group whose every branch
     leaves the same imbalance, only the first branch is kept. Same length, newlines kept;
     the directives stay. Only tried on a file that does not parse as it is."""
-    code = _STRINGS_AND_COMMENTS.sub(lambda m: re.sub(rb"[^\n]", b" ", m.group(0)), data)
+    code = blank_strings_and_comments(data)
     lines = code.split(b"\n")
     starts = []
     at = 0

@@ -981,15 +981,21 @@ def attribute_needs_no_check(file: CudaFile, call, configured=()) -> bool:
     return False
 
 
-_COMMENTS = re.compile(rb'"(?:\\.|[^"\\\n])*"|//[^\n]*|/\*.*?\*/', re.S)
+STRINGS_AND_COMMENTS = re.compile(
+    rb'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?\*/', re.S
+)
+
+
+def blank_strings_and_comments(data: bytes) -> bytes:
+    """`data` with its string and character literals and comments blanked: same length, the
+    newlines kept (a commented-out `// CHECK(cudaGetLastError());` is no call)."""
+    return STRINGS_AND_COMMENTS.sub(lambda m: re.sub(rb"[^\n]", b" ", m.group(0)), data)
 
 
 def _check_written_after(file: CudaFile, launch, function, configured=()) -> bool:
     """A check is called after `launch` in `function`, outside comments (a commented-out
     `// CHECK_CUDA_ERROR(cudaGetLastError());` checks nothing)."""
-    text = _COMMENTS.sub(
-        lambda m: b" " * len(m.group(0)), file.data[launch.end_byte : function.end_byte]
-    )
+    text = blank_strings_and_comments(file.data[launch.end_byte : function.end_byte])
     # `cudaGetLastError()` on its own is left to last_error_checked_after: bare, as a
     # statement, it clears the error unreported; read into a variable, it checks
     names = (m.group(1).decode("ascii", "replace") for m in _CALLED_TEXT.finditer(text))
@@ -999,7 +1005,7 @@ def _check_written_after(file: CudaFile, launch, function, configured=()) -> boo
 _LAST_ERROR_READS = frozenset({"cudaGetLastError", "cudaPeekAtLastError"})
 
 
-_PREPROC_BRANCHES = ("preproc_if", "preproc_ifdef", "preproc_elif", "preproc_else")
+PREPROC_BRANCHES = ("preproc_if", "preproc_ifdef", "preproc_elif", "preproc_else")
 _RUNTIME_BRANCHES = frozenset(
     {"if_statement", "switch_statement", "conditional_expression", "case_statement"}
     | {"lambda_expression", "catch_clause"}
@@ -1007,9 +1013,22 @@ _RUNTIME_BRANCHES = frozenset(
 
 
 def _launch_follows(file: CudaFile, call, launch, kernel: str) -> bool:
-    """`launch` runs whenever `call` has: in a later statement of a block around `call`, in no
-    branch of its own, except a build variant: an `#if`/`#else` whose every branch launches
-    `kernel` (`#ifdef TORCH_BUILD k<<<g, b, s, stream>>> #else k<<<g, b, s>>> #endif`)."""
+    """`launch` runs whenever `call` has (`on_path_after`), an `#if`/`#else` around it being no
+    branch when every branch of it launches `kernel`: a build variant (`#ifdef TORCH_BUILD
+    k<<<g, b, s, stream>>> #else k<<<g, b, s>>> #endif`)."""
+    return on_path_after(
+        file,
+        call,
+        launch,
+        _RUNTIME_BRANCHES | frozenset(PREPROC_BRANCHES),
+        lambda a: a.type in PREPROC_BRANCHES and _every_variant_launches(file, a, kernel),
+    )
+
+
+def on_path_after(file: CudaFile, call, later, branches, variant=lambda a: False) -> bool:
+    """`later` runs whenever `call` has run: it sits in a statement after the one holding
+    `call` in a block around `call`, not inside a node of `branches` of its own (loops are
+    accepted), unless `variant` says that branch runs anyway."""
     around = {}
     node = call
     for a in file.ancestors(call):
@@ -1018,11 +1037,9 @@ def _launch_follows(file: CudaFile, call, launch, kernel: str) -> bool:
         if a.type == "function_definition":
             break
         node = a
-    node = launch
-    for a in file.ancestors(launch):
-        if a.type in _RUNTIME_BRANCHES:
-            return False
-        if a.type in _PREPROC_BRANCHES and not _every_variant_launches(file, a, kernel):
+    node = later
+    for a in file.ancestors(later):
+        if a.type in branches and not variant(a):
             return False
         key = (a.start_byte, a.end_byte)
         if a.type == "compound_statement" and key in around:
@@ -1033,15 +1050,20 @@ def _launch_follows(file: CudaFile, call, launch, kernel: str) -> bool:
     return False
 
 
-def _every_variant_launches(file: CudaFile, branch, kernel: str) -> bool:
+def preproc_chain_top(branch):
+    """The `#if`/`#ifdef` that opens the chain `branch` (an `#elif`/`#else`) belongs to."""
     top = branch
     while (
         top.parent is not None
-        and top.parent.type in _PREPROC_BRANCHES
+        and top.parent.type in PREPROC_BRANCHES
         and (top.parent.child_by_field_name("alternative") == top)
     ):
         top = top.parent
-    node, found_else = top, False
+    return top
+
+
+def _every_variant_launches(file: CudaFile, branch, kernel: str) -> bool:
+    node, found_else = preproc_chain_top(branch), False
     launch = re.compile(rb"\b" + re.escape(kernel.encode()) + rb"\b[^;]*<<<")
     while node is not None:
         alternative = node.child_by_field_name("alternative")

@@ -28,6 +28,7 @@ from gpulint.frontends.cuda.idioms import (
     last_error_checks,
     launch_check_spelling,
     launch_helpers,
+    on_path_after,
 )
 from gpulint.safeio import read_side
 from gpulint.source import is_driver_path
@@ -697,27 +698,8 @@ _BRANCHES = frozenset(
 
 
 def _on_path_after(file: CudaFile, call, later) -> bool:
-    """`later` runs whenever `call` has run: it sits in a statement after the one holding
-    `call` in a block around `call`, not inside a branch of its own (loops are accepted)."""
-    around = {}
-    node = call
-    for a in file.ancestors(call):
-        if a.type == "compound_statement":
-            around[a.start_byte, a.end_byte] = node.start_byte
-        if a.type == "function_definition":
-            break
-        node = a
-    node = later
-    for a in file.ancestors(later):
-        if a.type in _BRANCHES:
-            return False
-        key = (a.start_byte, a.end_byte)
-        if a.type == "compound_statement" and key in around:
-            return node.start_byte > around[key]
-        if a.type == "function_definition":
-            return False
-        node = a
-    return False
+    """`later` runs whenever `call` has run, no branch (runtime or preprocessor) around it."""
+    return on_path_after(file, call, later, _BRANCHES)
 
 
 def _last_error_readers(file: CudaFile) -> list[str]:
