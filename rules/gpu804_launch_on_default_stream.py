@@ -2,16 +2,15 @@ import re
 
 from gpulint.frontends.cuda.file import CudaFile, declared_names
 from gpulint.frontends.cuda.idioms import (
-    PREPROC_BRANCHES,
+    DEFAULT_STREAMS,
+    between_device_syncs,
     function_name,
-    kernel_base_name,
-    preproc_chain_top,
+    variant_on_stream,
 )
 from gpulint.rule import Rule
 
 # A device-wide wait: after it, which stream a launch used changed nothing.
 _DEVICE_SYNC = re.compile(rb"\bcudaDeviceSynchronize\s*\(")
-_DEFAULT = {"0", "nullptr", "NULL", "cudaStreamLegacy", "cudaStreamDefault", "(cudaStream_t)0"}
 
 
 class LaunchOnDefaultStream(Rule):
@@ -144,16 +143,16 @@ void run(float* x, cudaStream_t stream) {
         if config is None:
             return
         config = [c for c in config if c.type != "comment"]
-        if len(config) >= 4 and " ".join(file.node_text(config[3]).split()) not in _DEFAULT:
+        if len(config) >= 4 and " ".join(file.node_text(config[3]).split()) not in DEFAULT_STREAMS:
             return
         smem = file.node_text(config[2]) if len(config) >= 3 else "0"
         if file.in_program(node):
             return  # a standalone program's path (`#ifdef RUN_MAIN`): the default stream is its own
-        if _variant_on_stream(file, node):
+        if variant_on_stream(file, node):
             # `#ifdef TORCH_BUILD k<<<g, b, s, stream>>> #else k<<<g, b, s>>> #endif`: the
             # default stream is the other build's (a standalone harness), not the extension's
             return
-        if _between_device_syncs(file, node):
+        if between_device_syncs(file, node):
             return  # the device is drained before and after it: the order is total anyway
         if file.is_torch_extension:
             path = file.display_path.replace("\\", "/")
@@ -194,60 +193,3 @@ def _stream_parameter(file: CudaFile, function) -> str | None:
         ):
             found.extend(declared_names(param))
     return found[0] if len(found) == 1 else None
-
-
-_SYNCS = re.compile(rb"\bcuda(?:DeviceSynchronize|ThreadSynchronize)\s*\(")
-
-
-def _variant_on_stream(file: CudaFile, node) -> bool:
-    """`node` sits in one branch of an `#if`/`#ifdef` chain whose sibling branch launches the
-    same kernel on a stream: the two are build variants of one launch."""
-    callee = node.child_by_field_name("function")
-    kernel = kernel_base_name(file.node_text(callee)) if callee is not None else ""
-    if not kernel:
-        return False
-    for branch in file.ancestors(node):
-        if branch.type not in PREPROC_BRANCHES:
-            continue
-        top = preproc_chain_top(branch)
-        own = branch.child_by_field_name("alternative")
-        mine = (branch.start_byte, own.start_byte if own is not None else branch.end_byte)
-        for other in file.launches:
-            if not (top.start_byte <= other.start_byte < top.end_byte):
-                continue
-            if mine[0] <= other.start_byte < mine[1]:
-                continue  # this branch's own launches
-            config = [c for c in file.launch_config(other) or () if c.type != "comment"]
-            fn = other.child_by_field_name("function")
-            if (
-                len(config) >= 4
-                and " ".join(file.node_text(config[3]).split()) not in _DEFAULT
-                and fn is not None
-                and kernel_base_name(file.node_text(fn)) == kernel
-            ):
-                return True
-    return False
-
-
-def _between_device_syncs(file: CudaFile, node) -> bool:
-    """A `cudaDeviceSynchronize()` statement runs before `node` and another after it, each in
-    a block around it (not inside a branch of their own)."""
-    before = after = False
-    child = node
-    for a in file.ancestors(node):
-        if a.type in ("function_definition", "lambda_expression"):
-            break
-        if a.type == "compound_statement":
-            for statement in a.named_children:
-                if statement.type != "expression_statement":
-                    continue
-                if not _SYNCS.search(file.data[statement.start_byte : statement.end_byte]):
-                    continue
-                if statement.end_byte <= child.start_byte:
-                    before = True
-                elif statement.start_byte >= child.end_byte:
-                    after = True
-            if before and after:
-                return True
-        child = a
-    return False
