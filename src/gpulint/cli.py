@@ -6,7 +6,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from gpulint import __version__
 from gpulint.config import ConfigError
 from gpulint.hardware import UnknownTargetError
 from gpulint.reporters import REPORTERS
@@ -23,6 +22,19 @@ def _codes_arg(value: str) -> list[str]:
     return [c.strip().upper() for c in value.split(",") if c.strip()]
 
 
+class _Version(argparse.Action):
+    """`--version`: the installed version, looked up only when asked (gpulint.version)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from gpulint import version
+
+        sys.stdout.write(f"gpulint {version()}\n")
+        parser.exit()
+
+
 def build_parser(core_only: bool = False) -> argparse.ArgumentParser:
     """The command line. `core_only`: only check, rules and rule (what `gpulint check`, run
     once per pre-commit hook or editor save, needs to parse its own arguments), without
@@ -31,7 +43,7 @@ def build_parser(core_only: bool = False) -> argparse.ArgumentParser:
         prog="gpulint",
         description="Find GPU and deep-learning performance anti-patterns in PyTorch, Triton and CUDA code.",
     )
-    parser.add_argument("--version", action="version", version=f"gpulint {__version__}")
+    parser.add_argument("--version", action=_Version, help="print gpulint's version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     check = sub.add_parser("check", help="lint files and folders (default: .)")
