@@ -174,3 +174,28 @@ def test_hardware_note_once_per_run_not_per_finding(tmp_path, monkeypatch, capsy
     (tmp_path / "b.py").write_text("y = 2\n")
     main(["check", "--no-cache", "--exit-zero", "--select", "GPU702", "."])
     assert "hardware `targets`" not in capsys.readouterr().err  # nothing it would have looked at
+
+
+def test_hardware_note_once_per_project_and_never_under_quiet(tmp_path, monkeypatch, capsys):
+    """With a cache the note is recorded there and not repeated; -q never prints it; another
+    note (other rules skipped) is shown once too; a fresh cache folder shows it again."""
+    from gpulint.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.py").write_text(GATED)
+    argv = ["check", "--exit-zero", "--select", "GPU702", "."]
+    main([*argv, "-q"])
+    assert "hardware `targets`" not in capsys.readouterr().err
+    main(argv)
+    err = capsys.readouterr().err
+    assert err.count("hardware `targets`") == 1 and "GPU702" in err
+    assert (tmp_path / ".gpulint_cache" / "notes.json").is_file()
+    main(argv)
+    assert "hardware `targets`" not in capsys.readouterr().err  # said once
+    main([*argv, "--extend-select", "GPU205"])  # another set of skipped rules: a new note
+    err = capsys.readouterr().err
+    assert err.count("hardware `targets`") == 1, err
+    main([*argv, "--extend-select", "GPU205"])
+    assert "hardware `targets`" not in capsys.readouterr().err
+    main([*argv, "--cache-dir", str(tmp_path / "elsewhere")])
+    assert "hardware `targets`" in capsys.readouterr().err

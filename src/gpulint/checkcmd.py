@@ -156,9 +156,15 @@ class Checker:
         return Run(Report(results), owners, root.root, Counter())
 
 
-def hardware_note(run: Run) -> None:
-    """Once per run, not per finding: the hardware rules skipped for want of `targets`, where a
-    checked file holds what they look for."""
+def hardware_note(run: Run, args=None) -> None:
+    """Once, not per finding nor per run: the hardware rules skipped for want of `targets`,
+    where a checked file holds what they look for. Never under `-q`. Shown once per project:
+    the note's text is recorded in the project's cache folder (`notes.json` beside the result
+    cache), and a later run that would say the same thing says nothing; a different note (other
+    rules skipped) is shown again. Without a cache (`--no-cache`) there is nowhere to record
+    it, and it is shown on every run."""
+    if args is not None and args.quiet:
+        return
     # Per linter (one per configuration), not per file: which rules are skipped for want of
     # targets (the registry knows, from each rule's own `applicable`) and what they look for.
     # The files are searched for the static triggers first; a rule whose triggers depend on
@@ -197,13 +203,51 @@ def hardware_note(run: Run) -> None:
                 break
     if found is not None:
         codes = ", ".join(ref.code for ref in found.refs)
-        print(
-            f"gpulint: note: {codes} {'needs' if len(found.refs) == 1 else 'need'} hardware `targets` (`--targets H100,GB10` or "
-            "`targets = [...]` under [tool.gpulint]), or a local GPU named by "
-            "`gpulint probe --json > .gpulint/probe.json` or a bench record; skipped in "
-            "this run",
-            file=sys.stderr,
+        text = (
+            f"gpulint: note: {codes} {'needs' if len(found.refs) == 1 else 'need'} hardware "
+            "`targets` (`--targets H100,GB10` or `targets = [...]` under [tool.gpulint]), or a "
+            "local GPU named by `gpulint probe --json > .gpulint/probe.json` or a bench record; "
+            "skipped (this note is shown once)"
         )
+        no_cache = args is not None and (args.no_cache or args.no_prefilter)
+        if no_cache or not _note_shown_before(found.linter, text):
+            print(text, file=sys.stderr)
+
+
+NOTES_FILE = "notes.json"
+
+
+def _note_shown_before(linter: Linter, text: str) -> bool:
+    """Whether the project's cache folder records `text` as shown; records it if not. A
+    folder that cannot be read or written: not shown before (the note is printed)."""
+    import hashlib
+    import json
+
+    from gpulint.cache import write_atomic
+    from gpulint.safeio import read_text
+
+    directory = Path(linter.config.cache_dir)
+    if not directory.is_absolute():
+        directory = linter.config.root / directory
+    path = directory / NOTES_FILE
+    key = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    try:
+        shown = json.loads(read_text(path, 1 << 20, [directory])).get("shown", [])
+        if not isinstance(shown, list):
+            shown = []
+    except (Unreadable, OSError, ValueError, AttributeError, RecursionError):
+        shown = []
+    if key in shown:
+        return True
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        gitignore = directory / ".gitignore"
+        if not gitignore.exists():
+            gitignore.write_text("# created by gpulint\n*\n")
+        write_atomic(path, {"shown": [*shown[-63:], key]}, ".notes-")
+    except OSError:
+        pass
+    return False
 
 
 class _SkippedRules:
@@ -255,7 +299,7 @@ def cmd_check(args) -> int:
 def check_once(args) -> int:
     checker = Checker(args)
     run = checker.run(args.paths)
-    hardware_note(run)
+    hardware_note(run, args)
     if args.add_noqa:
         return add_noqa(args, checker, run)
     if args.fix or args.diff:
