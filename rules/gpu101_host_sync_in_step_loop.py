@@ -1,16 +1,18 @@
 import ast
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from gpulint.diagnostics import Finding, Related
 from gpulint.frontends.python.file import PythonFile
-from gpulint.frontends.python.loops import Loop, under_branch
-from gpulint.frontends.python.model import FUNCTIONS, MemoKey
+from gpulint.frontends.python.loops import Loop, body_nodes, under_branch
+from gpulint.frontends.python.model import FUNCTIONS, MemoKey, position
 from gpulint.frontends.python.names import terminal_name
 from gpulint.frontends.python.options import off_by_default
 from gpulint.frontends.python.summaries import summaries
 from gpulint.frontends.python.syncs import (
     READBACK_METHODS,
+    already_synced,
     data_dependent,
     host_sync,
     implicit_sync,
@@ -58,9 +60,12 @@ class HostSyncInStepLoop(Rule):
     waits for nothing. A value read before the statement that moves its batch to the device
     (`batch = move_to_device(batch, device)`) is still on the CPU. A warm-up loop, a profiler
     pass or a loop under a `--profile`/`--benchmark` flag is opt-in measurement, not a per-step
-    cost of training. A block of statements that fill one dict with readbacks of the same kind
-    (`metrics["kl"] = kl.item()`, `metrics["entropy"] = ent.item()`...) is one finding, at its
-    first line: the first read drains the queue and the fix is one. A sync on a side of an `if` that the script's command-line defaults do not
+    cost of training. Readbacks that follow one another in an iteration are one finding, at the
+    first: once the host has waited there, a later readback on every path after it, with no
+    forward, backward or optimizer step queued between them (`loss.item()`, then
+    `acc.item()`, then a metrics dict), waits only for the few kernels in between. The finding
+    names the others (lines, and SARIF related locations); a readback after the next forward
+    waits for a whole step again and is its own finding. A sync on a side of an `if` that the script's command-line defaults do not
     take (`if args.caption_dropout > 0:` with `default=0.0`) is not on the default path either,
     unless the README or a launch script in the script's folder passes that option. One line
     with two reads is one finding, and a helper called from several places of one loop is
@@ -107,12 +112,13 @@ class HostSyncInStepLoop(Rule):
     # A step loop cannot exist without one of these.
     triggers = ("backward", "step(", "loader", "Loader", "_batch(", "next(")
     message = (
-        "{what} forces a host-device sync on every iteration of the step loop at line {loop}; "
+        "{what} forces a host-device sync on every iteration of the step loop at line {loop}"
+        "{others}; "
         "keep the value on the device and read it every N steps (`if step % log_every == 0:`)"
     )
     callee_message = (
         "`{callee}()` syncs on every step: {what} at {where}{chain}, in the step loop at line "
-        "{loop}; keep the value on the device and read it every N steps"
+        "{loop}{others}; keep the value on the device and read it every N steps"
     )
     tags = ("sync",)
 
@@ -213,64 +219,124 @@ for x, y in loader:
     ]
 
     def visit_Call(self, node: ast.Call, file: PythonFile) -> Iterator[Finding]:
-        if file.is_test or not file.uses_cuda:
-            return
-        what = self._sync(node, file)
-        if what is None:
-            yield from self._callee_sync(node, file)
-            return
-        loop = self._every_step(node, file)
-        if loop is None or _loop_control(file, node):
-            return
-        if what == _DEVICE_SYNC and _times_something(node, file):
-            return  # the sync that makes a wall-clock or event timing honest
-        if what in _BULK and not file.loops.trains(loop):
-            return  # an eval loop copying its outputs to the host: the copy is the point
-        if isinstance(node.func, ast.Attribute) and _host_value(file, node.func.value, loop):
-            return
-        if _after_sync(file, node, loop) or not self._first_on_line(file, node, what=what):
-            return
-        yield self.report(file, node, what=what, loop=loop.lineno)
+        yield from self._emit(self._call_site(node, file), file)
 
     def visit_JoinedStr(self, node: ast.JoinedStr, file: PythonFile) -> Iterator[Finding]:
         """`f"loss {loss:.3f}"`: formatting a tensor reads its value back."""
-        if not _printed(file, node):
-            yield from self._implicit(node, file)
+        yield from self._emit(self._site(node, file), file)
 
     def visit_BinOp(self, node: ast.BinOp, file: PythonFile) -> Iterator[Finding]:
         """`"%g" % loss`: as an f-string."""
-        if isinstance(node.op, ast.Mod) and not _printed(file, node):
-            yield from self._implicit(node, file)
+        yield from self._emit(self._site(node, file), file)
 
     def visit_If(self, node: ast.If, file: PythonFile) -> Iterator[Finding]:
-        yield from self._implicit(node, file)
+        yield from self._emit(self._site(node, file), file)
 
     def visit_While(self, node: ast.While, file: PythonFile) -> Iterator[Finding]:
-        yield from self._implicit(node, file)
+        yield from self._emit(self._site(node, file), file)
 
     def visit_Assert(self, node: ast.Assert, file: PythonFile) -> Iterator[Finding]:
-        yield from self._implicit(node, file)
+        yield from self._emit(self._site(node, file), file)
 
     def visit_Subscript(self, node: ast.Subscript, file: PythonFile) -> Iterator[Finding]:
         """`logits[labels != -100]`: a boolean mask's result size is read back to the host."""
-        if isinstance(node.slice, (ast.Compare, ast.UnaryOp, ast.Call, ast.Name)):
-            yield from self._implicit(node, file)
+        yield from self._emit(self._site(node, file), file)
 
-    def _implicit(self, node: ast.AST, file: PythonFile) -> Iterator[Finding]:
+    def _site(self, node: ast.AST, file: PythonFile) -> "_Site | None":
+        """The sync `node` is on every step of a step loop, or None. Answers for any node (the
+        visitors and the walk over a loop's other syncs ask the same question)."""
+        if isinstance(node, ast.Call):
+            return self._call_site(node, file)
+        if isinstance(node, (ast.JoinedStr, ast.BinOp)):
+            if isinstance(node, ast.BinOp) and not isinstance(node.op, ast.Mod):
+                return None
+            return None if _printed(file, node) else self._implicit(node, file)
+        if isinstance(node, (ast.If, ast.While, ast.Assert)):
+            return self._implicit(node, file)
+        if isinstance(node, ast.Subscript) and isinstance(
+            node.slice, (ast.Compare, ast.UnaryOp, ast.Call, ast.Name)
+        ):
+            return self._implicit(node, file)
+        return None
+
+    def _call_site(self, node: ast.Call, file: PythonFile) -> "_Site | None":
+        if file.is_test or not file.uses_cuda:
+            return None
+        what = self._sync(node, file)
+        if what is None:
+            return self._callee_site(node, file)
+        loop = self._every_step(node, file)
+        if loop is None:
+            return None
+        if isinstance(node.func, ast.Attribute) and _host_value(file, node.func.value, loop):
+            return None  # not a sync at all: the value is on the host already
+        exempt = (
+            _loop_control(file, node)
+            or (what == _DEVICE_SYNC and _times_something(node, file))  # times the step
+            or (what in _BULK and not file.loops.trains(loop))  # an eval loop's output copy
+        )
+        if _after_sync(file, node, loop):
+            return None
+        return _Site(node, what, loop, reported=not exempt)
+
+    def _implicit(self, node: ast.AST, file: PythonFile) -> "_Site | None":
         """`if torch.isnan(loss).any():`... (`syncs.implicit_sync`) on every step."""
         if file.is_test or not file.uses_cuda:
-            return
+            return None
         found = implicit_sync(file, node)
         if found is None:
-            return
+            return None
         what, at = found
         loop = self._every_step(at, file)
-        if (
-            loop is not None
-            and not _after_sync(file, at, loop)
-            and self._first_on_line(file, at, what=what)
-        ):
-            yield self.report(file, at, what=what, loop=loop.lineno)
+        if loop is None or _after_sync(file, at, loop):
+            return None
+        return _Site(at, what, loop)
+
+    def _emit(self, site: "_Site | None", file: PythonFile) -> Iterator[Finding]:
+        """Report a site that heads its group of syncs (`_groups`), once per line, naming the
+        readbacks after it in the iteration that its wait already paid for."""
+        if site is None or not site.reported:
+            return
+        group = _groups(self, file, site.loop).get(_line(site.at))
+        if group is None:
+            return  # a later readback of a group another sync heads: named in its finding
+        if not self._first_on_line(file, site.at, site.key):
+            return
+        head = _line(site.at)
+        others = [s for s in group if _line(s.at) != head]
+        text = ""
+        related: tuple[Related, ...] = ()
+        if others:
+            n = len(others)
+            lines = ", ".join(str(_line(s.at)) for s in others)
+            text = (
+                f", and {n} more readback{'s' if n > 1 else ''} in this iteration after it "
+                f"(line{'s' if n > 1 else ''} {lines}) cost{'' if n > 1 else 's'} little once "
+                "this one has waited"
+            )
+            related = tuple(
+                Related(
+                    file.display_path,
+                    _line(s.at),
+                    getattr(s.at, "col_offset", 0) + 1,
+                    f"{s.what}: the host already waited at line {head}",
+                )
+                for s in others
+            )
+        if site.callee is None:
+            yield self.report(
+                file, site.at, what=site.what, loop=site.loop.lineno, others=text, related=related
+            )
+            return
+        fmt, callee_related = site.callee
+        yield self.report(
+            file,
+            site.at,
+            self.callee_message,
+            others=text,
+            related=callee_related + related,
+            **fmt,
+        )
 
     def _every_step(self, node: ast.AST, file: PythonFile) -> Loop | None:
         loop = file.loops.runs_every_step(node)
@@ -283,26 +349,20 @@ for x, y in loader:
             return None
         return loop
 
-    def _first_on_line(
-        self, file: PythonFile, node: ast.AST, key: object = None, what: str = ""
-    ) -> bool:
-        """One finding per line (`f"{a.item()} {b.item()}"` is one fix), one per block of
-        statements filling one dict with readbacks (`m["kl"] = kl.item()` then `m["ent"] =
-        ent.item()`...: the first drains the queue, and the fix is one), and one per callee
+    def _first_on_line(self, file: PythonFile, node: ast.AST, key: object = None) -> bool:
+        """One finding per line (`f"{a.item()} {b.item()}"` is one fix), and one per callee
         sync site per step loop (a helper called from four places of one loop is one fix, in the
         helper; a second training loop that calls it pays it again and is reported there)."""
         seen = file.memo.get(_REPORTED, set)
         line = (getattr(node, "lineno", 0), key)
         if line in seen or (key is not None and key in seen):
             return False
-        if key is None and _continues_reported(file, node, seen, what):
-            return False
         seen.add(line)
         if key is not None:
             seen.add(key)
         return True
 
-    def _callee_sync(self, node: ast.Call, file: PythonFile) -> Iterator[Finding]:
+    def _callee_site(self, node: ast.Call, file: PythonFile) -> "_Site | None":
         """`log_metrics(d)` / `self.clip_grads()` every step, where the callee (or its callee)
         reads a tensor back: reported here, where the loop makes it cost, naming the line."""
         func = node.func
@@ -310,42 +370,41 @@ for x, y in loader:
             func.attr in READBACK_METHODS
             or not (isinstance(func.value, ast.Name) or _self_attribute(func.value))
         ):
-            return  # `x.item()` is the sync itself; `a.b.f()` resolves to nothing we know
+            return None  # `x.item()` is the sync itself; `a.b.f()` resolves to nothing we know
         if not isinstance(func, (ast.Name, ast.Attribute)):
-            return
+            return None
         loop = self._every_step(node, file)  # first: the summaries are asked only in loops
         if loop is None:
-            return
+            return None
         summary = summaries(file).of_call(node)
         if summary is None or summary.sync is None:
-            return
+            return None
         site = summary.sync
-        if site.what in _BULK and not file.loops.trains(loop):
-            return
         if under_branch(file, node, loop) or _host_arguments(file, node):
-            return  # a branch the default path may not take; a callee given Python numbers
+            return None  # a branch the default path may not take; a callee given Python numbers
         if _after_sync(file, node, loop):
-            return
-        if not self._first_on_line(file, node, (site.path, site.line, loop.lineno)):
-            return
+            return None
         callee = terminal_name(node.func) or "the callee"
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
             if func.value.id not in ("self", "cls"):
                 callee = f"{func.value.id}.{callee}"  # `meter.add()`, `utils.clip_grads()`
         elif isinstance(func, ast.Attribute) and _self_attribute(func.value):
             callee = f"self.{func.value.attr}.{callee}"  # type: ignore[attr-defined]
-        where = f"{_short(site.path, file.display_path)}:{site.line}"
-        chain = f" (through {site.via})" if site.via else ""
-        yield self.report(
-            file,
+        fmt = {
+            "callee": callee,
+            "what": site.what,
+            "where": f"{_short(site.path, file.display_path)}:{site.line}",
+            "chain": f" (through {site.via})" if site.via else "",
+            "loop": loop.lineno,
+        }
+        related = (Related(site.path, site.line, site.col, f"{site.what} syncs here"),)
+        return _Site(
             node,
-            self.callee_message,
-            callee=callee,
-            what=site.what,
-            where=where,
-            chain=chain,
-            loop=loop.lineno,
-            related=(Related(site.path, site.line, site.col, f"{site.what} syncs here"),),
+            f"`{callee}()`",
+            loop,
+            reported=not (site.what in _BULK and not file.loops.trains(loop)),
+            key=(site.path, site.line, loop.lineno),
+            callee=(fmt, related),
         )
 
     def _sync(self, node: ast.Call, file: PythonFile) -> str | None:
@@ -369,6 +428,58 @@ for x, y in loader:
 
 
 _REPORTED: MemoKey[set] = MemoKey("GPU101 reported lines and callee sites")
+_GROUPS: MemoKey[dict] = MemoKey("GPU101 sync groups by step loop")
+
+
+@dataclass
+class _Site:
+    """A sync on every step of `loop`: where, what, and whether it is reported (a sync that
+    times the step or decides the loop is real but deliberate: it still drains the queue)."""
+
+    at: ast.AST
+    what: str
+    loop: Loop
+    reported: bool = True
+    key: object = None  # a callee's sync site: one finding per loop
+    callee: tuple[dict, tuple[Related, ...]] | None = None
+
+
+def _line(node: ast.AST) -> int:
+    return getattr(node, "lineno", 0)
+
+
+def _groups(rule: "HostSyncInStepLoop", file: PythonFile, loop: Loop) -> dict[int, list[_Site]]:
+    """The syncs of one iteration of `loop`, grouped: a sync the host already paid for at an
+    earlier one on its path (`syncs.already_synced`) joins that one's group. Keyed by the
+    line of each group's head, the head's own group; a line not a key is a later member."""
+    table = file.memo.get(_GROUPS, dict)
+    found = table.get(id(loop))
+    if found is not None:
+        return found
+    sites: dict[int, _Site] = {}  # the first sync of each line
+    for node in body_nodes(loop):
+        if not isinstance(node, _VISITED):
+            continue
+        site = rule._site(node, file)
+        if site is None or site.loop is not loop:
+            continue
+        line = _line(site.at)
+        if line not in sites or position(site.at) < position(sites[line].at):
+            sites[line] = site
+    ordered = sorted(sites.values(), key=lambda s: position(s.at))
+    heads: dict[int, _Site] = {}  # id of a site -> its group's head
+    groups: dict[int, list[_Site]] = {}
+    for i, site in enumerate(ordered):
+        payer = next((p for p in ordered[:i] if already_synced(file, p.at, site.at, loop)), None)
+        head = heads[id(payer)] if payer is not None else site
+        heads[id(site)] = head
+        groups.setdefault(id(head), []).append(site)
+    found = {_line(h.at): groups[id(h)] for h in ordered if heads[id(h)] is h}
+    table[id(loop)] = found
+    return found
+
+
+_VISITED = (ast.Call, ast.JoinedStr, ast.BinOp, ast.If, ast.While, ast.Assert, ast.Subscript)
 # Opt-in measurement paths: a warm-up loop, a profiler pass, a `--benchmark` flag.
 _OPT_IN = re.compile(r"warm_?up|profil|benchmark|\bbench\b|\btiming\b", re.IGNORECASE)
 
@@ -592,33 +703,6 @@ def _host_value(file: PythonFile, receiver: ast.AST, loop, depth: int = 0) -> bo
             return not file.loops.moved_to_device(name.id, loop)
         return _host_value(file, source, loop, depth + 1)
     return False
-
-
-def _continues_reported(file: PythonFile, node: ast.AST, seen: set, what: str) -> bool:
-    """`node` is in a statement that fills the same dict as the statement right before it,
-    which had a reported sync of the same kind (`metrics["kl"] = kl.item()` then
-    `metrics["entropy"] = ent.item()`...): one metrics block, one fix, reported at its first
-    line. Marks its own statement, so a block of any length is one finding."""
-    statement = next((a for a in [node, *file.ancestors(node)] if isinstance(a, ast.stmt)), None)
-    container = _filled_container(statement)
-    if statement is None or container is None:
-        return False
-    seen.add(("statement", id(statement), what, container))
-    block = file.statement_block(statement)
-    if not block:
-        return False
-    at = block.index(statement)
-    return at > 0 and ("statement", id(block[at - 1]), what, container) in seen
-
-
-def _filled_container(statement: ast.AST | None) -> str | None:
-    """`metrics` for `metrics["loss"] = ...`; None for any other statement."""
-    if not isinstance(statement, ast.Assign) or len(statement.targets) != 1:
-        return None
-    target = statement.targets[0]
-    if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
-        return target.value.id
-    return None
 
 
 def _self_attribute(node: ast.AST) -> bool:

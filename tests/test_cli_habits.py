@@ -23,8 +23,8 @@ TRAIN = textwrap.dedent(
     scaler = torch.cuda.amp.GradScaler()
     for batch in loader:
         loss = model(batch)
-        loss.backward()
         print(loss.item())  # noqa: E501
+        loss.backward()  # the next readback waits for the backward: a finding of its own
         log(\"\"\"step
         %s\"\"\" % loss.item())
     y = checkpoint(block, x)

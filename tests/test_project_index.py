@@ -155,8 +155,10 @@ def test_mutual_recursion_across_modules_terminates_with_the_sync_found(tree):
         .replace("recurse_a(loss)", "recurse_a(loss)\n        deep(loss)")
         .replace("import clip_grads, recurse_a", "import clip_grads, deep, recurse_a")
     )
-    lines = {f["line"] for f in check("--no-cache")}
-    assert 15 in lines  # deep(loss): its own .item(), found past the recursion recurse_a <-> cyclic
+    (finding,) = check("--no-cache")
+    # deep(loss): its own .item(), found past the recursion recurse_a <-> cyclic; it follows the
+    # wait in log_metrics() at line 13, so that finding names it
+    assert finding["line"] == 13 and "(line 15)" in finding["message"]
 
 
 STAR_TRAIN = """
@@ -200,8 +202,38 @@ def test_methods_of_built_instances_and_star_imports_resolve_across_modules(tmp_
     (tmp_path / "train.py").write_text(textwrap.dedent(STAR_TRAIN))
     (tmp_path / "helpers.py").write_text(textwrap.dedent(HELPERS))
     (tmp_path / "meters.py").write_text(textwrap.dedent(METERS))
-    found = {(f["line"], f["message"].split(" syncs")[0]) for f in check("--no-cache")}
-    # `meter.add()` (a method of an imported class), `grad_norm()` (from a star import, its
-    # `.item()` rooted in the gradients through `sum(...)`); not `gate()`, which syncs only
-    # past a guard that may return early.
-    assert found == {(13, "`meter.add()`"), (14, "`grad_norm()`")}
+    (finding,) = check("--no-cache")
+    # `meter.add()` (a method of an imported class), then `grad_norm()` (from a star import, its
+    # `.item()` rooted in the gradients through `sum(...)`), which the first wait paid for and
+    # is named in its finding; not `gate()`, which syncs only past a guard that may return early.
+    assert (finding["line"], finding["message"].split(" syncs")[0]) == (13, "`meter.add()`")
+    assert [(r["line"], r["message"]) for r in finding["related"]] == [
+        (7, "`.item()` syncs here"),
+        (14, "`grad_norm()`: the host already waited at line 13"),
+    ]
+
+
+def test_readbacks_after_the_first_in_an_iteration_are_named_as_related(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text(
+        textwrap.dedent(
+            """\
+            import torch
+            for x, y in loader:
+                loss = model(x.cuda())
+                loss.backward()
+                optimizer.step()
+                total += loss.item()
+                correct += (loss > 0).sum().item()
+                lr = float(scale)
+                print(f"{loss.item():.3f}")
+            """
+        )
+    )
+    (finding,) = check("--no-cache", paths=("train.py",))
+    assert finding["line"] == 6
+    assert "and 2 more readbacks in this iteration after it (lines 7, 9)" in finding["message"]
+    assert [(r["line"], r["message"]) for r in finding["related"]] == [
+        (7, "`.item()`: the host already waited at line 6"),
+        (9, "`.item()`: the host already waited at line 6"),
+    ]

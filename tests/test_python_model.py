@@ -277,3 +277,47 @@ def test_an_option_the_scripts_folder_documents_passing_is_not_taken_at_its_defa
     from gpulint import claims
 
     assert "proj/README.md" in claims.EVIDENCE_READS  # a changed README drops cached results
+
+
+def _item_at(file: PythonFile, line: int) -> ast.Call:
+    return next(
+        n
+        for n in file.nodes(ast.Call)
+        if n.lineno == line and isinstance(n.func, ast.Attribute) and n.func.attr == "item"
+    )
+
+
+def test_already_synced_holds_where_the_first_readback_runs_on_every_path_before():
+    from gpulint.frontends.python.syncs import already_synced
+
+    file = parse(
+        """
+        for x, y in loader:
+            loss = model(x)
+            a = loss.item()
+            b = acc.item() if flag else 0
+            if flag:
+                c = loss.item()
+                d = loss.item()
+            try:
+                e = loss.item()
+            except ValueError:
+                f = loss.item()
+            g = (flag and loss.item())
+            h = loss.item()
+            loss2 = model(y)
+            i = loss2.item()
+        """
+    )
+    loop = next(iter(file.nodes(ast.For)))
+
+    def paid(first: int, then: int) -> bool:
+        return already_synced(file, _item_at(file, first), _item_at(file, then), loop)
+
+    assert paid(4, 5) and paid(4, 7) and paid(4, 14)  # after the first, on every path
+    assert not paid(5, 14)  # one side of a conditional expression
+    assert not paid(7, 14) and paid(7, 8)  # an `if` body pays only for its own block
+    assert paid(10, 14) and not paid(12, 14)  # a try body runs; a handler may not
+    assert not paid(13, 14)  # the right of `and` may not run
+    assert not paid(14, 4)  # later in the text is later in the iteration
+    assert not paid(14, 16)  # a forward between them: the queue fills again

@@ -321,3 +321,99 @@ def is_periodic_test(test: ast.AST) -> bool:
         if name and _PERIODIC_NAME.search(name):
             return True
     return False
+
+
+def runs_before_in_iteration(file: PythonFile, earlier: ast.AST, later: ast.AST) -> bool:
+    """`earlier` runs, before `later`, on every path of one iteration that reaches `later`:
+    it sits in a statement that precedes one holding `later` in a block they share (or earlier
+    in `later`'s own statement), and nothing inside that statement makes it conditional (an
+    `if` side, a loop body, a handler, a later operand of `and`/`or`, a comprehension's body,
+    a nested function). Both must be in the same loop body or function; the caller checks the
+    loop."""
+    chain: dict[int, ast.AST] = {}  # id(block) -> the statement of that block holding `later`
+    node: ast.AST | None = later
+    while node is not None and not isinstance(node, SCOPES):
+        if isinstance(node, ast.stmt):
+            block = file.statement_block(node)
+            if block is not None:
+                chain[id(block)] = node
+        node = file.parent(node)
+    child: ast.AST = earlier
+    for parent in file.ancestors(earlier):
+        if isinstance(child, ast.stmt):
+            block = file.statement_block(child)
+            holder = chain.get(id(block)) if block is not None else None
+            if holder is not None and block is not None:
+                if holder is child:  # the same statement: evaluated left to right
+                    return _ends_before(earlier, later) and _unconditional(file, earlier, child)
+                return _index(block, child) < _index(block, holder) and _unconditional(
+                    file, earlier, child
+                )
+        if isinstance(parent, SCOPES):
+            return False
+        child = parent
+    return False
+
+
+def _index(block: list[ast.stmt], statement: ast.AST) -> int:
+    return next(i for i, s in enumerate(block) if s is statement)
+
+
+def _ends_before(a: ast.AST, b: ast.AST) -> bool:
+    return end_position(a) <= position(b)
+
+
+def _unconditional(file: PythonFile, node: ast.AST, statement: ast.AST) -> bool:
+    """Evaluating `statement` always evaluates `node`: no branch, loop body, handler, short
+    circuit, comprehension body or nested scope between them."""
+    child = node
+    for parent in file.ancestors(node):
+        if child is statement:
+            return True
+        if isinstance(parent, SCOPES) or isinstance(parent, ast.Match | ast.ExceptHandler):
+            return False
+        if isinstance(parent, (ast.If, ast.While, ast.IfExp)) and child is not parent.test:
+            return False
+        if isinstance(parent, (ast.For, ast.AsyncFor)) and child is not parent.iter:
+            return False
+        if isinstance(parent, ast.Try) and not any(
+            child is s for s in [*parent.body, *parent.finalbody]
+        ):
+            return False  # a handler or the `else:` of a `try`
+        if isinstance(parent, ast.BoolOp) and child is not parent.values[0]:
+            return False
+        if isinstance(parent, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            if child is not parent.generators[0]:
+                return False
+        if isinstance(parent, ast.comprehension) and child is not parent.iter:
+            return False
+        child = parent
+    return child is statement
+
+
+def queues_step_work(file: PythonFile, node: ast.AST) -> bool:
+    """A call that queues a step's worth of device work: a backward pass or optimizer step
+    (`is_step_marker`), a model's forward (`model(x)`, `self.net(x)`), or a function that steps
+    once per call (`self.training_step(batch)`)."""
+    if not isinstance(node, ast.Call):
+        return False
+    if is_step_marker(node):
+        return True
+    name = terminal_name(node.func)
+    if name is not None and _MODEL.search(name):
+        return True
+    from gpulint.frontends.python.summaries import summaries
+
+    summary = summaries(file).of_call(node)
+    return summary is not None and bool(summary.steps)
+
+
+def step_work_between(file: PythonFile, loop: Loop, earlier: ast.AST, later: ast.AST) -> bool:
+    """Some statement of `loop`'s body, written between `earlier` and `later`, queues a step's
+    worth of device work (`queues_step_work`); a branch that may not run counts too."""
+    start, end = end_position(earlier), position(later)
+    return any(
+        hasattr(n, "lineno") and start <= position(n) < end and queues_step_work(file, n)
+        for n in body_nodes(loop)
+        if isinstance(n, ast.Call)
+    )

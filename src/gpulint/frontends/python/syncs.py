@@ -10,6 +10,7 @@ import ast
 import re
 from typing import TYPE_CHECKING
 
+from gpulint.frontends.python.loops import Loop, runs_before_in_iteration, step_work_between
 from gpulint.frontends.python.model import MemoKey
 from gpulint.frontends.python.names import terminal_name
 from gpulint.frontends.python.tensors import TENSOR_METHODS, looks_like_tensor
@@ -308,3 +309,14 @@ def bool_mask(file: PythonFile, index: ast.AST, scope: ast.AST | None, depth: in
 
 def _bool_dtype(file: PythonFile, call: ast.Call) -> bool:
     return any(k.arg == "dtype" and file.qualname(k.value) == "torch.bool" for k in call.keywords)
+
+
+def already_synced(file: PythonFile, earlier: ast.AST, later: ast.AST, loop: Loop) -> bool:
+    """The host has already synced at `earlier` on this path of the iteration of `loop` that
+    reaches `later` (`earlier` runs first whenever `later` runs), and no step's worth of device
+    work (a forward, a backward, an optimizer step) is queued between them: the queue that
+    `later` waits on was drained at `earlier`, so `later` waits for little more than the few
+    kernels written between them (`loss.item()`, then `acc.item()`, then logging the lr)."""
+    return runs_before_in_iteration(file, earlier, later) and not step_work_between(
+        file, loop, earlier, later
+    )
