@@ -189,6 +189,8 @@ def _project(tmp_path) -> pathlib.Path:
 
 def _cli(*argv, cwd):
     env = dict(os.environ)
+    # `python` in a traced command line is the one on PATH: this interpreter's, as in a venv
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     return subprocess.run(
         [sys.executable, "-m", "gpulint", *argv],
         cwd=cwd,

@@ -71,6 +71,9 @@ def register(subparsers) -> None:
         default=[],
         help="leave out a part of the tracing (to see what the overhead is made of)",
     )
+    t.add_argument(
+        "--rows", type=int, default=8, help="rows of the per-line table (default 8; 0: all)"
+    )
     t.add_argument("program", nargs="*", help="-- python train.py [args]")
     t.set_defaults(func=trace_command)
 
@@ -79,30 +82,159 @@ def _err(msg: str) -> None:
     print(f"gpulint trace: {msg}", file=sys.stderr, flush=True)
 
 
+# Interpreter options that take a value (python -W error -X dev train.py).
+_PY_OPTS_WITH_VALUE = frozenset({"-W", "-X", "--check-hash-based-pycs"})
+LAUNCHERS = ("torchrun",)
+LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch")
+# torchrun's options that take no value; every other option takes one (--opt v or --opt=v).
+_TORCHRUN_FLAGS = frozenset(
+    {
+        "--standalone",
+        "--module",
+        "-m",
+        "--run-path",
+        "--run_path",
+        "--virtual-local-rank",
+        "--virtual_local_rank",
+        "--no-python",
+        "--no_python",
+        "--use-env",
+        "--use_env",
+    }
+)
+
+
+def _is_python(word: str) -> bool:
+    base = os.path.basename(word)
+    return base.startswith("python") and not base.endswith(".py")
+
+
+def _shebang_python(path: str) -> str | None:
+    """The interpreter a script's ``#!`` line names, when it is a Python one; else None."""
+    try:
+        with open(path, "rb") as fh:
+            first = fh.readline(512).decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+    if not first.startswith("#!"):
+        return None
+    words = first[2:].split()
+    if words and os.path.basename(words[0]) == "env" and len(words) > 1:
+        words = words[1:]
+        if words and words[0] == "-S":
+            words = words[1:]
+        found = shutil.which(words[0]) if words else None
+        return found if found and _is_python(words[0]) else None
+    if words and _is_python(words[0]) and os.path.exists(words[0]):
+        return words[0]
+    return None
+
+
+def _torchrun(words: list[str]) -> dict | str:
+    """torchrun's own options, the script (or ``-m`` module) and its arguments."""
+    opts: list[str] = []
+    module = False
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if not w.startswith("-"):
+            break
+        if w in ("--no-python", "--no_python"):
+            return "torchrun --no-python runs no Python program: nothing to trace"
+        if w in ("-m", "--module"):
+            module = True
+        elif w in _TORCHRUN_FLAGS or "=" in w:
+            opts.append(w)
+        else:
+            if i + 1 >= len(words):
+                return f"torchrun {w} needs a value"
+            opts += [w, words[i + 1]]
+            i += 1
+        i += 1
+    rest = words[i:]
+    if not rest:
+        return "name the program torchrun runs: gpulint trace -- torchrun [options] train.py"
+    nproc = 1
+    for j, w in enumerate(opts):
+        name, _, val = w.partition("=")
+        if name in ("--nproc-per-node", "--nproc_per_node"):
+            val = val or (opts[j + 1] if j + 1 < len(opts) else "1")
+            nproc = int(val) if val.isdigit() else (os.cpu_count() or 1) if val == "cpu" else 0
+    if module:
+        return {
+            "kind": "module",
+            "name": rest[0],
+            "args": rest[1:],
+            "launcher": opts,
+            "nproc": nproc,
+        }
+    if not os.path.isfile(rest[0]):
+        return f"{rest[0]}: no such file"
+    return {"kind": "path", "name": rest[0], "args": rest[1:], "launcher": opts, "nproc": nproc}
+
+
 def parse_program(program: list[str], module: str | None) -> tuple[dict, str] | str:
-    """``(target, interpreter)`` from the words after ``--``, or an error message."""
+    """``(target, interpreter)`` from the words after ``--``, or an error message.
+
+    The forms: ``python [opts] train.py args``, ``python -m pkg.mod args``, ``python -c CODE
+    args``, ``train.py args`` (a file), a console script found on PATH (``mytrain args``: its
+    file is run, by the interpreter its ``#!`` line names), and ``torchrun [opts] train.py`` or
+    ``python -m torch.distributed.run [opts] train.py`` (one host; every rank is traced).
+    ``target["python_opts"]`` holds the interpreter's own options (``-u``, ``-W error``)."""
     words = list(program)
     if words and words[0] == "--":
         words = words[1:]
     interpreter = sys.executable
-    if words and os.path.basename(words[0]).startswith("python") and not words[0].endswith(".py"):
+    py_opts: list[str] = []
+    if words and _is_python(words[0]):
         found = shutil.which(words[0])
         if not found:
             return f"{words[0]}: no such interpreter"
         interpreter = found
         words = words[1:]
+        while words and words[0].startswith("-") and words[0] not in ("-m", "-c", "-"):
+            if words[0] in _PY_OPTS_WITH_VALUE and len(words) > 1:
+                py_opts += words[:2]
+                words = words[2:]
+            else:
+                py_opts.append(words.pop(0))
+    elif words and os.path.basename(words[0]) in LAUNCHERS:
+        found = shutil.which(words[0])
+        if found:
+            interpreter = _shebang_python(found) or interpreter
+        words = ["-m", "torch.distributed.run", *words[1:]]
+    target: dict | str
     if module:
-        return {"kind": "module", "name": module, "args": words}, interpreter
-    if words and words[0] == "-m":
+        target = {"kind": "module", "name": module, "args": words}
+    elif words and words[0] == "-m":
         if len(words) < 2:
             return "-m needs a module name"
-        return {"kind": "module", "name": words[1], "args": words[2:]}, interpreter
-    if not words:
+        if words[1] in LAUNCHER_MODULES:
+            target = _torchrun(words[2:])
+        else:
+            target = {"kind": "module", "name": words[1], "args": words[2:]}
+    elif words and words[0] == "-c":
+        if len(words) < 2:
+            return "-c needs the program's text"
+        target = {"kind": "code", "name": "-c", "code": words[1], "args": words[2:]}
+    elif not words:
         return "name the program: gpulint trace -- python train.py [args]"
-    script = words[0]
-    if not os.path.isfile(script):
-        return f"{script}: no such file"
-    return {"kind": "path", "name": script, "args": words[1:]}, interpreter
+    elif os.path.isfile(words[0]):
+        target = {"kind": "path", "name": words[0], "args": words[1:]}
+    else:
+        found = shutil.which(words[0])
+        if not found:
+            return f"{words[0]}: no such file, and no such command on PATH"
+        shebang = _shebang_python(found)
+        if shebang is None:
+            return f"{words[0]} ({found}) is no Python script: nothing gpulint can trace"
+        interpreter = shebang
+        target = {"kind": "path", "name": found, "args": words[1:], "command": words[0]}
+    if isinstance(target, str):
+        return target
+    if py_opts:
+        target["python_opts"] = py_opts
+    return target, interpreter
 
 
 def _stamp() -> str:
@@ -120,7 +252,13 @@ def run_child(
     here = str(pathlib.Path(__file__).resolve().parents[2])  # the folder holding gpulint/
     env["PYTHONPATH"] = here + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("PYTHONUNBUFFERED", "1")
-    cmd = [interpreter, "-m", "gpulint.runtime.trace_runner", str(out / "config.json")]
+    target = cfg.get("target") or {}
+    cmd = [interpreter, *target.get("python_opts", [])]
+    if target.get("launcher") is not None:
+        # torchrun itself starts the ranks (its rendezvous, its environment), each one running
+        # the recorder, which writes to rank<RANK>/ of the recording.
+        cmd += ["-m", "torch.distributed.run", *target["launcher"]]
+    cmd += ["-m", "gpulint.runtime.trace_runner", str(out / "config.json")]
     proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=stdout)
     timed_out = False
     try:
@@ -131,9 +269,32 @@ def run_child(
     except KeyboardInterrupt:
         _stop(proc)
         raise
-    status = _read_json(out / "status.json") or {"phase": "never started"}
+    status = _combined_status(out)
     status["returncode"] = proc.returncode
     return status, timed_out
+
+
+def rank_folders(folder: pathlib.Path) -> list[pathlib.Path]:
+    """The per-rank recordings of a multi-process run (rank0, rank1, ...), else the folder."""
+    ranks = []
+    for p in folder.glob("rank*"):
+        if p.is_dir() and p.name[4:].isdigit():
+            ranks.append((int(p.name[4:]), p))
+    return [p for _, p in sorted(ranks)] or [folder]
+
+
+def _combined_status(out: pathlib.Path) -> dict:
+    """One status for the run: the first rank that did not finish, else rank 0's."""
+    statuses = [_read_json(f / "status.json") for f in rank_folders(out)]
+    if not any(statuses):
+        return {"phase": "never started"}
+    for i, st in enumerate(statuses):
+        if not st or st.get("phase") != "done":
+            st = dict(st or {"phase": "never started"})
+            if len(statuses) > 1:
+                st["rank"] = i
+            return st
+    return dict(statuses[0] or {})
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -158,7 +319,25 @@ def _read_json(path: pathlib.Path):
 
 
 def read_recording(folder: pathlib.Path) -> dict:
-    """Everything a recording folder holds (missing parts are None or empty)."""
+    """Everything a recording folder holds (missing parts are None or empty). A run of several
+    processes (torchrun) keeps one recording per rank (``rank<N>/``): rank 0's is returned, with
+    every rank's under ``ranks``."""
+    folders = rank_folders(folder)
+    if folders != [folder]:
+        ranks = [_read_one(f) for f in folders]
+        config = _read_json(folder / "config.json") or {}
+        for r in ranks:
+            r["config"] = r["config"] or config
+        return dict(ranks[0], ranks=ranks)
+    return _read_one(folder)
+
+
+def window_of(folder: pathlib.Path) -> dict | None:
+    """The step clock of a recording (rank 0's in a multi-process run)."""
+    return _read_json(rank_folders(folder)[0] / "window.json")
+
+
+def _read_one(folder: pathlib.Path) -> dict:
     trace = None
     for name in ("trace.json.gz", "trace.json"):
         p = folder / name
@@ -181,7 +360,9 @@ def read_recording(folder: pathlib.Path) -> dict:
             if isinstance(entry, dict):
                 syncs.append(entry)
     return {
-        "config": _read_json(folder / "config.json") or {},
+        "config": _read_json(folder / "config.json")
+        or _read_json(folder.parent / "config.json")
+        or {},
         "status": _read_json(folder / "status.json") or {},
         "window": _read_json(folder / "window.json"),
         "device": _read_json(folder / "device.json") or {},
@@ -260,7 +441,7 @@ def trace_command(args) -> int:
         if problem:
             _err(f"untraced run: {problem}; recording kept in {base / 'untraced'}")
             return EXIT_FAIL
-        untraced = _read_json(base / "untraced" / "window.json")
+        untraced = window_of(base / "untraced")
     _err(f"traced run: {args.warmup} warm-up + {args.steps} traced steps; recording in {base}")
     status, timed_out = run_child(dict(cfg, mode="traced"), interpreter, base, args.timeout, stdout)
     problem = _failure(status, timed_out, cfg, args.timeout)
@@ -316,19 +497,46 @@ def _texts(root: pathlib.Path):
     return text
 
 
-def _report(args, root: pathlib.Path, rec: dict, untraced: dict | None, folder) -> int:
-    from .trace_join import join
-    from .trace_map import analyse
-    from .trace_report import build_record, render_sarif, render_table
+def analyse_recording(rec: dict, args=None):
+    """The analysis of a recording: one rank's, or the ranks' of a torchrun job merged."""
+    from .trace_map import analyse, merge
 
     cfg = rec["config"] or {}
-    steps, warm = cfg.get("steps", args.steps), cfg.get("warmup", args.warmup)
-    analysis = analyse(rec["trace"], rec["syncs"], window=(warm + 1, warm + steps))
+    steps = cfg.get("steps", getattr(args, "steps", 5))
+    warm = cfg.get("warmup", getattr(args, "warmup", 3))
+    analyses = [
+        analyse(r["trace"], r["syncs"], window=(warm + 1, warm + steps))
+        for r in rec.get("ranks") or [rec]
+        if r.get("trace")
+    ]
+    analysis = merge(analyses)
+    device = rec.get("device") or {}
+    if device:
+        # the recorder saw the device: a run without CUDA measured no GPU time at all
+        analysis.summary["gpu_measured"] = "compute_capability" in device
+    return analysis
+
+
+def _report(args, root: pathlib.Path, rec: dict, untraced: dict | None, folder) -> int:
+    from .trace_join import join
+    from .trace_report import build_record, render_sarif, render_table, step_ms
+
+    analysis = analyse_recording(rec, args)
     findings, _ = static_findings(root)
-    device = rec["device"].get("name", "the GPU")
     texts = _texts(root)
-    plain = untraced or _read_json(pathlib.Path(folder) / "untraced" / "window.json")
-    untraced_us = plain["window_s"] * 1e6 / plain["steps"] if plain else None
+    target = (rec["config"] or {}).get("target") or {}
+    if target.get("kind") == "code" and isinstance(target.get("code"), str):
+        # `python -c CODE`: the code is checked too, as the file "-c" the trace names
+        findings += code_findings(target["code"])
+        code, base_texts = target["code"], texts
+
+        def texts(path: str, code=code, base_texts=base_texts) -> str | None:
+            return code if path == "-c" else base_texts(path)
+
+    device = rec["device"].get("name", "the GPU")
+    plain = untraced or window_of(pathlib.Path(folder) / "untraced")
+    untraced_ms = step_ms(plain)
+    untraced_us = untraced_ms["median"] * 1e3 if untraced_ms else None
     rows = join(analysis, findings, texts, device, untraced_us)
     record = build_record(rec, analysis, rows, plain, root, _sha_of(root))
     path = None
@@ -339,7 +547,7 @@ def _report(args, root: pathlib.Path, rec: dict, untraced: dict | None, folder) 
     elif args.format == "sarif":
         text = render_sarif(rows, root, record)
     else:
-        text = render_table(rows, record)
+        text = render_table(rows, record, limit=args.rows)
     if args.output_file:
         args.output_file.write_text(text + "\n", encoding="utf-8")
     else:
@@ -347,6 +555,16 @@ def _report(args, root: pathlib.Path, rec: dict, untraced: dict | None, folder) 
     if path:
         _err(f"evidence record {os.path.relpath(path)}; recording in {os.path.relpath(folder)}")
     return EXIT_OK
+
+
+def code_findings(code: str) -> list[dict]:
+    """``gpulint check`` of a ``python -c`` program's text, as the file ``-c``."""
+    from gpulint.engine import lint_source
+
+    return [
+        {"code": f.code, "path": "-c", "line": f.line, "message": f.message, "related": []}
+        for f in lint_source(code, "-c.py")
+    ]
 
 
 def _sha_of(root: pathlib.Path):

@@ -56,6 +56,12 @@ MIN_SHARE = 0.01
 ALWAYS = frozenset({"sync", "pageable-h2d", "alloc", "sdpa-math", "gloo", "loader-restart"})
 # Kinds that are costs (the others, h2d/gpu/input-wait/collective, describe what ran).
 COSTS = ("sync", "pageable-h2d", "alloc", "fp32-gemm", "sdpa-math", "gpu-idle", "gloo")
+# What a run without a CUDA device still measures: the host's own time (workers restarted).
+HOST_KINDS = frozenset({"loader-restart"})
+NO_GPU = (
+    "not measurable: the traced run had no CUDA device, so it saw no GPU time, sync, copy or "
+    "allocation"
+)
 # A data-loader wait costs when the GPU idled through it.
 INPUT_WAIT_SHARE = 0.02
 
@@ -144,6 +150,22 @@ def spans(source: str) -> tuple[dict[int, tuple[int, int]], list[tuple[int, int]
     return stmt, funcs
 
 
+def block_lines(source: str | None, line: int) -> range | None:
+    """All the lines of the statement that starts at ``line`` (a loop with its body), or None."""
+    if source is None:
+        return None
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    ends = [
+        n.end_lineno or n.lineno
+        for n in ast.walk(tree)
+        if isinstance(n, ast.stmt) and n.lineno == line
+    ]
+    return range(line, max(ends) + 1) if ends else None
+
+
 def _scope_lines(scope: str, path: str, line: int, texts) -> tuple[str | None, range | None]:
     """The lines of ``path`` a finding at ``line`` is matched against (None: the whole scope)."""
     if scope in ("file", "program"):
@@ -178,6 +200,9 @@ def join(
     """
     steps = max(analysis.steps, 1)
     step_us = analysis.summary.get("step_us") or 0.0
+    # A run without a CUDA device measured no GPU time, sync, copy or allocation: what the rules
+    # about those say can be neither confirmed nor refuted there, and no GPU cost is reported.
+    gpu = analysis.summary.get("gpu_measured", True)
     by_file: dict[str, list[Observation]] = {}
     for o in analysis.observations:
         by_file.setdefault(o.path, []).append(o)
@@ -196,6 +221,10 @@ def join(
             rows.append(row)
             continue
         scope, kinds, exercised_by = rule
+        if not gpu and not kinds <= HOST_KINDS:
+            row.evidence = NO_GPU
+            rows.append(row)
+            continue
         # The finding's own place, and the places it names as where the cost is paid (the
         # `.item()` inside a helper that a call in the step loop reaches).
         places = [(path, line)] + [(str(p), int(ln)) for p, ln in f.get("related", ())]
@@ -222,6 +251,11 @@ def join(
             )
         else:
             ran = any(o.kind == exercised_by for o in pool)
+            if not ran and scope == "program":
+                # judged for the whole program, found at one place (GPU202's training loop):
+                # it ran when that loop did, whether or not its kernels mapped to lines
+                body = block_lines(texts(path), line)
+                ran = bool(body and executed_lines.get(path, set()) & set(body))
         if hits:
             row.status = CONFIRMED
             _fill(row, hits, steps)
@@ -235,6 +269,15 @@ def join(
             row.evidence = f"did not run in the {steps}-step window"
         rows.append(row)
 
+    if not gpu:
+        for o in analysis.observations:
+            if o.kind in HOST_KINDS and o.key() not in used:
+                row = Row(RUNTIME_ONLY, o.path, o.line, None, KIND_TEXT[o.kind])
+                _fill(row, [o], steps)
+                row.evidence = _sentence(row, device, steps)
+                rows.append(row)
+        rows.sort(key=lambda r: (-r.cost_us_per_step, STATUS_ORDER[r.status], r.path, r.line))
+        return rows
     # FP32 matrix products are spread over every layer: one row for the program, at the line
     # with the largest share, when together they are worth a look.
     gemms = [o for o in analysis.get("fp32-gemm") if o.key() not in used]

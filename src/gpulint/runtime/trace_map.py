@@ -36,6 +36,9 @@ ANNOTATION = "gpulint@"
 SYNC_CALLS = frozenset(
     {"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy"}
 )
+LAUNCH_CALLS = frozenset(
+    {"cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx"}
+)
 ALLOC_CALLS = frozenset({"cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaFreeAsync"})
 GEMM_OPS = frozenset(
     {
@@ -52,6 +55,7 @@ GEMM_OPS = frozenset(
 MATH_SDPA = "aten::_scaled_dot_product_attention_math"
 GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 MIN_GAP_US = 5.0  # shorter GPU idle gaps are launch latency no host change removes
+SYNC_SLACK_US = 20.0  # a sync returns a little after the GPU's last work ended
 BACKWARD = "autograd::engine::evaluate_function: "
 COLLECTIVE = ("gloo:", "nccl:")  # the process group's own ranges around a collective
 _ANNOT = re.compile(r"^gpulint@(?P<path>.+):(?P<line>\d+)#(?P<op>.*)$")
@@ -289,6 +293,9 @@ def analyse(trace: dict, syncs: list[dict], window: tuple[int, int] | None = Non
         return ctx_cache[k]
 
     sync_trace: dict = defaultdict(lambda: [0, 0.0])  # line -> [calls, host µs]
+    sync_ends: list[float] = []  # when each sync the program asked for returned
+    comm_host = 0.0  # host time inside collectives (gloo's copies and waits)
+    launches: list[float] = []  # host µs of each kernel launch call
     for th in threads.values():
         for e in th.events:
             cat, name = e.get("cat"), e.get("name", "")
@@ -304,6 +311,7 @@ def analyse(trace: dict, syncs: list[dict], window: tuple[int, int] | None = Non
             if cat == "user_annotation" and name.startswith(COLLECTIVE):
                 kind = "gloo" if name.startswith("gloo:") else "collective"
                 add(ctx_of(e)["line"], kind, count=1, host=e.get("dur", 0), op=name)
+                comm_host += e.get("dur", 0)
                 continue
             if cat in ("cuda_runtime", "cuda_driver"):
                 corr = (e.get("args") or {}).get("correlation")
@@ -316,10 +324,14 @@ def analyse(trace: dict, syncs: list[dict], window: tuple[int, int] | None = Non
                         # part of the collective's cost, not a sync the program asked for.
                         kind = "gloo" if c["coll"].startswith("gloo:") else "collective"
                         add(c["line"], kind, sync_calls=1, sync_us=e.get("dur", 0))
-                    elif c["line"]:
-                        s = sync_trace[c["line"][:2]]
-                        s[0] += 1
-                        s[1] += e.get("dur", 0)
+                    else:
+                        sync_ends.append(e["ts"] + e.get("dur", 0))
+                        if c["line"]:
+                            s = sync_trace[c["line"][:2]]
+                            s[0] += 1
+                            s[1] += e.get("dur", 0)
+                elif name in LAUNCH_CALLS:
+                    launches.append(e.get("dur", 0))
                 elif name in ALLOC_CALLS:
                     add(ctx_of(e)["line"], "alloc", count=1, host=e.get("dur", 0), op=name)
                 continue
@@ -377,6 +389,7 @@ def analyse(trace: dict, syncs: list[dict], window: tuple[int, int] | None = Non
 
     # GPU work: each kernel, memcpy and memset through its launch to a line.
     gpu_intervals = []
+    comm_gpu = 0.0
     for g in gpu:
         ts, dur = g["ts"], g.get("dur", 0)
         gpu_intervals.append((ts, ts + dur, g))
@@ -385,10 +398,12 @@ def analyse(trace: dict, syncs: list[dict], window: tuple[int, int] | None = Non
         if rt is None:
             continue
         c = ctx_of(rt)
+        name = g.get("name", "")
+        if c["coll"] or "nccl" in name.lower():
+            comm_gpu += dur  # a collective's copies (gloo goes through the host) and NCCL kernels
         line = c["line"]
         if line is None:
             continue
-        name = g.get("name", "")
         add(line, "gpu", count=1, gpu_us=dur)
         if g.get("cat") == "gpu_memcpy":
             nbytes = int((g.get("args") or {}).get("bytes", 0) or 0)
@@ -434,6 +449,7 @@ def analyse(trace: dict, syncs: list[dict], window: tuple[int, int] | None = Non
     starts = [t[0] for t in gpu_intervals]
     busy_total = idle_total = wall_total = 0.0
     step_walls = []
+    all_gaps: list[tuple[float, float]] = []
     kernels = sum(1 for g in gpu if g.get("cat") == "kernel")
     for st in steps_ev:
         s0, s1 = st["ts"], st["ts"] + st.get("dur", 0)
@@ -456,6 +472,7 @@ def analyse(trace: dict, syncs: list[dict], window: tuple[int, int] | None = Non
             gaps.append((cur, s1, None))
         busy_total += busy
         wall_total += s1 - s0
+        all_gaps.extend((a, b) for a, b, _ in gaps if b - a >= MIN_GAP_US)
         for a, b, nxt in gaps:
             if b - a < MIN_GAP_US:
                 continue
@@ -486,6 +503,22 @@ def analyse(trace: dict, syncs: list[dict], window: tuple[int, int] | None = Non
                 0.0, (a1 - a0) - _busy_in(gpu_intervals, starts, a0, a1)
             )
 
+    # The GPU idle time that follows the program's syncs: a sync drains the GPU's queue, which
+    # the host then fills again from nothing. A gap counts once, however many syncs end in it.
+    gap_starts = [g[0] for g in all_gaps]
+    after_sync: set[int] = set()
+    for t in sync_ends:
+        j = bisect.bisect_right(gap_starts, t + SYNC_SLACK_US) - 1
+        if j >= 0 and all_gaps[j][1] > t:
+            after_sync.add(j)
+    sync_idle = sum(all_gaps[j][1] - all_gaps[j][0] for j in after_sync)
+    nccl_us = comm_gpu + sum(
+        g.get("dur", 0)
+        for g in gpu
+        if "nccl" in g["name"].lower()
+        and runtime_by_corr.get((g.get("args") or {}).get("correlation")) is None
+    )
+    waits = [o for o in obs.values() if o.kind == "input-wait"]
     n = len(steps_ev) or 1
     summary = {
         "steps": len(steps_ev),
@@ -501,6 +534,19 @@ def analyse(trace: dict, syncs: list[dict], window: tuple[int, int] | None = Non
         if kernels
         else None,
         "sync_warnings": sum(w["count"] for w in warn.values()),
+        # what the step-level verdict weighs (trace_verdict), per step
+        "gpu_measured": bool(gpu)
+        or any(e.get("cat") in ("cuda_runtime", "cuda_driver") for e in events),
+        "syncs_per_step": round(sum(o.count for o in obs.values() if o.kind == "sync") / n, 2),
+        "sync_host_us_per_step": round(
+            sum(o.host_us for o in obs.values() if o.kind == "sync") / n, 1
+        ),
+        "sync_idle_us_per_step": round(sync_idle / n, 1),
+        "input_wait_us_per_step": round(sum(o.host_us for o in waits) / n, 1),
+        "input_idle_us_per_step": round(sum(o.gpu_us for o in waits) / n, 1),
+        "comm_host_us_per_step": round(comm_host / n, 1),
+        "comm_gpu_us_per_step": round(nccl_us / n, 1),
+        "launch_us_mean": round(sum(launches) / len(launches), 2) if launches else None,
     }
     return Analysis(nsteps, sorted(obs.values(), key=lambda o: o.key()), dict(executed), summary)
 
@@ -518,3 +564,55 @@ def _busy_in(intervals, starts, a0: float, a1: float) -> float:
         busy += b - max(a, cur)
         cur = b
     return busy
+
+
+def merge(analyses: list[Analysis]) -> Analysis:
+    """One analysis for the ranks of a multi-process run: each line's costs are the mean over
+    the ranks (per step), the lines executed are the union, the summary is the mean of the
+    ranks' figures except the step time, which is the slowest rank's (it bounds the step);
+    ``summary["per_rank"]`` keeps each rank's own."""
+    analyses = [a for a in analyses if a is not None]
+    if len(analyses) == 1:
+        return analyses[0]
+    if not analyses:
+        return Analysis(0, [], {}, {"steps": 0})
+    steps = max(a.steps for a in analyses)
+    n = len(analyses)
+    obs: dict[tuple, Observation] = {}
+    executed: dict = defaultdict(int)
+    for a in analyses:
+        scale = steps / max(a.steps, 1) / n
+        for o in a.observations:
+            m = obs.get(o.key())
+            if m is None:
+                m = obs[o.key()] = Observation(o.path, o.line, o.kind)
+            m.count += o.count * scale
+            m.host_us += o.host_us * scale
+            m.gpu_us += o.gpu_us * scale
+            m.bytes += int(o.bytes * scale)
+            for k, v in o.ops.items():
+                m.ops[k] = m.ops.get(k, 0) + v * scale
+            for k, v in o.detail.items():
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    m.detail[k] = m.detail.get(k, 0) + v * scale
+                else:
+                    m.detail.setdefault(k, v)
+            m.detail["ranks"] = m.detail.get("ranks", 0) + 1
+        for k, v in a.executed.items():
+            executed[k] += v
+    summary: dict[str, Any] = {}
+    for key, first in analyses[0].summary.items():
+        values = [a.summary.get(key) for a in analyses]
+        nums = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if isinstance(first, bool):
+            summary[key] = all(bool(v) for v in values)
+        elif nums and len(nums) == len(values):
+            if key in ("step_us", "steps"):
+                summary[key] = max(nums)  # the slowest rank bounds the step
+            else:
+                summary[key] = round(sum(nums) / len(nums), 4)
+        else:
+            summary[key] = first
+    summary["ranks"] = n
+    summary["per_rank"] = [a.summary for a in analyses]
+    return Analysis(steps, sorted(obs.values(), key=lambda o: o.key()), dict(executed), summary)

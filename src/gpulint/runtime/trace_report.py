@@ -11,6 +11,7 @@ from gpulint import __version__
 from . import evidence
 from .stats import summarize
 from .trace_join import CONFIRMED, NOT_EXERCISED, NOT_MEASURED, NOT_OBSERVED, RUNTIME_ONLY, Row
+from .trace_verdict import Verdict, headline, verdict
 
 STATUS_MARK = {
     CONFIRMED: "confirmed",
@@ -32,6 +33,42 @@ def _window_samples(window: dict | None) -> list[float]:
     return [x * 1e3 for x in picked]
 
 
+def step_ms(window: dict | None) -> dict | None:
+    """The window's step time from its own steps: median, min, max (ms) and how many.
+
+    Each step's wall time comes from the recorder's step clock, so the figure is the recorded
+    window's own: not the window's total divided by a configured count (a trimmed recording
+    keeps fewer steps than it was configured with), and free of what happens at the window's
+    two ends (the profiler starting and flushing its buffers at the closing synchronize)."""
+    samples = _window_samples(window)
+    if not samples:
+        return None
+    ordered = sorted(samples)
+    mid = len(ordered) // 2
+    median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    return {
+        "median": round(median, 3),
+        "min": round(ordered[0], 3),
+        "max": round(ordered[-1], 3),
+        "steps": len(samples),
+    }
+
+
+def overhead(traced: dict | None, untraced: dict | None) -> dict | None:
+    """Tracing overhead: the traced window's median step against the untraced one's, with the
+    range the two spreads allow (slowest traced / fastest untraced and the reverse)."""
+    t, u = step_ms(traced), step_ms(untraced)
+    if not t or not u or u["median"] <= 0 or u["min"] <= 0:
+        return None
+    return {
+        "traced_ms": t,
+        "untraced_ms": u,
+        "pct": round((t["median"] / u["median"] - 1) * 100, 1),
+        "pct_low": round((t["min"] / u["max"] - 1) * 100, 1),
+        "pct_high": round((t["max"] / u["min"] - 1) * 100, 1),
+    }
+
+
 def _variant(name: str, label: str, window: dict | None) -> dict | None:
     samples = _window_samples(window)
     if window is None or len(samples) < 3:  # no window: no samples
@@ -45,7 +82,7 @@ def _variant(name: str, label: str, window: dict | None) -> dict | None:
     }
     v.update(summarize(samples))
     v["samples"] = samples
-    v["extra"] = {"window_ms_per_step": round(window["window_s"] * 1e3 / window["steps"], 3)}
+    v["extra"] = {"median_step_ms": (step_ms(window) or {}).get("median")}
     return v
 
 
@@ -113,13 +150,9 @@ def build_record(rec: dict, analysis, rows: list[Row], untraced: dict | None, ro
             "warmup": cfg.get("warmup"),
             "program": program,
             "root": str(root),
-            "traced_window_ms_per_step": round(
-                (rec.get("window") or {}).get("window_s", 0) * 1e3 / max(cfg.get("steps") or 1, 1),
-                3,
-            ),
-            "untraced_window_ms_per_step": round(untraced["window_s"] * 1e3 / untraced["steps"], 3)
-            if untraced
-            else None,
+            "traced_step_ms": step_ms(rec.get("window")),
+            "untraced_step_ms": step_ms(untraced),
+            "overhead": overhead(rec.get("window"), untraced),
         },
         "device": device,
         "versions": versions,
@@ -128,6 +161,9 @@ def build_record(rec: dict, analysis, rows: list[Row], untraced: dict | None, ro
         "checks": {},
         "ok": True,
         "summary": analysis.summary,
+        "verdict": verdict(
+            analysis.summary, rows, (step_ms(untraced) or {}).get("median", 0) * 1e3 or None
+        ).as_dict(),
         "lines": [r.as_dict() for r in rows],
         "files": files,
     }
@@ -139,14 +175,25 @@ def _us(x: float) -> str:
     return f"{x:,.0f} µs" if x >= 10 else f"{x:.1f} µs"
 
 
-def render_table(rows: list[Row], record: dict) -> str:
+def render_table(rows: list[Row], record: dict, limit: int = 8) -> str:
+    """The verdict first, then the per-line table: the ``limit`` costliest rows (0: all)."""
     s = record.get("summary", {})
     cfg = record.get("config", {})
     head = [
         f"gpulint trace: {' '.join(cfg.get('program', []))} on {record['device'].get('name')}, "
         f"{s.get('steps')} traced steps after {cfg.get('warmup')} warm-up",
     ]
-    if s.get("step_us"):
+    if s.get("ranks"):
+        head[0] += f", {s['ranks']} ranks (costs per rank, the mean; the step, the slowest rank's)"
+    v = record.get("verdict")
+    if v:
+        head += headline(Verdict(**v))
+    if not s.get("gpu_measured", True):
+        head.append(
+            f"step {_us(s.get('step_us') or 0)} (median, traced); no CUDA device: "
+            "GPU time, syncs and copies not measured"
+        )
+    elif s.get("step_us"):
         busy = s.get("gpu_busy_fraction")
         head.append(
             f"step {_us(s['step_us'])} (median, traced); GPU busy {_us(s['gpu_busy_us_per_step'])} "
@@ -154,14 +201,18 @@ def render_table(rows: list[Row], record: dict) -> str:
             if busy is not None
             else f"step {_us(s['step_us'])}"
         )
-    tr, un = cfg.get("traced_window_ms_per_step"), cfg.get("untraced_window_ms_per_step")
-    if tr and un:
+    ov = cfg.get("overhead")
+    if ov:
+        t, u = ov["traced_ms"], ov["untraced_ms"]
         head.append(
-            f"overhead: {tr:,.2f} ms per step traced vs {un:,.2f} ms untraced ({(tr / un - 1) * 100:+.0f}%)"
+            f"overhead: {t['median']:,.2f} ms per step traced vs {u['median']:,.2f} ms untraced "
+            f"({ov['pct']:+.0f}%, {ov['pct_low']:+.0f}% to {ov['pct_high']:+.0f}% over the "
+            f"spread of {t['steps']} and {u['steps']} steps)"
         )
     cols = ("status", "where", "code", "per step", "host", "GPU", "what")
     table = []
-    for r in rows:
+    shown = rows if limit <= 0 else rows[:limit]
+    for r in shown:
         n = r.count_per_step
         table.append(
             (
@@ -182,6 +233,10 @@ def render_table(rows: list[Row], record: dict) -> str:
     lines.append("  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)).rstrip())
     for t in table:
         lines.append("  ".join(c.ljust(w) for c, w in zip(t, widths, strict=True)).rstrip())
+    if len(shown) < len(rows):
+        lines.append(
+            f"... {len(rows) - len(shown)} more row(s): --rows 0 shows all, --json has all"
+        )
     counts: dict[str, int] = {}
     for r in rows:
         counts[r.status] = counts.get(r.status, 0) + 1

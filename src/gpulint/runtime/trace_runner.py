@@ -39,6 +39,9 @@ from typing import Any, TextIO
 
 SYNC_WARNING = "called a synchronizing CUDA operation"
 ANNOTATION = "gpulint@"
+CODE_FILE = (
+    "<gpulint -c>"  # `python -c` code runs under this file name (unique: dataclasses use <string>)
+)
 # Tensor attribute reads that never touch the GPU: not worth a profiler range each.
 _QUIET = frozenset(
     {
@@ -81,6 +84,12 @@ class Runner:
     def __init__(self, cfg: dict):
         self.cfg = cfg
         self.out = pathlib.Path(cfg["out"])
+        if (cfg.get("target") or {}).get("launcher") is not None:
+            # one recording per rank of a torchrun job
+            self.out = self.out / f"rank{int(os.environ.get('RANK', '0'))}"
+            self.out.mkdir(parents=True, exist_ok=True)
+        # `python -c CODE`: the code's frames are reported as the file "-c"
+        self.code = (cfg.get("target") or {}).get("kind") == "code"
         self.root = os.path.realpath(cfg["root"])
         self.mode = cfg.get("mode", "traced")
         self.steps = int(cfg["steps"])
@@ -119,7 +128,9 @@ class Runner:
         if filename in self._in_tree:
             return self._in_tree[filename]
         rel = None
-        if filename and not filename.startswith("<"):
+        if filename == CODE_FILE and self.code:
+            rel = "-c"
+        elif filename and not filename.startswith("<"):
             real = os.path.realpath(filename)
             if real.startswith(self.root + os.sep):
                 r = real[len(self.root) + 1 :]
@@ -342,9 +353,13 @@ def _short(filename: str) -> str:
 def device_info() -> dict:
     import torch
 
-    info = {"torch": torch.__version__, "cuda": torch.version.cuda}
+    info: dict[str, Any] = {"torch": torch.__version__, "cuda": torch.version.cuda}
+    if os.environ.get("WORLD_SIZE"):
+        info["rank"] = int(os.environ.get("RANK", "0") or 0)
+        info["world_size"] = int(os.environ["WORLD_SIZE"])
     if torch.cuda.is_available():
-        p = torch.cuda.get_device_properties(0)
+        index = int(os.environ.get("LOCAL_RANK", "0") or 0)
+        p = torch.cuda.get_device_properties(index if index < torch.cuda.device_count() else 0)
         info.update(
             name=p.name,
             compute_capability=f"{p.major}.{p.minor}",
@@ -379,6 +394,11 @@ def main(argv: list[str]) -> int:
     try:
         if target["kind"] == "module":
             runpy.run_module(target["name"], run_name="__main__", alter_sys=True)
+        elif target["kind"] == "code":
+            sys.argv = ["-c", *target["args"]]
+            sys.path.insert(0, "")
+            code = compile(target["code"], CODE_FILE, "exec")
+            exec(code, {"__name__": "__main__", "__builtins__": __builtins__})
         else:
             sys.path.insert(0, os.path.dirname(os.path.abspath(target["name"])))
             runpy.run_path(target["name"], run_name="__main__")
