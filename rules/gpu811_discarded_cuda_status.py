@@ -47,7 +47,7 @@ class DiscardedCudaStatus(DiscardedCudaError):
     code = "GPU811"
     name = "discarded-cuda-status"
     severity = Severity.INFO
-    default_enabled = False
+    tier = "pedantic"
     precision = "medium"
     message = (
         "the cudaError_t returned by `{name}` is discarded: errors from earlier asynchronous work "

@@ -54,7 +54,7 @@ class UncheckedLaunchWithoutConvention(UncheckedKernelLaunch):
     code = "GPU812"
     name = "unchecked-launch-without-convention"
     severity = Severity.INFO
-    default_enabled = False
+    tier = "pedantic"
     precision = "medium"
     message = (
         "kernel launch is not checked, as {checked} of this project's {total} launches are"

@@ -43,6 +43,8 @@ def _adjuster(args):
         value = getattr(args, flag)
         if value is not None:
             overrides[key] = value
+    if getattr(args, "preview", None) is not None:
+        overrides["preview"] = args.preview
 
     def adjust(config: Config) -> None:
         apply_table(config, overrides)
@@ -443,7 +445,7 @@ def use_color(args) -> bool:
 
 
 def statistics(findings: list[Finding]) -> str:
-    """ruff's `--statistics`: one line per code, most frequent first."""
+    """ruff's `--statistics`: one line per code, most frequent first, with the rule's tier."""
     from gpulint.rule import rule_by_code
 
     counts = Counter(f.code for f in findings)
@@ -456,7 +458,8 @@ def statistics(findings: list[Finding]) -> str:
         rule = rule_by_code(code)
         name = rule.name if rule else "unanalysable-file"
         mark = "[*]" if code in fixable else "[ ]"
-        lines.append(f"{n:>{width}}\t{code}\t{mark} {name}")
+        tier = rule.tier if rule else "default"
+        lines.append(f"{n:>{width}}\t{code}\t{mark} {name}\t{tier}")
     return "\n".join(lines) + "\n"
 
 

@@ -69,7 +69,19 @@ def build_parser(core_only: bool = False) -> argparse.ArgumentParser:
     )
     check.add_argument("--select", type=_codes_arg, help="comma-separated codes or prefixes")
     check.add_argument("--ignore", type=_codes_arg, help="comma-separated codes or prefixes")
-    check.add_argument("--extend-select", type=_codes_arg)
+    check.add_argument(
+        "--extend-select",
+        type=_codes_arg,
+        help="codes or prefixes to add to the selection; `pedantic` adds that tier's rules",
+    )
+    preview = check.add_mutually_exclusive_group()
+    preview.add_argument(
+        "--preview",
+        action="store_true",
+        default=None,
+        help="run preview-tier rules too, wherever the selection covers them (as ruff's preview)",
+    )
+    preview.add_argument("--no-preview", dest="preview", action="store_false")
     check.add_argument(
         "--targets",
         type=lambda s: [t.strip() for t in s.split(",") if t.strip()],
@@ -182,6 +194,7 @@ def cmd_rules(args) -> int:
                         "severity": r.severity.value,
                         "language": ",".join(r.languages()),
                         "fixable": r.fixable,
+                        "tier": r.tier,
                         "bench": r.bench,
                         "summary": r.summary(),
                     }
@@ -197,12 +210,15 @@ def cmd_rules(args) -> int:
     width = max((len(r.name) for r in rules), default=10)
     for r in rules:
         flags = "fix" if r.fixable else "   "
-        flags += " opt-in" if not r.default_enabled else "       "
         print(
             f"{r.code}  {r.name:<{width}}  {r.severity.value:<7}  {','.join(r.languages()):<8} "
-            f"{flags}  {short_summary(r)}"
+            f"{r.tier:<8}  {flags}  {short_summary(r)}"
         )
-    print("\n`gpulint rule CODE` prints a rule's whole documentation.")
+    print(
+        "\nTiers: default rules run unless ignored; pedantic ones when selected by code, family "
+        "prefix\nor `pedantic`; preview ones when selected by code, or by any pattern with "
+        "--preview.\n`gpulint rule CODE` prints a rule's whole documentation."
+    )
     return EXIT_OK
 
 

@@ -38,20 +38,41 @@ def _short(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _codes(key: str, value: Any) -> list[str]:
+# Tier selectors: a name in `select`/`extend-select` that selects every rule of that tier, as
+# clippy's `clippy::pedantic` group. Preview is a mode (`preview = true`), as in ruff, not a group.
+TIER_SELECTORS = ("PEDANTIC",)
+
+
+def _codes(key: str, value: Any, selectors: bool = False) -> list[str]:
     codes = [c.strip().upper() for c in _str_list(key, value)]
     from gpulint.registry import registry
 
     known = {r.code for r in registry().rules} | {"GPU000"}
     for c in codes:
-        if c == "ALL":
+        if c == "ALL" or (selectors and c in TIER_SELECTORS):
             continue
+        if c in TIER_SELECTORS:
+            raise ConfigError(
+                f"[tool.gpulint] {key}: {c.lower()!r} selects a tier; it goes in select or "
+                f"extend-select (rules of that tier are off unless selected)"
+            )
         if not _CODE_OR_PREFIX.match(c) or not any(k.startswith(c) for k in known):
             raise ConfigError(
                 f"[tool.gpulint] {key}: unknown rule code or prefix {c!r} "
                 f"(codes look like GPU101; prefixes like GPU1)"
             )
     return codes
+
+
+def _selection(key: str, value: Any) -> list[str]:
+    """`select`/`extend-select`: codes, prefixes, ALL, and the tier selector `pedantic`."""
+    return _codes(key, value, selectors=True)
+
+
+def _bool(key: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"[tool.gpulint] {key}: expected true or false, got {_short(value)}")
+    return value
 
 
 def _per_file_ignores(key: str, value: Any) -> dict[str, list[str]]:
@@ -176,9 +197,10 @@ def _user_levers_file(config: Config) -> None:
 
 # key -> validator; the one list of what [tool.gpulint] accepts.
 _KEYS = {
-    "select": _codes,
+    "select": _selection,
     "ignore": _codes,
-    "extend-select": _codes,
+    "extend-select": _selection,
+    "preview": _bool,
     "extend-ignore": _codes,
     "per-file-ignores": _per_file_ignores,
     "exclude": _str_list,
@@ -222,6 +244,7 @@ class Config:
     select: list[str] = field(default_factory=lambda: ["ALL"])
     ignore: list[str] = field(default_factory=list)
     extend_select: list[str] = field(default_factory=list)
+    preview: bool = False  # preview-tier rules run where a pattern selects them (ruff's preview)
     per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
     exclude: list[str] = field(default_factory=lambda: list(DEFAULT_EXCLUDE))
     targets: list[str] = field(default_factory=list)
@@ -233,20 +256,31 @@ class Config:
     problems: list[tuple[str, str]] = field(default_factory=list, compare=False)
 
     # -- selection ---------------------------------------------------------------------------
-    def is_enabled(self, code: str, default_enabled: bool = True) -> bool:
-        """The most specific matching pattern wins; on a tie, ignore wins (as in ruff)."""
+    def is_enabled(self, code: str, tier: str = "default") -> bool:
+        """Whether the rule `code` of `tier` runs. The most specific matching pattern of
+        select/extend-select wins over ignore; on a tie, ignore wins (as in ruff). `ALL` (and
+        the `pedantic` selector for that tier's rules) count as the least specific pattern.
+        Then the tier: a default rule runs when selected at all; a pedantic one only when
+        selected by a family prefix or its code (longer than `GPU`), or by `pedantic`; a
+        preview one only when selected by its code, or, in preview mode, by any pattern."""
 
         def specificity(patterns: list[str]) -> int:
-            return max(
-                (0 if p == "ALL" else len(p) for p in patterns if p == "ALL" or code.startswith(p)),
-                default=-1,
-            )
+            best = -1
+            for p in patterns:
+                if p == "ALL" or (p in TIER_SELECTORS and p.lower() == tier):
+                    best = max(best, 0)
+                elif code.startswith(p):
+                    best = max(best, len(p))
+            return best
 
         selected = max(specificity(self.select), specificity(self.extend_select))
         if selected < 0 or specificity(self.ignore) >= selected:
             return False
-        # Opt-in rules are only on when named by code or by a family prefix, not by ALL/GPU.
-        return default_enabled or selected > 3
+        if tier == "pedantic":
+            return selected > len("GPU") or "PEDANTIC" in (*self.select, *self.extend_select)
+        if tier == "preview":
+            return self.preview or selected == len(code)
+        return True
 
     def ignored_for(self, relpath: str) -> list[str]:
         out: list[str] = []
@@ -265,6 +299,7 @@ class Config:
             "select": self.select,
             "ignore": self.ignore,
             "extend_select": self.extend_select,
+            "preview": self.preview,
             "per_file_ignores": self.per_file_ignores,
             "targets": self.targets,
             "evidence": self.evidence,
@@ -414,6 +449,7 @@ _FIELDS = {
     "select": ("select", False),
     "ignore": ("ignore", False),
     "extend-select": ("extend_select", False),
+    "preview": ("preview", False),
     "extend-ignore": ("ignore", True),
     "per-file-ignores": ("per_file_ignores", False),
     "exclude": ("exclude", False),

@@ -42,8 +42,10 @@ def index_markdown(rules: tuple[type[Rule], ...]) -> str:
         "its autofix and how to suppress it.",
         "",
         "Severity: `error` = wrong or broken code; `warning` = costs real speed; "
-        "`info` = worth a look. Autofix: `gpulint check --fix`. Opt-in rules run only when "
-        "selected by code or family prefix.",
+        "`info` = worth a look. Autofix: `gpulint check --fix`. Tier: `default` rules run "
+        "unless ignored; `pedantic` ones only when selected by code, by family prefix or with "
+        '`extend-select = ["pedantic"]`; `preview` ones only when selected by code, or in '
+        "preview mode (`preview = true`, `--preview`) wherever the selection covers them.",
         "",
     ]
     groups: dict[str, list[type[Rule]]] = {}
@@ -51,13 +53,16 @@ def index_markdown(rules: tuple[type[Rule], ...]) -> str:
         groups.setdefault(rule.code[:4], []).append(rule)
     for prefix in sorted(groups):
         lines += [f"## {prefix}xx {family(prefix + '00')}", ""]
-        lines += ["| code | name | severity | fix | summary |", "|---|---|---|---|---|"]
+        lines += [
+            "| code | name | severity | tier | fix | summary |",
+            "|---|---|---|---|---|---|",
+        ]
         for rule in groups[prefix]:
             flags = "yes" if rule.fixable else ""
-            severity = rule.severity.value + ("" if rule.default_enabled else " (opt-in)")
             summary = rule.summary().replace("|", "\\|")
             lines.append(
-                f"| [{rule.code}]({rule.code}.md) | `{rule.name}` | {severity} | {flags} | {summary} |"
+                f"| [{rule.code}]({rule.code}.md) | `{rule.name}` | {rule.severity.value} | "
+                f"{rule.tier} | {flags} | {summary} |"
             )
         lines.append("")
     missing = [p for p in FAMILIES if p not in groups]

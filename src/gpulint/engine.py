@@ -141,7 +141,7 @@ class Linter:
         # a file needs linting, and then only the rules whose gates it passes.
         self.refs: dict[str, list[RuleRef]] = {}
         for ref in registry().rules:
-            if config.is_enabled(ref.code, ref.default_enabled):
+            if config.is_enabled(ref.code, ref.tier):
                 # A rule's `language` is one name or a tuple of names (one check, several formats).
                 for language in ref.languages:
                     self.refs.setdefault(language, []).append(ref)
@@ -565,7 +565,7 @@ def lint_source(
 
 
 def iter_enabled(config: Config) -> Iterable[type[Rule]]:
-    return (r for r in all_rules() if config.is_enabled(r.code, r.default_enabled))
+    return (r for r in all_rules() if config.is_enabled(r.code, r.tier))
 
 
 def cpu_count() -> int:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from gpulint.rule import Rule
 
-FORMAT = 1
+FORMAT = 2
 HERE = os.path.dirname(os.path.abspath(__file__))
 INDEX = os.path.join(HERE, "data", "registry.json")
 
@@ -134,7 +134,7 @@ def render() -> str:
             "module": rule.__module__,
             "class": rule.__qualname__,
             "languages": list(rule.languages()),
-            "default_enabled": rule.default_enabled,
+            "tier": rule.tier,
             "static_triggers": static_triggers,
             "static_applicable": static_applicable,
             # Skipped for want of hardware targets (the note `gpulint check` prints once).
@@ -194,7 +194,7 @@ class RuleRef:
     module: str
     qualname: str
     languages: tuple[str, ...]
-    default_enabled: bool
+    tier: str  # "default", "pedantic" or "preview" (gpulint.rule.TIERS)
     static_triggers: bool  # trigger_bytes/requires_bytes are Rule's: the triggers below
     static_applicable: bool  # applicable is Rule's (always True)
     needs_targets: bool
@@ -292,7 +292,7 @@ def _parse(data: dict) -> Registry:
             e["module"],
             e["class"],
             tuple(e["languages"]),
-            e["default_enabled"],
+            e["tier"],
             e["static_triggers"],
             e["static_applicable"],
             e["needs_targets"],

@@ -15,7 +15,7 @@ import re
 import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from gpulint.diagnostics import Finding, Fix, Related, Severity
 
@@ -23,6 +23,13 @@ if TYPE_CHECKING:
     from gpulint.settings import Settings
 
 DOC_SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead", "References")
+
+# A rule's tier, as clippy's lint groups and ruff's preview: "default" rules run unless
+# ignored; "pedantic" ones only when selected by code, by family prefix or by the `pedantic`
+# selector; "preview" ones only when selected by code, or in preview mode (`preview = true`,
+# `--preview`) by any pattern that covers them. `config.Config.is_enabled` decides.
+Tier = Literal["default", "pedantic", "preview"]
+TIERS: tuple[Tier, ...] = ("default", "pedantic", "preview")
 
 
 @dataclass(frozen=True)
@@ -64,10 +71,22 @@ class Rule:
     fixable: ClassVar[bool] = False
     precision: ClassVar[str] = "high"  # SARIF: very-high / high / medium / low
     tags: ClassVar[tuple[str, ...]] = ()
-    default_enabled: ClassVar[bool] = True
+    tier: ClassVar[Tier] = "default"
     example_filename: ClassVar[str | None] = None  # file name the examples are linted as
     VALID: ClassVar[list[str | Valid]] = []
     INVALID: ClassVar[list[str | Invalid]] = []
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if isinstance(cls.default_enabled, bool):  # the attribute `tier` replaced
+            raise TypeError(f"{cls.__name__}: `default_enabled` is gone; set `tier` instead")
+        if cls.tier not in TIERS:
+            raise TypeError(f"{cls.__name__}: tier {cls.tier!r} is not one of {TIERS}")
+
+    @classmethod
+    def default_enabled(cls) -> bool:
+        """Whether the rule runs with no selection at all (its tier is "default")."""
+        return cls.tier == "default"
 
     def __init__(self, settings: Settings):
         self.settings = settings

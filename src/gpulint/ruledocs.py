@@ -228,6 +228,23 @@ def _evidence(rule: type[Rule]) -> list[str]:
 
 
 # -- the page --------------------------------------------------------------------------------
+def tier_text(rule: type[Rule]) -> str:
+    """The tier and how to turn the rule on: the page's fact, the same words everywhere."""
+    family = rule.code[:4]
+    if rule.tier == "pedantic":
+        return (
+            f'pedantic: off by default; select it by code (`"{rule.code}"`), by family '
+            f'(`"{family}"`) or with all pedantic rules (`extend-select = ["pedantic"]`)'
+        )
+    if rule.tier == "preview":
+        return (
+            f'preview: off by default; select it by code (`"{rule.code}"`), or turn on '
+            "preview mode (`preview = true`, `--preview`) to run it wherever the selection "
+            "covers it"
+        )
+    return "default: on unless ignored"
+
+
 def _facts(rule: type[Rule]) -> list[tuple[str, str]]:
     facts = [
         ("Code", f"`{rule.code}`"),
@@ -236,10 +253,7 @@ def _facts(rule: type[Rule]) -> list[tuple[str, str]]:
         ("Severity", rule.severity.value),
         ("Language", ", ".join(_LANGUAGE_NAMES.get(x, x) for x in rule.languages())),
         ("Autofix", "yes (`gpulint check --fix`)" if rule.fixable else "no"),
-        (
-            "Enabled by default",
-            "yes" if rule.default_enabled else f'no (select it: `"{rule.code}"`)',
-        ),
+        ("Tier", tier_text(rule)),
     ]
     if rule.bench:
         facts.append(("Evidence", f"`gpulint bench {rule.bench}`"))

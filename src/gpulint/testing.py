@@ -18,10 +18,10 @@ FIXTURE_OPTIONS = re.compile(r"fixture:\s*(.*?)\s*(?:-->)?$")
 def example_config(targets: tuple[str, ...] | list[str] = (), root: Path | None = None) -> Config:
     config = Config(root=root or Path.cwd())
     config.select = ["GPU"]
-    # opt-in rules too: they are on only when named by code
+    # rules of every tier: pedantic and preview ones are on when named by code
     from gpulint.rule import all_rules
 
-    config.extend_select = [r.code for r in all_rules() if not r.default_enabled]
+    config.extend_select = [r.code for r in all_rules() if r.tier != "default"]
     config.targets = list(targets)
     return config
 

@@ -17,6 +17,14 @@ line ranges as flake8 does (a multi-line string or a backslash-continued stateme
 so flake8's pass never removes anything the CLI would report. `--extend-ignore`, `--select` and
 `--per-file-ignores` on flake8's side filter further, as for any plugin.
 
+Tiers: flake8 only filters what a plugin reports, so a rule outside the default tier must be
+turned on here for `flake8 --select GPU811` to show what `gpulint check --select GPU811` does.
+The gpulint codes and family prefixes in flake8's `select`/`extend-select` (command line or
+flake8's own configuration) are added to the configuration's `extend-select`; flake8's filter
+then leaves exactly the selection the CLI makes. `--gpulint-preview` (or `gpulint-preview = true`
+in flake8's configuration) is `--preview`. `select = ["pedantic"]` and `preview = true` under
+`[tool.gpulint]` apply as for the CLI, since the plugin reads the same table.
+
 A file that does not parse is flake8's own E999: flake8 does not call plugins for it, where
 `gpulint check` reports GPU000.
 """
@@ -26,6 +34,7 @@ from __future__ import annotations
 import ast
 import io
 import os
+import re
 import sys
 import tokenize
 from collections.abc import Iterator
@@ -80,19 +89,40 @@ class GpulintChecker:
     # Set from flake8's options (parse_options); class-level because flake8 builds one checker
     # per file.
     _reads_stdin = False
+    # gpulint codes and family prefixes flake8 selects (they turn on rules outside the default
+    # tier, see the module's docstring), and --gpulint-preview.
+    _opt_in: tuple[str, ...] = ()
+    _preview = False
     # One project per configuration file and its modification time (None: no pyproject.toml
     # with [tool.gpulint]), per process. Editors may run flake8 inside their long-lived language
     # server process, so an edited pyproject.toml must not be served from a stale entry.
-    _projects: dict[tuple[Path, int] | None, _Project] = {}
+    _projects: dict[tuple[tuple[Path, int] | None, tuple[str, ...], bool], _Project] = {}
 
     def __init__(self, tree: ast.AST, filename: str, lines: list[str]):
         self.filename = filename
         self.lines = lines
 
     @classmethod
+    def add_options(cls, parser: Any) -> None:
+        parser.add_option(
+            "--gpulint-preview",
+            action="store_true",
+            default=False,
+            parse_from_config=True,
+            help="gpulint: run preview-tier rules too (as `gpulint check --preview`)",
+        )
+
+    @classmethod
     def parse_options(cls, options: Any) -> None:
         filenames = getattr(options, "filenames", None) or []
         cls._reads_stdin = "-" in filenames
+        cls._opt_in = flake8_opt_in(
+            [
+                *(getattr(options, "select", None) or ()),
+                *(getattr(options, "extend_select", None) or ()),
+            ]
+        )
+        cls._preview = bool(getattr(options, "gpulint_preview", False))
 
     def run(self) -> Iterator[tuple[int, int, str, type]]:
         path = Path(self.filename)
@@ -134,18 +164,38 @@ class GpulintChecker:
         directory = path.parent if path.parent.is_dir() else Path.cwd()
         try:
             source = find_pyproject(directory)
-            key = (source, source.stat().st_mtime_ns) if source else None
+            stamp = (source, source.stat().st_mtime_ns) if source else None
         except (ConfigError, OSError) as e:
             return _Project(None, str(e))
+        key = (stamp, cls._opt_in, cls._preview)
         if key not in cls._projects:
             try:
                 config = load_config(directory, source)
+                config.extend_select = [*config.extend_select, *cls._opt_in]
+                config.preview = config.preview or cls._preview
                 linter = Linter(config, evidence_notes(config))
                 finder = FileFinder(config, set(), respect_gitignore=False)
                 cls._projects[key] = _Project(linter, None, finder)
             except (ConfigError, UnknownTargetError) as e:
                 cls._projects[key] = _Project(None, str(e))
         return cls._projects[key]
+
+
+def flake8_opt_in(codes: list[str]) -> tuple[str, ...]:
+    """The gpulint codes and family prefixes among flake8's selected codes, that `extend-select`
+    them: only those longer than `GPU` (which selects the default tier, as the CLI's does), and
+    only those naming a gpulint rule (flake8's own E, W and other plugins' codes are not ours)."""
+    from gpulint.registry import registry
+
+    known = [r.code for r in registry().rules]
+    picked = {c.strip().upper() for c in codes}
+    return tuple(
+        sorted(
+            c
+            for c in picked
+            if re.fullmatch(r"GPU\d{1,3}", c) and any(k.startswith(c) for k in known)
+        )
+    )
 
 
 def _encode_lines(lines: list[str]) -> bytes:

@@ -74,10 +74,16 @@ def _rule_descriptors() -> list[dict]:
                 "fullDescription": {"text": _clip(rule.summary())},
                 "help": {"text": rule_text(rule), "markdown": rule_markdown(rule)},
                 "helpUri": RULE_PAGE.format(code=rule.code),
-                "defaultConfiguration": {"level": rule.severity.sarif_level},
+                # Off by default outside the default tier: pedantic and preview rules run
+                # only when selected (the results say what this run selected).
+                "defaultConfiguration": {
+                    "level": rule.severity.sarif_level,
+                    "enabled": rule.tier == "default",
+                },
                 "properties": {
                     "tags": ["gpulint", "performance", *rule.tags],
                     "precision": rule.precision,
+                    "tier": rule.tier,
                     "problem.severity": rule.severity.value
                     if rule.severity.value != "info"
                     else "recommendation",
