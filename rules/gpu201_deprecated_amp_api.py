@@ -1,7 +1,7 @@
 import ast
 
 from gpulint.diagnostics import Edit, Fix
-from gpulint.frontends.python import edits
+from gpulint.frontends.python import compat, edits
 from gpulint.frontends.python.file import PythonFile
 from gpulint.rule import Invalid, Rule
 
@@ -27,7 +27,8 @@ REPLACED_BY = {
     "torch.get_autocast_gpu_dtype": 'torch.get_autocast_dtype("cuda")',
     "torch.get_autocast_cpu_dtype": 'torch.get_autocast_dtype("cpu")',
 }
-_VERSION_HINT = ("version", "hasattr", "TORCH_", "is_torch_greater", "torch_version")
+# The current API: a branch that uses it beside a deprecated one makes the two a version shim.
+CURRENT = ("torch.amp", "torch.autocast")
 
 
 class DeprecatedAmpApi(Rule):
@@ -35,8 +36,12 @@ class DeprecatedAmpApi(Rule):
     ## What it does
     Finds the deprecated automatic-mixed-precision entry points `torch.cuda.amp.autocast`,
     `torch.cuda.amp.GradScaler`, `torch.cuda.amp.custom_fwd`/`custom_bwd` and
-    `torch.cpu.amp.autocast`, through any import form or alias. Strings, comments and shims
-    behind a version check or an `ImportError` fallback are left alone.
+    `torch.cpu.amp.autocast`, through any import form or alias. Strings, comments and version
+    shims are left alone, finding and fix: a branch behind a version check or feature probe
+    (`A if TORCH_2_4 else B`, `if hasattr(torch, "amp"): ... else: ...`, the code after `if
+    version.parse(torch.__version__) >= ...: return ...`), an `except` fallback, and a branch
+    whose other arm spells the same thing with `torch.amp`: that branch exists for an older
+    PyTorch, and rewriting it would break the release it is there for.
 
     ## Why is this bad?
     PyTorch deprecated these in favour of the device-generic `torch.amp` API; every call emits a
@@ -94,6 +99,11 @@ if hasattr(torch, "amp"):
 else:
     autocast = torch.cuda.amp.autocast
 """,
+        """
+import torch
+from project.utils import TORCH_2_4
+scaler = torch.amp.GradScaler("cuda") if TORCH_2_4 else torch.cuda.amp.GradScaler()
+""",
     ]
     INVALID = [
         Invalid(
@@ -137,7 +147,7 @@ else:
         parent = file.parent(node)
         if isinstance(parent, ast.Attribute):
             return  # part of a longer chain; the chain itself is checked
-        if self._behind_version_check(node, file):
+        if _in_version_shim(node, file):
             return
         if qualified in REPLACED_BY:
             yield self.report(file, node, old=qualified, new=REPLACED_BY[qualified])
@@ -150,19 +160,6 @@ else:
         )
         fix = self._fix(node, file, device, attr, style)
         yield self.report(file, node, old=qualified, new=new, fix=fix)
-
-    @staticmethod
-    def _behind_version_check(node, file: PythonFile) -> bool:
-        for ancestor in file.ancestors(node):
-            if isinstance(ancestor, ast.If):
-                test = ast.unparse(ancestor.test)
-                if any(h in test for h in _VERSION_HINT):
-                    return True
-            if isinstance(ancestor, ast.ExceptHandler):
-                return True
-            if isinstance(ancestor, ast.stmt) and _after_version_return(ancestor, file):
-                return True
-        return False
 
     def _fix(self, node, file: PythonFile, device, attr, style) -> Fix | None:
         root = node
@@ -187,20 +184,17 @@ else:
         return None
 
 
-def _after_version_return(statement: ast.stmt, file: PythonFile) -> bool:
-    """An earlier statement of the same block is `if <version check>: return ...` (or raise):
-    the code below it is the fallback for old PyTorch."""
-    block = file.statement_block(statement)
-    if not block:
-        return False
-    for earlier in block[: block.index(statement)]:
-        if (
-            isinstance(earlier, ast.If)
-            and any(h in ast.unparse(earlier.test) for h in _VERSION_HINT)
-            and earlier.body
-            and isinstance(earlier.body[-1], (ast.Return, ast.Raise))
-        ):
-            return True
+def _in_version_shim(node: ast.AST, file: PythonFile) -> bool:
+    """`node` is the old-PyTorch side of a shim: behind a version gate, or in a branch whose
+    alternative uses the current API (`torch.amp.X(...) if FLAG else torch.cuda.amp.X()`)."""
+    if compat.version_gate(file, node) is not None:
+        return True
+    for branch in compat.alternatives(file, node):
+        for inner in ast.walk(branch):
+            if isinstance(inner, (ast.Name, ast.Attribute)):
+                qualified = file.qualname(inner) or ""
+                if qualified in CURRENT or qualified.startswith("torch.amp."):
+                    return True
     return False
 
 
