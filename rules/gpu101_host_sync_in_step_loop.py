@@ -50,6 +50,15 @@ class HostSyncInStepLoop(Rule):
     `torch.cuda.synchronize()` next to a clock read or a CUDA event record is there to time the
     step (GPU601 asks for it) and is left alone too.
 
+    A gradient-accumulation block (`if (i + 1) % accum == 0:` that steps the optimizer, or a
+    WGAN's `if i % n_critic == 0:` generator turn) is a periodic guard too: it runs once per
+    `accum` iterations of the loop, and a sync there shares its wait with that many forward and
+    backward passes, as under a `% log_every` guard. Per optimizer step is not per iteration:
+    with `accum` 4 the bubble is paid a quarter as often as the loop's own steps. Where the
+    count is known to be 1 (a constant, or the option's `default=1`, as in most fine-tuning
+    scripts) the block runs on every iteration and its syncs are reported; a `% 2` alternation
+    whose `else:` steps another model runs one side on every iteration and is not a guard.
+
     Only syncs the default path pays on every step are reported. A helper's sync counts at the
     call only where it runs on every call of the helper (not under an `if` of the helper's,
     unless both sides of that `if` sync, nor past a guard that may return early), where the call itself is not under an `if` in the loop

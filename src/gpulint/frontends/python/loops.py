@@ -4,7 +4,9 @@ A *step loop* runs once per training (or evaluation) step: its own body, not cou
 loops or functions, calls `.backward()`, `optimizer.step()`/`scaler.step()`, or it iterates a data
 loader and calls a model. A statement inside a step loop runs every step unless a *periodic guard*
 stands between them: `if step % N == 0`, `if i % k == 0 and rank == 0`, `if should_log:`,
-`if step == last:`. Code in a nested loop of a step loop still runs every step.
+`if step == last:`, and a gradient-accumulation block (`if (i + 1) % accum == 0:` around the
+optimizer step) unless its count is known to be 1. Code in a nested loop of a step loop still
+runs every step.
 """
 
 from __future__ import annotations
@@ -253,7 +255,11 @@ class LoopModel:
                 in_body = (
                     child in parent.body if isinstance(parent, ast.If) else child is parent.body
                 )
-                if in_body and self.periodic(parent.test) and not self._is_step_block(parent):
+                if (
+                    in_body
+                    and self.periodic(parent.test)
+                    and (not self._is_step_block(parent) or self._accumulates(parent))
+                ):
                     return parent
             child = parent
         return None
@@ -275,10 +281,30 @@ class LoopModel:
 
     @staticmethod
     def _is_step_block(guard: ast.AST) -> bool:
-        # `if (i + 1) % accum == 0: optimizer.step()` is the step itself, not a logging guard.
+        # `if should_update: optimizer.step()` is the step itself, not a logging guard (with a
+        # `%` test, an accumulation block: `_accumulates`).
         if not isinstance(guard, ast.If):
             return False
         return any(is_step_marker(n) for stmt in guard.body for n in ast.walk(stmt))
+
+    def _accumulates(self, guard: ast.If | ast.IfExp) -> bool:
+        """`(i + 1) % accum == 0` over a block that steps the optimizer: gradient accumulation,
+        the block runs once per `accum` iterations, unless the count is known to be 1 (`default=1`
+        of its option, a constant 1), where it runs on every one. An `else:` that steps too
+        alternates two kinds of step (a GAN's generator and discriminator turns): one of them
+        runs on every iteration, so neither side is periodic."""
+        from gpulint.frontends.python.options import UNKNOWN, known_value
+
+        if isinstance(guard, ast.If) and any(
+            is_step_marker(n) for stmt in guard.orelse for n in ast.walk(stmt)
+        ):
+            return False
+        for node in ast.walk(guard.test):
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
+                value = known_value(self.file, node.right)
+                if value is UNKNOWN or value != 1:
+                    return True
+        return False
 
     def runs_every_step(self, node: ast.AST) -> Loop | None:
         """The step loop in which `node` runs on every iteration, or None."""

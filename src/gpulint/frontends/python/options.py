@@ -325,3 +325,27 @@ def documented_elsewhere(file: PythonFile, dest: str) -> bool:
             elif not name.endswith(".sh") and not other_script.search(line):
                 return True  # prose: the README tells the user about the option
     return False
+
+
+UNKNOWN = _UNKNOWN  # what `known_value` answers where the value is not plain
+
+
+def known_value(file: PythonFile, expr: ast.AST, depth: int = 0) -> object:
+    """The value `expr` has on the default path where the module says it plainly: a constant,
+    an option's default (`args.gradient_accumulation_steps` with `default=1`), or a name every
+    binding of which is one of those (`accum = args.accum`); `UNKNOWN` otherwise."""
+    if depth > 3:
+        return _UNKNOWN
+    if isinstance(expr, ast.Constant):
+        return expr.value
+    if isinstance(expr, ast.Attribute):
+        return _option_value(file, expr)
+    if isinstance(expr, ast.Name):
+        bound = file.model.bindings_of(expr.id, before=expr)
+        values = [
+            known_value(file, b.value, depth + 1) if b.value is not None else _UNKNOWN
+            for b in bound
+        ]
+        if values and all(v is not _UNKNOWN and v == values[0] for v in values):
+            return values[0]
+    return _UNKNOWN
