@@ -305,6 +305,7 @@ class Linter:
         if self.project is not None and deps is not None and frontend.language == "python":
             session = self.project.session(relpath or shown)
             parsed.project_lookup = session.lookup
+            parsed.project = session
         rules = [cls(self.settings) for cls in rule_classes]
         findings = list(frontend.run(parsed, rules))
         if session is not None and deps is not None:

@@ -101,6 +101,27 @@ class ProjectIndex:
         return ProjectSession(self, relpath)
 
 
+@dataclass(frozen=True, slots=True)
+class RemoteBreak:
+    """A graph break in another module: what, the registry's id and name, line, function."""
+
+    what: str
+    gb_id: str
+    gb_type: str
+    line: int
+    function: str
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteBreaks:
+    relpath: str
+    digest: str  # sha256 of the module's bytes, recorded as a dependency of the asking file
+    sites: tuple[RemoteBreak, ...]
+
+
+# Per process: (module, top-level name) -> the breaks compiling it meets, or None.
+_COMPILED_BREAKS: dict[tuple[str, str], RemoteBreaks | None] = {}
+
 # Per process: module name -> (function summaries by "f" / "Class.m", the modules they were
 # computed from with their digests, itself included), or None when it cannot be read or parsed.
 _SUMMARISED: dict[str, tuple[dict[str, Summary], dict[str, str]] | None] = {}
@@ -125,6 +146,53 @@ class ProjectSession:
             return None
         module, function = target
         return self._summary(module, function)
+
+    def breaks_if_compiled(self, file: PythonFile, name: ast.Name) -> RemoteBreaks | None:
+        """The graph breaks `torch.compile` meets in the function or module class that `name`
+        was imported as (`from .model import GPT`), read from its module in the tree; None
+        where the import leads outside the tree or to no such definition."""
+        imported = self._imported(file, name.id, name)
+        if imported is None or imported[1] is None:
+            return None
+        module = self.index.resolve_module(imported[0])
+        info = self.index.modules.get(module) if module else None
+        if module is None or info is None:
+            return None
+        key = (module, imported[1])
+        if key not in _COMPILED_BREAKS:
+            _COMPILED_BREAKS[key] = self._compiled_breaks(info, imported[1])
+        found = _COMPILED_BREAKS[key]
+        if found is None:
+            return None
+        self.deps[info.relpath] = found.digest
+        return found
+
+    def _compiled_breaks(self, info: _Module, name: str) -> RemoteBreaks | None:
+        from gpulint.engine import MAX_FILE_BYTES
+        from gpulint.frontends.python import FRONTEND
+        from gpulint.frontends.python.compiled import breaks_if_compiled, label
+        from gpulint.safeio import read_bytes
+        from gpulint.settings import Settings
+
+        try:
+            data = read_bytes(info.path, MAX_FILE_BYTES, self.index.roots)
+            parsed = FRONTEND.parse(info.relpath, data, Settings())
+            found = breaks_if_compiled(parsed, name)
+            if found is None:
+                return None
+            sites = tuple(
+                RemoteBreak(
+                    b.what,
+                    b.gb_id,
+                    b.gb_type,
+                    getattr(b.node, "lineno", 0),
+                    label(parsed, b.reached.function),
+                )
+                for b in found
+            )
+        except Exception:  # unreadable, unparsable: that file's own lint reports it
+            return None
+        return RemoteBreaks(info.relpath, hashlib.sha256(data).hexdigest(), sites)
 
     # -- resolving a call to (module, function) ------------------------------------------------
     def _target(self, file: PythonFile, call: ast.Call) -> tuple[str, str] | None:
@@ -281,3 +349,4 @@ def reset() -> None:
     """Forget what this process summarised (tests; a long-lived server between runs)."""
     _SUMMARISED.clear()
     _IN_PROGRESS.clear()
+    _COMPILED_BREAKS.clear()

@@ -15,6 +15,7 @@ from gpulint.source import SourceText, is_test_path
 
 if TYPE_CHECKING:
     from gpulint.frontends.python.summaries import External
+    from gpulint.project import ProjectSession
 
 N = TypeVar("N", bound=ast.AST)
 M = TypeVar("M", bound=ast.AST)
@@ -62,6 +63,8 @@ class PythonFile:
         # Summaries of functions in other modules of the checked tree (gpulint.project), when
         # the engine has an index; None: calls out of this file are unknown.
         self.project_lookup: External | None = None
+        # The same index as one object (`ProjectSession`), for questions other than summaries.
+        self.project: ProjectSession | None = None
         # Parent links live here, not on the nodes: a child pointing back at its parent makes
         # every tree one big reference cycle that only the cyclic garbage collector can free; it
         # then walked every live tree again and again and took half of a cold run's CPU. Nodes

@@ -1,0 +1,171 @@
+"""What `torch.compile` compiles (frontends/python/compiled.py) and GPU510 across modules."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import textwrap
+
+import pytest
+
+from gpulint.cli import main
+from gpulint.frontends.python import FRONTEND
+from gpulint.frontends.python.compiled import compiled_code, graph_breaks, label
+from gpulint.settings import Settings
+
+
+def parse(src: str):
+    return FRONTEND.parse("m.py", textwrap.dedent(src).encode(), Settings())
+
+
+MODEL = """
+import torch
+import torch.nn as nn
+
+
+class MLP(nn.Module):
+    def forward(self, x):
+        return self.act(x)
+
+    def act(self, x):
+        return x.relu()
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mlp = MLP()
+
+    def forward(self, x):
+        return x + self.mlp(x)
+
+
+class GPT(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.transformer = nn.ModuleDict(dict(h=nn.ModuleList([Block() for _ in range(n)])))
+        self.head = nn.Sequential(nn.LayerNorm(8), Unused())
+
+    def forward(self, x):
+        for block in self.transformer.h:
+            x = block(x)
+        return x
+
+    def generate(self, x):
+        return self(x)
+
+
+class Unused(nn.Module):
+    def forward(self, x):
+        return x
+
+
+model = GPT(4).cuda()
+model = torch.compile(model)
+"""
+
+
+def test_a_compiled_model_reaches_its_submodules_and_their_methods():
+    file = parse(MODEL)
+    code = compiled_code(file)
+    reached = {label(file, r.function) for r in code.reached.values()}
+    assert reached == {"GPT.forward", "Block.forward", "MLP.forward", "MLP.act"}
+    (entry,) = code.entries
+    assert entry.line == 44 and not entry.fullgraph
+    act = next(r for r in code.reached.values() if r.function.name == "act")
+    assert act.via == ("Block.forward", "MLP.forward", "MLP.act")
+
+
+def test_a_module_that_is_not_compiled_reaches_nothing():
+    file = parse(MODEL.replace("model = torch.compile(model)\n", ""))
+    assert compiled_code(file).reached == {}
+
+
+def test_breaks_name_the_registry_kind():
+    file = parse(
+        """
+        import torch
+
+        @torch.compile
+        def f(x, lengths):
+            if torch.isnan(x).any():
+                x = torch.nan_to_num(x)
+            n = int(x.sum())
+            idx = x.nonzero()
+            print("n", n)
+            return x[x > 0], lengths.tolist(), idx
+        """
+    )
+    kinds = [(b.node.lineno, b.gb_id) for b in graph_breaks(file)]
+    assert kinds == [(6, "GB0170"), (8, "GB0124"), (9, "GB0036"), (10, "GB0059"),
+                     (11, "GB0036"), (11, "GB0033")]  # fmt: skip
+
+
+def test_is_compiling_guards_and_early_returns_hide_code_from_dynamo():
+    file = parse(
+        """
+        import torch
+
+        @torch.compile
+        def f(x):
+            if torch.compiler.is_compiling():
+                y = x * 2
+            else:
+                print(x)
+            return g(x)
+
+        def g(x):
+            if torch.compiler.is_compiling():
+                return x
+            print(x.sum().item())
+            return x
+        """
+    )
+    assert graph_breaks(file) == []
+
+
+TRAIN = """
+import torch
+from pkg.model import GPT
+
+model = GPT(4).cuda()
+model = torch.compile(model)
+fast = torch.compile(GPT(2), fullgraph=True)
+"""
+BROKEN = MODEL.replace("return x.relu()", "print(x.shape)\n        return x.relu()").replace(
+    "model = GPT(4).cuda()\nmodel = torch.compile(model)\n", ""
+)
+
+
+@pytest.fixture
+def tree(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "model.py").write_text(textwrap.dedent(BROKEN))
+    (tmp_path / "train.py").write_text(textwrap.dedent(TRAIN))
+    return tmp_path
+
+
+def check(*args: str) -> list[dict]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        main(["check", "--format", "json", "--select", "GPU510", "--jobs", "1", *args, "."])
+    return json.loads(out.getvalue())["findings"]
+
+
+def test_a_model_from_another_module_is_reported_at_its_compile(tree):
+    # The model's own file does not compile it, so nothing is reported there; the compile in
+    # train.py names the break in pkg/model.py. The fullgraph=True compile is left alone.
+    (finding,) = check("--no-cache")
+    assert finding["path"] == "train.py" and finding["line"] == 6
+    assert "`torch.compile` of `GPT` (pkg/model.py)" in finding["message"]
+    assert "`print()` at line 11 in `MLP.act` (GB0059" in finding["message"]
+
+
+def test_an_edit_to_the_model_invalidates_the_cached_finding(tree):
+    assert len(check()) == 1
+    model = tree / "pkg" / "model.py"
+    model.write_text(model.read_text().replace("print(x.shape)", "pass"))
+    assert check() == []
