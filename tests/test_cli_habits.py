@@ -227,12 +227,40 @@ def test_junit(project):
 
 
 # -- --watch -----------------------------------------------------------------------------------
-def test_watch_checks_again_when_a_file_changes(tmp_path):
+def _lines_until(proc, prefix: str, timeout_s: float) -> list[str]:
+    """The process's output lines up to the first that starts with `prefix` (or all it printed
+    within the time, which the caller's assertion then shows)."""
+    import queue
+    import threading
+
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()
+    seen: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            seen.append(lines.get(timeout=max(0.0, deadline - time.monotonic())))
+        except queue.Empty:
+            break
+        if seen[-1].startswith(prefix):
+            break
+    return seen or [""]
+
+
+# On file-system events (watchfiles), and polling where watchfiles cannot be imported.
+WATCH_WITHOUT_WATCHFILES = (
+    "import sys; sys.modules['watchfiles'] = None; from gpulint.cli import main; sys.exit(main())"
+)
+
+
+@pytest.mark.parametrize("how", ["events", "polling"])
+def test_watch_checks_again_when_a_file_changes(tmp_path, how):
     (tmp_path / "pyproject.toml").write_text("[tool.gpulint]\n")
     path = tmp_path / "a.py"
     path.write_text("import torch\n")
+    start = ["-m", "gpulint"] if how == "events" else ["-c", WATCH_WITHOUT_WATCHFILES]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gpulint", "check", "--no-cache", "--watch", "."],
+        [sys.executable, *start, "check", "--no-cache", "--watch", "."],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -248,6 +276,11 @@ def test_watch_checks_again_when_a_file_changes(tmp_path):
         (tmp_path / "b.py").write_text("import torch\ns = torch.cuda.amp.GradScaler()\n")
         lines = [proc.stdout.readline() for _ in range(3)]
         assert any(x.startswith("b.py:2:5: GPU201") for x in lines), lines
+        # A configuration change is a change too: GPU201 ignored, nothing left to report.
+        # (Creating b.py may have made two checks: read up to the line that says so.)
+        (tmp_path / "pyproject.toml").write_text('[tool.gpulint]\nignore = ["GPU201"]\n')
+        lines = _lines_until(proc, "All checks passed", 30)
+        assert lines[-1].startswith("All checks passed"), lines
         assert proc.poll() is None  # still watching
     finally:
         proc.kill()

@@ -626,12 +626,13 @@ def _new_codes(edit, text: str) -> set[str]:
 
 
 # -- --watch -----------------------------------------------------------------------------------
-def _snapshot(args) -> dict[str, tuple[int, int]]:
-    """Every checked file and configuration file, with its modification stamp."""
+def _snapshot(args, sources: set[Path] | None = None) -> dict[str, tuple[int, int]]:
+    """Every checked file and configuration file, with its modification stamp (and the
+    configuration files into `sources`, when given)."""
     checker = Checker(args)
     try:
         files, _ = checker.find(args.paths)
-    except Exception:  # a configuration being edited: try again next tick
+    except Exception:  # a configuration being edited: try again on the next change
         return {}
     stamps = {}
     for path in files:
@@ -642,6 +643,8 @@ def _snapshot(args) -> dict[str, tuple[int, int]]:
         stamps[str(path)] = (st.st_mtime_ns, st.st_size)
     for source in set(checker.resolver._source.values()):
         if source is not None:
+            if sources is not None:
+                sources.add(Path(source))
             try:
                 st = os.stat(source)
                 stamps[str(source)] = (st.st_mtime_ns, st.st_size)
@@ -652,11 +655,20 @@ def _snapshot(args) -> dict[str, tuple[int, int]]:
 
 def watch(args) -> int:
     """Check, then check again whenever a checked file or a configuration changes (Ctrl-C
-    stops). New files count: the tree is listed again on every tick."""
+    stops). New files count: the tree is listed again on every change.
+
+    Waits on the file system's events (watchfiles: inotify, FSEvents, ReadDirectoryChangesW),
+    so an idle watch costs nothing; the tree is listed only when something under it changed.
+    Without watchfiles it polls (lists the tree every WATCH_INTERVAL_S)."""
     from gpulint.config import ConfigError
 
+    try:
+        import watchfiles
+    except ImportError:
+        watchfiles = None  # type: ignore[assignment]
     while True:
-        before = _snapshot(args)
+        sources: set[Path] = set()
+        before = _snapshot(args, sources)
         stamp = time.strftime("%H:%M:%S")
         print(f"[{stamp}] Checking...", file=sys.stderr, flush=True)
         try:
@@ -664,5 +676,24 @@ def watch(args) -> int:
         except ConfigError as e:
             print(f"gpulint: configuration error: {escape(str(e))}", file=sys.stderr)
         print(f"[{stamp}] Watching for file changes.", file=sys.stderr, flush=True)
-        while _snapshot(args) == before:
-            time.sleep(WATCH_INTERVAL_S)
+        if watchfiles is None:
+            while _snapshot(args) == before:
+                time.sleep(WATCH_INTERVAL_S)
+        else:
+            _wait_for_events(args, before, sources, watchfiles)
+
+
+def _wait_for_events(args, before: dict, sources: set[Path], watchfiles) -> None:
+    """Return once the snapshot differs from `before`, woken only by file-system events under
+    the paths checked and on the configuration files (which may sit above them)."""
+    if _snapshot(args) != before:  # changed while it was being checked
+        return
+    roots = {os.path.abspath(p) for p in args.paths if p.exists()}
+    roots |= {str(s) for s in sources if s.exists()}
+    cache = Path(args.cache_dir).name if args.cache_dir else ".gpulint_cache"
+    ignored = watchfiles.DefaultFilter(
+        ignore_dirs=(*watchfiles.DefaultFilter.ignore_dirs, cache, ".gpulint_cache")
+    )
+    for _changes in watchfiles.watch(*sorted(roots), watch_filter=ignored, debounce=400):
+        if _snapshot(args) != before:
+            return
