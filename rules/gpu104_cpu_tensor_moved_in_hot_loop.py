@@ -3,7 +3,7 @@ from collections.abc import Iterator
 
 from gpulint.diagnostics import Finding, Related
 from gpulint.frontends.python.file import PythonFile
-from gpulint.frontends.python.loops import under_branch
+from gpulint.frontends.python.loops import LOOPS, under_branch
 from gpulint.frontends.python.model import MemoKey
 from gpulint.frontends.python.names import keyword, terminal_name
 from gpulint.frontends.python.options import off_by_default
@@ -34,7 +34,10 @@ class CpuTensorMovedInHotLoop(Rule):
     left alone. The same pattern in one-time setup (before the loop,
     in `__init__`) is left alone, and so is a fallback on one side of a conditional expression
     (`logp if is_last_stage else torch.zeros(n).cuda()`): it runs only where the condition
-    fails, not on every step of the default path.
+    fails, not on every step of the default path. A loop whose trip count the module states and
+    that runs ten times or fewer in all (`for step in range(steps)` with `steps = 10` in a
+    model file's self-test, a tutorial's dummy loop) pays each copy a handful of times, not per
+    training step, and is left alone; a loop over a loader or an option's step count is not.
 
     ## Why is this bad?
     The tensor is allocated and filled in host memory, then copied to the device through a
@@ -172,6 +175,8 @@ class Net(nn.Module):
         loop = file.loops.runs_every_step(node)
         if loop is None or _fallback(file, node, loop) or off_by_default(file, node, loop):
             return
+        if _few_trips(file, loop):
+            return
         if under_branch(file, node, loop):
             return  # a branch a flag or the data may never take
         summary = summaries(file).of_call(node)
@@ -200,7 +205,7 @@ class Net(nn.Module):
     def _hot(node, file: PythonFile) -> str | None:
         loop = file.loops.runs_every_step(node)
         if loop is not None:
-            if _fallback(file, node, loop):
+            if _fallback(file, node, loop) or _few_trips(file, loop):
                 return None
             return f"on every iteration of the step loop at line {loop.lineno}"
         function = file.enclosing_function(node)
@@ -234,6 +239,23 @@ def _fallback(file: PythonFile, node: ast.AST, loop: ast.AST) -> bool:
 
 
 _REPORTED: MemoKey[set] = MemoKey("GPU104 reported callee sites")
+# A loop that runs this many times or fewer pays its copies a handful of times, not per step.
+_HANDFUL = 10
+
+
+def _few_trips(file: PythonFile, loop: ast.AST) -> bool:
+    """The loop's trip count is known and small (`for step in range(10)` in a self-test or a
+    tutorial's dummy loop), and so is that of every loop around it: each copy is paid a
+    handful of times in all, not on every training step."""
+    total = 1
+    for each in [loop, *file.ancestors(loop)]:
+        if not isinstance(each, LOOPS):
+            continue
+        trips = file.loops.known_trips(each)
+        if trips is None:
+            return False
+        total *= trips
+    return total <= _HANDFUL
 
 
 def _named_call(call: ast.Call) -> bool:

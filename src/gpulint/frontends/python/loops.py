@@ -306,6 +306,33 @@ class LoopModel:
                     return True
         return False
 
+    def known_trips(self, loop: Loop) -> int | None:
+        """How many times `loop` runs where the module says it plainly: `range(10)`,
+        `range(steps)` with `steps = 10` (or an option's default), a literal list or tuple;
+        None otherwise (a loader, a `while`, a computed bound)."""
+        from gpulint.frontends.python.options import known_value
+
+        if not isinstance(loop, (ast.For, ast.AsyncFor)):
+            return None
+        it = loop.iter
+        if isinstance(it, ast.Call) and terminal_name(it.func) == "enumerate" and it.args:
+            it = it.args[0]
+        if isinstance(it, (ast.List, ast.Tuple)):
+            return len(it.elts)
+        if not (isinstance(it, ast.Call) and terminal_name(it.func) == "range" and it.args):
+            return None
+        if len(it.args) > 3 or it.keywords:
+            return None
+        bounds = [b for b in (known_value(self.file, a) for a in it.args) if type(b) is int]
+        if len(bounds) != len(it.args):
+            return None
+        if len(bounds) == 1:
+            bounds = [0, bounds[0]]
+        if len(bounds) == 2:
+            bounds.append(1)
+        start, stop, step = bounds
+        return len(range(start, stop, step)) if step else None
+
     def runs_every_step(self, node: ast.AST) -> Loop | None:
         """The step loop in which `node` runs on every iteration, or None."""
         loop = self.enclosing_step_loop(node)
