@@ -43,7 +43,9 @@ class GraphBreakInCompiledCode(Rule):
     At a graph break Dynamo ends the graph, runs the rest of the function in eager Python and
     starts a new graph after it: the compiled function becomes several smaller graphs with
     interpreted code between them, so fusion stops at the break, the host runs Python on every
-    call, and a `.item()` or a data-dependent `if` also waits for the GPU there. With
+    call, and a `.item()` or a data-dependent `if` also waits for the GPU there. A break inside
+    a submodule called from a loop over blocks is worse: Dynamo cannot resume there, skips the
+    whole outer `forward` and runs it eagerly ("Failed to handle graph break gracefully"). With
     `mode="reduce-overhead"` each piece is its own CUDA graph. Users find breaks only at run
     time, with `TORCH_LOGS=graph_breaks`; this rule finds them in the source.
 
@@ -86,6 +88,7 @@ class GraphBreakInCompiledCode(Rule):
         '({gb_id} "{gb_type}"); {instead}'
     )
     tags = ("compile", "graphs", "sync")
+    bench = "graph-break"
     tier = "preview"
 
     VALID = [

@@ -10,6 +10,8 @@ from gpulint.runtime import evidence
 
 DATA = pathlib.Path(__file__).parent / "data"
 RUNS = ["h200", "h200-rerun"]
+# Benches added after that day's `bench all`: their records are in data/h200-20261206/.
+LATER = {"graph-break", "recompile"}
 
 
 def _records(run: str) -> dict[str, dict]:
@@ -22,7 +24,7 @@ def _records(run: str) -> dict[str, dict]:
 @pytest.mark.parametrize("run", RUNS)
 def test_every_bench_left_a_valid_passing_record(run):
     recs = _records(run)
-    assert set(recs) == set(evidence.BENCHES)
+    assert set(recs) == set(evidence.BENCHES) - LATER
     for r in recs.values():
         assert r["ok"], r["bench"]
         assert r["device"]["name"] == "NVIDIA H200"

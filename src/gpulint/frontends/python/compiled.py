@@ -13,8 +13,8 @@ Not followed: a def decorated `@torch.compiler.disable` (Dynamo skips it), calls
 never runs (`if not torch.compiler.is_compiling():`, exception handlers, `raise`).
 
 Graph breaks are named by PyTorch's graph-break registry (`torch/_dynamo/graph_break_registry
-.json`): each kind below was produced by torch 2.14 (`torch._dynamo.explain`, CPU) and is
-checked on the GPU by `gpulint bench graph-break`. Not breaks, though they sync the host at run
+.json`): each kind below was produced by torch 2.14 (`torch._dynamo.explain`, CPU) and, for
+the rule's fixtures, by torch 2.11 on the GPU (`benchmarks/graph_break_logs.py`). Not breaks, though they sync the host at run
 time: `.cpu()`, `.numpy()` and NumPy calls on tensors (Dynamo traces NumPy through
 `torch._numpy`), f-strings of tensors, and `assert` on a tensor.
 """

@@ -13,6 +13,8 @@ MODULES = {
     "sync": "sync",
     "attention": "attention",
     "train-step": "train_step",
+    "graph-break": "graph_break",
+    "recompile": "recompile",
     "dataloader": "dataloader",
 }
 DISTRIBUTED = ("nccl", "ddp", "fsdp")
