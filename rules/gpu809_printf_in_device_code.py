@@ -1,6 +1,7 @@
 import re
 
 from gpulint.frontends.cuda.file import CudaFile
+from gpulint.frontends.cuda.idioms import prints_only
 from gpulint.rule import Rule
 
 _DEBUG_GUARD = re.compile(r"(?i)debug|verbose|print|log|trace|dump")
@@ -13,7 +14,9 @@ _ERROR_MESSAGE = re.compile(
     r"\bwrong\b|%\w+ != %"  # a mismatch report: `"%f != %f at %d"`
 )
 # `if (threadIdx.x == 0)`, `if (tid == 0 && blockIdx.x == 0)`: one thread prints, once
-_ONE_THREAD = re.compile(r"(?i)\b(threadIdx\.x|tid|lane(_?id)?|thread_?id|idx)\s*==\s*0\b")
+_ONE_THREAD = re.compile(
+    r"(?i)\b(threadIdx\.x|tid|lane(_?id)?|thread_?id|idx|thread_rank\(\s*\))\s*==\s*0\b"
+)
 _DEBUG_FUNCTION = re.compile(r"(?i)(^|_|::)(print|dump|debug|show|trace)")
 _DEBUG_FLAG = re.compile(r"(?i)\b(\w*print\w*|\w*verbose\w*|\w*debug\w*|trace)\b")
 _FATAL_AFTER = re.compile(rb"__trap\s*\(|\btrap;|\bassert\s*\(|\babort\s*\(|\bexit\s*\(")
@@ -33,7 +36,12 @@ class PrintfInDeviceCode(Rule):
     helper such as `fill_identity` beside the `print()` utilities: no kernel pays for it; a
     file linted alone, whose callers are not in sight, is still reported), and in a standalone
     program or test (a file that defines `main`) a `printf` that one thread runs
-    (`if (threadIdx.x == 0)`): a demo or a test showing its result.
+    (`if (threadIdx.x == 0)`, `if (g.thread_rank() == 0)`): a demo or a test showing its
+    result. Also left alone there: a kernel whose only output is what it prints (it stores
+    through no pointer or array, calls nothing but `printf` and barriers, returns nothing: a
+    hello world showing each thread's indices), where printing is the program's purpose; the
+    same kernel in a header or library file is still reported. A kernel the grammar misread
+    (an exercise's `int idx = FIXME` placeholder) is not judged.
 
     ## Why is this bad?
     Device-side `printf` writes into a fixed-size FIFO that the host drains only at
@@ -101,8 +109,8 @@ __global__ void k(float* x) {
         if file.call_name(node) not in ("printf", "std::printf"):
             return
         function = file.enclosing_function(node)
-        if function is None or not file.is_device_function(function):
-            return
+        if function is None or not file.is_device_function(function) or file.broken(function):
+            return  # (a printf the grammar misread into a kernel: `int idx = FIXME` before it)
         name = file.function_name_node(function)
         if name is not None and _DEBUG_FUNCTION.search(
             file.node_text(name.child_by_field_name("declarator"))
@@ -135,6 +143,8 @@ __global__ void k(float* x) {
         ):
             return
         if file.is_program or file.is_test:
+            if prints_only(file, function):
+                return  # a program's kernel whose output is what it prints (a hello world)
             for a in file.ancestors(node):
                 if a.type == "if_statement" and _ONE_THREAD.search(
                     file.node_text(a.child_by_field_name("condition"))
