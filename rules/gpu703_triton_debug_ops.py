@@ -13,22 +13,22 @@ _DEBUG_HELPERS: MemoKey[dict[str, str]] = MemoKey("gpu703.debug_helpers")
 class TritonDebugOps(Rule):
     """
     ## What it does
-    Finds debugging left in Triton code: `tl.device_print` (and the builtin `print` inside a
-    `@triton.jit` function), `tl.static_print` and `tl.device_assert`, and `TRITON_INTERPRET=1`
-    set from Python (`os.environ["TRITON_INTERPRET"] = "1"`, `setdefault`, `update`, `putenv`).
+    Finds debugging left in Triton code that costs at run time: `tl.device_print` (and the
+    builtin `print` inside a `@triton.jit` function), and `TRITON_INTERPRET=1` set from Python
+    (`os.environ["TRITON_INTERPRET"] = "1"`, `setdefault`, `update`, `putenv`).
 
     A `@triton.jit` helper that does nothing but debug output (`print_tensor_dim`) is reported
     where a kernel calls it, not where it is defined.
 
-    Left alone: debug ops under an `if` on a constexpr flag (`if DEBUG:`), which Triton compiles
+    Left alone: `tl.static_print` (it runs once, at compile time: no cost on the GPU) and
+    `tl.device_assert` (compiled only in debug mode, `TRITON_DEBUG=1`: nothing runs in a normal
+    build, and in a debug build the check is the point); debug ops under an `if` on a constexpr flag (`if DEBUG:`), which Triton compiles
     out when the flag is off; debug helpers that no kernel in the file calls; `TRITON_INTERPRET` set under a condition (a `--debug` switch) or in
     test code, where running kernels on the CPU interpreter is the point.
 
     ## Why is this bad?
     `tl.device_print` makes every thread of every program call `printf` on the device: kernels
-    slow down by orders of magnitude and flood the output. `tl.static_print` prints at every
-    compilation. `tl.device_assert` is compiled only in debug mode (`TRITON_DEBUG=1`), so in a
-    normal run it checks nothing while suggesting that it does (reported as info).
+    slow down by orders of magnitude and flood the output.
     `TRITON_INTERPRET=1` runs every kernel in the process on the CPU interpreter, thousands of
     times slower than the GPU, for everyone who imports the module.
 
@@ -69,6 +69,17 @@ class TritonDebugOps(Rule):
     tags = ("triton", "debug")
 
     VALID = [
+        # Compile-time printing and debug-build asserts cost nothing in a normal run.
+        """
+import triton
+import triton.language as tl
+
+@triton.jit
+def k(x_ptr, n, BLOCK: tl.constexpr):
+    tl.static_print("BLOCK", BLOCK)
+    x = tl.load(x_ptr)
+    tl.device_assert(n > 0, "empty input")
+""",
         """
 import triton
 import triton.language as tl
@@ -111,11 +122,6 @@ def k(x_ptr):
             Severity.WARNING,
             "inside `@triton.jit` it is `tl.device_print`: every thread calls printf on the device",
         ),
-        "static_print": (Severity.INFO, "it prints at every compilation"),
-        "device_assert": (
-            Severity.INFO,
-            "it is compiled only with TRITON_DEBUG=1, so a normal run checks nothing",
-        ),
     }
 
     def visit_Call(self, node: ast.Call, file: PythonFile):
@@ -127,7 +133,11 @@ def k(x_ptr):
             called = node.func.id if isinstance(node.func, ast.Name) else None
             helper = _debug_helpers(file).get(called) if called is not None else None
             kernel = tt.kernel_of(file, node)
-            if helper and kernel is not None and not _under_constexpr_flag(file, node, kernel):
+            if (
+                helper in self._WHY
+                and kernel is not None
+                and not _under_constexpr_flag(file, node, kernel)
+            ):
                 severity, why = self._WHY[helper]
                 yield self.report(
                     file,
@@ -137,6 +147,8 @@ def k(x_ptr):
                     severity=severity,
                 )
             return
+        if name not in self._WHY:
+            return  # static_print runs at compile time, device_assert only in debug builds
         kernel = tt.kernel_of(file, node)
         if name == "print" and kernel is None:
             return
