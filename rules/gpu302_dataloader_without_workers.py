@@ -1,15 +1,18 @@
 import ast
-import re
-
-from gpulint.rules._datasets import dataset_on_device, token_batches, tokenizes_per_item
 
 from gpulint.diagnostics import Severity
+from gpulint.frontends.python.datasets import (
+    items_in_memory,
+    items_on_device,
+    per_item_evaluation,
+    token_batches,
+    tokenizes_per_item,
+)
 from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.model import SCOPES
 from gpulint.frontends.python.names import has_star_kwargs, keyword, terminal_name
 from gpulint.frontends.python.options import documented_elsewhere, option_default
 from gpulint.frontends.python.tensors import assigned_values
-from gpulint.frontends.python.transfers import device_transfer
 from gpulint.rule import Rule
 
 # Modules that decode or augment samples on the host.
@@ -24,7 +27,6 @@ _DECODERS = {
     "av",
     "imageio",
 }
-_TENSOR_DATASET = re.compile(r"TensorDataset|tensor_dataset", re.IGNORECASE)
 _NUM_WORKERS_POSITION = (
     5  # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers)
 )
@@ -33,24 +35,6 @@ _NUM_WORKERS_POSITION = (
 def is_dataloader(file: PythonFile, call: ast.Call) -> bool:
     q = file.qualname(call)
     return bool(q and q.startswith("torch.utils.data") and q.endswith(".DataLoader"))
-
-
-def _in_memory_dataset(file: PythonFile, call: ast.Call) -> bool:
-    """A dataset of tensors already in memory (`TensorDataset`, tensors moved to the GPU).
-
-    Indexing in-memory tensors costs microseconds: workers buy nothing, and CUDA tensors cannot
-    be handed to worker processes at all.
-    """
-    for expr in _dataset_exprs(file, call):
-        for node in ast.walk(expr):
-            if not isinstance(node, ast.Call):
-                continue
-            name = terminal_name(node.func) or ""
-            if _TENSOR_DATASET.search(name):
-                return True
-            if isinstance(node.func, ast.Attribute) and device_transfer(file, node):
-                return True
-    return False
 
 
 def _dataset_exprs(file: PythonFile, call: ast.Call) -> list[ast.AST]:
@@ -219,6 +203,19 @@ class DataLoaderWithoutWorkers(Rule):
                         num_workers=workers, persistent_workers=workers > 0)
     ```
 
+    ## Known problems
+    In-memory datasets are judged by what their `__getitem__` does, not by their name: a
+    dataset class of the module that only indexes tensors or arrays loaded whole in `__init__`
+    (`np.load(path)`, `torch.load(path)`, tensors built there or passed from this file), or
+    that returns values it holds (a prompt and an index), is left alone, as is a list or
+    `range` of values whose `collate_fn` does no work. Indexing memory costs microseconds a
+    sample; workers would only add processes. A call the module cannot read (a transform, a
+    decoder, a tokenizer), data passed from a caller it cannot trace, and memory maps keep the
+    finding. So does a `transform` applied under an `if` in `__getitem__`, even where the
+    default run passes none. `batch_size=1` loaders that only evaluation loops iterate, each
+    reading a value back per sample (`.item()`), are left alone too: a one-off pass that waits
+    for the GPU at every sample anyway.
+
     ## References
     - [torch.utils.data: single- and multi-process data loading](https://docs.pytorch.org/docs/stable/data.html#single-and-multi-process-data-loading)
     - [PyTorch performance tuning guide: asynchronous data loading](https://docs.pytorch.org/tutorials/recipes/recipes/tuning_guide.html)
@@ -271,10 +268,14 @@ trainer.fit(model, loader)
     def visit_Call(self, node: ast.Call, file: PythonFile):
         if file.is_test or not file.uses_cuda or not is_dataloader(file, node):
             return
-        if _in_memory_dataset(file, node) or not _has_step_loop(file):
+        if not _has_step_loop(file):
             return
-        if dataset_on_device(file, node):
+        if items_on_device(file, node):
             return  # CUDA tensors cannot be handed to worker processes
+        if items_in_memory(file, node):
+            return  # indexing data in memory costs microseconds: workers buy nothing
+        if per_item_evaluation(file, node):
+            return  # one sample per batch, read back every sample: a one-off pass
         if token_batches(file) and not tokenizes_per_item(file, node):
             return  # pre-tokenised text: indexing and padding rows is small beside the step
         # Sure when samples are decoded or augmented; only likely for pre-tokenised text and such.

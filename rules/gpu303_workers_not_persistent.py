@@ -1,6 +1,11 @@
 import ast
 import re
 
+from gpulint.frontends.python.datasets import (
+    items_in_memory,
+    items_on_device,
+    per_item_evaluation,
+)
 from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.loops import LOOPS, SCOPES
 from gpulint.frontends.python.names import has_star_kwargs, keyword, terminal_name
@@ -43,6 +48,16 @@ class WorkersNotPersistent(Rule):
 
     With `num_workers` from the configuration, write `persistent_workers=num_workers > 0`
     (`persistent_workers=True` with zero workers raises an error).
+
+    ## Known problems
+    Loaders over data already in memory (a `TensorDataset`, a dataset class of the module whose
+    `__getitem__` only indexes tensors or arrays loaded whole in `__init__`; see GPU302) and
+    loaders that hand out CUDA tensors are left alone: a worker that re-opens nothing starts in
+    milliseconds with the default `fork`, and the better fix there is `num_workers=0`. Under
+    the `spawn` start method the dataset is pickled to every worker each epoch, which for a
+    large in-memory dataset is a real cost this rule does not report. `batch_size=1` loaders
+    that only evaluation loops iterate, each reading a value back per sample, are left alone as
+    well.
 
     ## References
     - [torch.utils.data.DataLoader: persistent_workers, prefetch_factor](https://docs.pytorch.org/docs/stable/data.html#torch.utils.data.DataLoader)
@@ -136,6 +151,10 @@ def main(args):
                 fix = f"{ast.unparse(value)} > 0"
             if _endless_sampler(file, call):
                 continue  # one pass never ends: the workers start once
+            if items_in_memory(file, call) or items_on_device(file, call):
+                continue  # nothing to re-open or rebuild: a worker starts in milliseconds
+            if per_item_evaluation(file, call):
+                continue  # one sample per batch, read back every sample: a one-off pass
             names = {name for t in assign.targets if (name := terminal_name(t)) is not None}
             loop = self._repeated_iteration(file, names, assign)
             if loop is None:
