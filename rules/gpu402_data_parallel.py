@@ -1,6 +1,7 @@
 import ast
 
 from gpulint.frontends.python.file import PythonFile
+from gpulint.frontends.python.training import forward_only
 from gpulint.rule import Rule
 
 _DATA_PARALLEL = {
@@ -16,7 +17,8 @@ class DataParallel(Rule):
     """
     ## What it does
     Finds `torch.nn.DataParallel(model)` (and the functional `data_parallel`), through any import
-    or alias. `isinstance(model, nn.DataParallel)` checks and code in tests are left alone.
+    or alias, where the wrapped model is trained. `isinstance(model, nn.DataParallel)` checks,
+    code in tests and models that only run forward passes are left alone (see Known problems).
 
     ## Why is this bad?
     `DataParallel` runs one Python process that drives every GPU from threads: each step it
@@ -39,6 +41,18 @@ class DataParallel(Rule):
     dist.init_process_group("nccl")
     model = DistributedDataParallel(model.cuda(local_rank), device_ids=[local_rank])
     ```
+
+    ## Known problems
+    Inference across GPUs is left alone: the functional `data_parallel(net, inputs)` under
+    `torch.no_grad()` or `torch.inference_mode()`, a model put in eval mode where it is built
+    (`DataParallel(FAN(path).eval())`, a frozen Inception network for FID wrapped after
+    `net.eval()`) and never put back with `.train()`, and, in a module that neither calls
+    backward nor steps an optimizer (here or in a function it calls that the analysis
+    resolves), a wrapper put in eval mode or only ever called. Without gradients there is
+    nothing for DistributedDataParallel to reduce or overlap, and a one-process split of the
+    batch is the simple way to use several GPUs for a one-off evaluation. A builder that
+    returns the wrapper for a caller to train keeps the finding. Vendored copies of metric
+    packages are left to the file discovery's vendored-code rules.
 
     ## References
     - [DataParallel (PyTorch docs: use DistributedDataParallel instead)](https://docs.pytorch.org/docs/stable/generated/torch.nn.DataParallel.html)
@@ -71,5 +85,9 @@ class DataParallel(Rule):
         if file.is_test:
             return
         qualified = file.qualname(node)
-        if qualified in _DATA_PARALLEL:
-            yield self.report(file, node, func=qualified.rsplit(".", 1)[1])
+        if qualified not in _DATA_PARALLEL:
+            return
+        func = qualified.rsplit(".", 1)[1]
+        if forward_only(file, node, runs_now=func == "data_parallel"):
+            return  # inference across GPUs: no gradients to reduce, nothing DDP would overlap
+        yield self.report(file, node, func=func)
