@@ -11,7 +11,7 @@ control characters and repeated spans. Every rule is on (opt-in ones too) for tw
 
 Each input runs in a supervised worker (gpulint.supervisor) under a 20 s budget. An input
 fails when anything escapes the file: an exception out of the engine, a worker crash, the
-budget, a rule's internal error (GPU000 "internal error"), or a finding that is not well formed
+budget, an internal error of a rule or a front-end (GPU001), or a finding that is not well formed
 (code, path, 1-based positions). Failing inputs are written to --out for reproduction; the
 counts are printed, and the exit status is 1 when any input failed.
 """
@@ -163,7 +163,7 @@ def mutate(rng: random.Random, data: bytes, other: bytes) -> bytes:
         elif kind == 4:
             data[i:i] = bytes([0xFF, 0xFE, 0xC3])  # invalid UTF-8
         elif kind == 5:
-            data[i:i] = rng.choice([b"\x1b[31m", b"\r", b"\x0c", b"\u202e".decode().encode()])
+            data[i:i] = rng.choice([b"\x1b[31m", b"\r", b"\x0c", "\u202e".encode()])
         elif kind == 6 and data:  # a span repeated
             a = rng.randrange(len(data))
             span = bytes(data[a : a + rng.randint(1, 60)])
@@ -184,7 +184,7 @@ _linter = None
 
 def _check(name: str, data: bytes) -> tuple[str | None, bool, int]:
     """(what escaped the file or None, whether it was parsed, how many findings)."""
-    from gpulint.diagnostics import Finding
+    from gpulint.diagnostics import INTERNAL_ERROR, Finding
 
     findings, parsed = _linter.lint_bytes(name, data, prefilter=True)
     for f in findings:
@@ -192,7 +192,7 @@ def _check(name: str, data: bytes) -> tuple[str | None, bool, int]:
             return f"malformed finding {f!r}", parsed, len(findings)
         if f.line < 1 or f.col < 1:
             return f"position {f.line}:{f.col} in {f.code}", parsed, len(findings)
-        if f.code == "GPU000" and "internal error" in f.message:
+        if f.code == INTERNAL_ERROR:
             return f.message, parsed, len(findings)
     return None, parsed, len(findings)
 

@@ -134,8 +134,7 @@ def test_garbage_never_raises():
     ]
     for _ in range(200):
         text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 60)))
-        for finding in lint_text(text, "x.cu"):
-            assert "internal error" not in finding.message, (text, finding)
+        lint_text(text, "x.cu")  # an internal error (GPU001) fails inside lint_text
 
 
 def test_undecodable_bytes_are_not_fatal():

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpulint.safeio import Unreadable, escape, read_bytes
+from gpulint.testing import assert_no_internal_error
 
 
 def test_safe_read_refuses_what_is_not_a_regular_file_inside_the_roots(tmp_path):
@@ -187,7 +188,7 @@ def test_each_text_front_end_is_linear_on_adversarial_lines(name):
         spent = time.process_time() - start
         if spent >= 1.0:
             slow[kind] = round(spent, 2)
-        assert all(f.code != "GPU000" or "internal error" not in f.message for f in findings)
+        assert_no_internal_error(findings, kind)
     assert not slow, f"{name}: over a second on {slow}"
 
 
@@ -342,7 +343,10 @@ def test_gpulint_check_finishes_on_a_hostile_repository(tmp_path):
         assert "Traceback" not in run["stderr"] + run["stdout"]
         assert run["seconds"] < 90 and run["max_rss_mb"] < 1500
         assert run["processes"] <= len(os.sched_getaffinity(0)) + 1  # jobs = 100000, capped
-        findings = json.loads(run["stdout"])["findings"]
+        report = json.loads(run["stdout"])
+        findings = report["findings"]
+        # gpulint failed nowhere (GPU001 would also make the exit status 2)
+        assert not [d for d in report["diagnostics"] if d["code"] == "GPU001"], report
         by_path: dict[str, list] = {}
         for f in findings:
             by_path.setdefault(f["path"], []).append(f)
@@ -383,6 +387,7 @@ def test_flake8_finishes_on_a_hostile_repository(tmp_path):
     assert "Traceback" not in run["stderr"] + run["stdout"]
     assert run["seconds"] < 90 and run["max_rss_mb"] < 1500
     assert "./good.py:2:10: GPU201" in run["stdout"]
+    assert " GPU001 " not in run["stdout"]  # the plugin failed on no file
     assert "./esc\x1b[31m\nname.py:2:10: GPU201" in run["stdout"]  # flake8 prints names raw
 
 
@@ -489,6 +494,7 @@ def test_the_language_server_finishes_on_a_hostile_repository(tmp_path):
     assert session["code"] == 0 and session["seconds"] < 90 and session["max_rss_mb"] < 1500
     codes = {n: [d["code"] for d in ds] for n, ds in session["diagnostics"].items()}
     assert codes["good.py"] == ["GPU201"] and "GPU903" in codes["bomb.yaml"]
+    assert not any("GPU001" in cs for cs in codes.values()), codes  # failed on no document
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,8 @@
 
 Fuzzing is bounded for CI: hypothesmith programs and mutated copies (truncations, byte flips,
 inserted NULs) of every fixture in every language. Every input yields findings or a GPU000
-diagnostic, never a traceback.
+diagnostic, never a traceback and never an internal error (GPU001: a rule or a front-end that
+raised, which the run survives but the suite must not).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from gpulint.fixes import apply_edits, fix_file, still_parses
 from gpulint.frontends import frontend_for
 from gpulint.parallel import _work as _REAL_WORK
 from gpulint.parallel import lint_one
-from gpulint.testing import example_config, fixture_targets
+from gpulint.testing import assert_no_internal_error, example_config, fixture_targets
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = sorted(p for p in (ROOT / "fixtures").rglob("*") if p.is_file() and frontend_for(p.name))
@@ -38,7 +39,7 @@ def lint_bytes(data: bytes, name: str, targets=("sm_121", "sm_90")) -> list[Find
     for f in findings:
         assert isinstance(f, Finding)
         assert f.line >= 1 and f.col >= 1
-    return findings
+    return assert_no_internal_error(findings, name)
 
 
 # -- fuzzing ---------------------------------------------------------------------------------

@@ -20,13 +20,24 @@ from pathlib import Path
 
 from gpulint.cli import UsageError
 from gpulint.config import Config, ConfigResolver, apply_table
-from gpulint.diagnostics import Finding, note_line, split_notes, unanalysable
+from gpulint.diagnostics import (
+    ENGINE_CODES,
+    Finding,
+    internal_errors,
+    note_line,
+    split_notes,
+    unanalysable,
+)
 from gpulint.engine import FileResult, Linter, Report, cpu_count, display_path, evidence_notes
 from gpulint.files import FileFinder
 from gpulint.reporters import REPORTERS
 from gpulint.safeio import MAX_SOURCE_BYTES, Unreadable, escape, read_bytes
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+# gpulint itself failed somewhere (GPU001: a rule or a front-end raised on a file); the run went
+# on, but its report is incomplete. 2, as for a usage error and as ruff exits on an internal
+# error, and whatever `--exit-zero` says: no finding was hidden, the analysis was.
+EXIT_INTERNAL_ERROR = 2
 WATCH_INTERVAL_S = 0.5
 _CODES = re.compile(r"\b[A-Z]+[0-9]+\b")
 MACHINE_FORMATS = {"json", "sarif", "github", "gitlab", "junit"}
@@ -155,7 +166,8 @@ class Checker:
         self.evidence_problems.clear()
         self.resolver.problems.clear()
         results.sort(key=lambda r: r.path)
-        return Run(Report(results), owners, root.root, Counter())
+        errors = [f for linter, _ in groups.values() for f in linter.errors]
+        return Run(Report(results, errors), owners, root.root, Counter())
 
 
 def hardware_note(run: Run, args=None) -> None:
@@ -302,14 +314,21 @@ def check_once(args) -> int:
     checker = Checker(args)
     run = checker.run(args.paths)
     hardware_note(run, args)
+    if args.add_noqa or args.diff:
+        # No report is written: the internal errors are said on stderr all the same.
+        for error in run.report.internal_errors:
+            print(note_line(error), file=sys.stderr)
     if args.add_noqa:
-        return add_noqa(args, checker, run)
+        code = add_noqa(args, checker, run)
+        return EXIT_INTERNAL_ERROR if run.report.internal_errors else code
     if args.fix or args.diff:
-        code = apply_fixes(args, run)
-        if code is not None:
-            return code
+        written = apply_fixes(args, run)
+        if written is not None:
+            return EXIT_INTERNAL_ERROR if run.report.internal_errors else written
     findings = run.report.findings
     emit(args, run, findings, notes=run.report.notes)
+    if run.report.internal_errors:
+        return EXIT_INTERNAL_ERROR
     if findings and not args.exit_zero:
         return EXIT_FINDINGS
     if args.exit_non_zero_on_fix and sum(run.fixed.values()):
@@ -547,6 +566,8 @@ def check_stdin(args) -> int:
             sys.stdout = saved
     else:
         emit(args, run, findings, {shown: text} if text is not None else None, notes)
+    if internal_errors(notes):
+        return EXIT_INTERNAL_ERROR
     if findings and not args.exit_zero:
         return EXIT_FINDINGS
     if args.exit_non_zero_on_fix and run.fixed:
@@ -573,7 +594,7 @@ def add_noqa(args, checker: Checker, run: Run) -> int:
     added = files = 0
     for result in run.report.results:
         frontend = frontend_for(result.path)
-        if frontend is None or not any(f.code != "GPU000" for f in result.findings):
+        if frontend is None or not any(f.code not in ENGINE_CODES for f in result.findings):
             continue
         path = Path(result.path)
         linter = run.linters.get(result.path)
@@ -588,9 +609,9 @@ def add_noqa(args, checker: Checker, run: Run) -> int:
         # One fix per line: a comment for the line's first finding, the others ride along.
         by_line: dict[int, list] = {}
         for f in result.findings:
-            if f.code != "GPU000":
+            if f.code not in ENGINE_CODES:
                 by_line.setdefault(planner.target_line(f.line), []).append(f)
-        findings = [f for f in result.findings if f.code == "GPU000"]
+        findings = [f for f in result.findings if f.code in ENGINE_CODES]
         for group in by_line.values():
             (edit,) = planner.edits(group) or (None,)
             first, *rest = group

@@ -47,7 +47,7 @@ def _codes(key: str, value: Any, selectors: bool = False) -> list[str]:
     codes = [c.strip().upper() for c in _str_list(key, value)]
     from gpulint.registry import registry
 
-    known = {r.code for r in registry().rules} | {"GPU000"}
+    known = {r.code for r in registry().rules} | {"GPU000", "GPU001"}
     for c in codes:
         if c == "ALL" or (selectors and c in TIER_SELECTORS):
             continue

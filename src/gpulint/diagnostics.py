@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 
@@ -109,19 +110,53 @@ class Finding:
 
 
 # GPU000 is the engine's own code: a file that could not be analysed (unreadable, not text,
-# does not parse, a rule failed on it). It is never suppressed, so nothing is silently skipped.
+# does not parse, over the time or memory budget). It is never suppressed, so nothing is
+# silently skipped.
 UNANALYSABLE = "GPU000"
+
+# GPU001: gpulint itself failed on a file (an exception inside a rule's visit or finish, inside
+# a front-end fact a rule asked for, or inside the front-end's parse or walk). One per rule and
+# file, naming both; the other rules and files go on. It is a diagnostic on the run, not a
+# finding about the code: never suppressed, never cached, carried where the notes go (stderr in
+# text output, `diagnostics` in JSON, `toolExecutionNotifications` in SARIF, level error), and
+# it makes the exit status 2 (EXIT_INTERNAL_ERROR), whatever the findings and `--exit-zero`.
+INTERNAL_ERROR = "GPU001"
+
+# Codes of the engine, not of a rule: never suppressed by `noqa` or per-file-ignores.
+ENGINE_CODES = frozenset({UNANALYSABLE, INTERNAL_ERROR})
 
 
 def unanalysable(path: str, reason: str, line: int = 1, col: int = 1) -> Finding:
     return Finding(path, line, col, UNANALYSABLE, reason, Severity.ERROR)
 
 
+def internal_error(
+    path: str, where: str, error: BaseException | str, on: str = "this file"
+) -> Finding:
+    """GPU001 for `path`: `where` failed on it ("rule GPU802", "the cuda front-end")."""
+    what = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+    what = " ".join(what.split()) or "no message"
+    return Finding(
+        path,
+        1,
+        1,
+        INTERNAL_ERROR,
+        f"internal error in {where} on {on}: {what} (a gpulint bug: please report it)",
+        Severity.ERROR,
+    )
+
+
+def internal_errors(findings: Iterable[Finding]) -> list[Finding]:
+    """The GPU001 diagnostics among `findings` (what the robustness tests assert is empty)."""
+    return [f for f in findings if f.code == INTERNAL_ERROR]
+
+
 # Notes on the analysis, not on the code: GPU800 (lines the CUDA parser could not read). Each is
 # said once per file, so no lines vanish silently, but a note is not a finding: it is not counted,
 # does not set the exit status, and goes where the tool's other notes go (stderr in text output,
-# a `diagnostics` list in JSON, `toolExecutionNotifications` in SARIF).
-NOTE_CODES = frozenset({"GPU800"})
+# a `diagnostics` list in JSON, `toolExecutionNotifications` in SARIF). GPU001 (an internal error)
+# goes the same way, as an error that does set the exit status.
+NOTE_CODES = frozenset({"GPU800", INTERNAL_ERROR})
 
 
 def split_notes(findings: list[Finding]) -> tuple[list[Finding], list[Finding]]:
@@ -134,8 +169,13 @@ def split_notes(findings: list[Finding]) -> tuple[list[Finding], list[Finding]]:
     )
 
 
+def note_level(f: Finding) -> str:
+    """ "error" for an internal error (GPU001), "note" for a note on the analysis (GPU800)."""
+    return "error" if f.code == INTERNAL_ERROR else "note"
+
+
 def note_line(f: Finding) -> str:
     """A note as the text output prints it on stderr (`path:line:col: note: CODE message`)."""
     from gpulint.safeio import escape
 
-    return f"{escape(f.path)}:{f.line}:{f.col}: note: {f.code} {f.message}"
+    return f"{escape(f.path)}:{f.line}:{f.col}: {note_level(f)}: {f.code} {escape(f.message)}"

@@ -18,7 +18,14 @@ from pathlib import Path
 
 from gpulint import __version__
 from gpulint.config import Config
-from gpulint.diagnostics import NOTE_CODES, UNANALYSABLE, Finding, unanalysable
+from gpulint.diagnostics import (
+    ENGINE_CODES,
+    INTERNAL_ERROR,
+    NOTE_CODES,
+    Finding,
+    internal_error,
+    unanalysable,
+)
 from gpulint.files import FileFinder
 from gpulint.frontends import ParseError, decode
 from gpulint.pathutil import below
@@ -48,6 +55,9 @@ class FileResult:
 @dataclass
 class Report:
     results: list[FileResult] = field(default_factory=list)
+    # Internal errors (GPU001) of the run rather than of one file's rules: a project index
+    # that failed to build (its files were then judged alone).
+    errors: list[Finding] = field(default_factory=list)
 
     @property
     def findings(self) -> list[Finding]:
@@ -59,7 +69,13 @@ class Report:
     def notes(self) -> list[Finding]:
         """Per-file notes on the analysis (GPU800: lines not analysed); never findings."""
         out = [f for r in self.results for f in r.findings if f.code in NOTE_CODES]
-        return sorted(out, key=Finding.sort_key)
+        return sorted(out + self.errors, key=Finding.sort_key)
+
+    @property
+    def internal_errors(self) -> list[Finding]:
+        """GPU001: where gpulint itself failed (a rule or a front-end raised). Any of them makes
+        the exit status 2."""
+        return [f for f in self.notes if f.code == INTERNAL_ERROR]
 
     @property
     def files_checked(self) -> int:
@@ -120,6 +136,8 @@ class Linter:
         # with them (shown path -> salt): see `index_projects`.
         self._stored: dict[str, tuple[FrontendRef, dict, list[Path], Path | None]] = {}
         self._salts: dict[str, str] = {}
+        # Internal errors (GPU001) of the run, not of one file: a project index that failed.
+        self.errors: list[Finding] = []
         options = dict(config.options)
         # Where the configuration lives: rules that resolve paths (lever registry, evidence
         # records cited in docs) read it as settings.option("config", "root").
@@ -295,22 +313,37 @@ class Linter:
         frontend = ref.load()
         if self._stored:
             self.resolve_projects()
+        where = f"the {frontend.language} front-end"
         try:
             parsed = frontend.parse(shown, data, self.settings)
         except ParseError as e:
             return [unanalysable(shown, str(e), e.line, e.col)], True
         except (RecursionError, MemoryError):
             return [unanalysable(shown, "file too deeply nested to parse")], True
+        except Exception as e:  # a front-end bug costs this file, not the run
+            return [internal_error(shown, where, e)], True
         session = None
         if self.project is not None and deps is not None and frontend.language == "python":
             session = self.project.session(relpath or shown)
             parsed.project_lookup = session.lookup
             parsed.project = session
         rules = [cls(self.settings) for cls in rule_classes]
-        findings = list(frontend.run(parsed, rules))
+        # Each rule's failure is caught where it runs (frontends.run_rules, one GPU001 naming
+        # the rule); this catches the front-end's own walk around them (its node index, its
+        # captures) and the suppression step.
+        findings: list[Finding] = []
+        try:
+            findings.extend(frontend.run(parsed, rules))
+        except RecursionError:
+            findings.append(unanalysable(shown, "file too deeply nested"))
+        except Exception as e:
+            findings.append(internal_error(shown, where, e))
         if session is not None and deps is not None:
             deps.update(session.deps)
-        return self._suppress(frontend, parsed, findings, relpath or shown), True
+        try:
+            return self._suppress(frontend, parsed, findings, relpath or shown), True
+        except Exception as e:
+            return [internal_error(shown, f"{where}'s noqa reading", e)], True
 
     def _rules_for(self, language: str, data: bytes, prefilter: bool) -> list[type[Rule]]:
         """The rules whose textual gates this file passes: only they run (only they are
@@ -342,7 +375,7 @@ class Linter:
         noqa = frontend.noqa_lines(parsed)
         kept = []
         for f in findings:
-            if f.code != UNANALYSABLE:
+            if f.code not in ENGINE_CODES:
                 if any(f.code.startswith(c) for c in ignored):
                     continue
                 if is_suppressed(f.code, noqa.get(f.line)):
@@ -377,6 +410,7 @@ class Linter:
         # (a linter that runs again, in a watch or a test, starts from none of the last run's)
         self._stored.clear()
         self._salts.clear()
+        self.errors.clear()
         grouped: dict[FrontendRef, list[Path]] = {}
         for path in files:
             ref = registry().frontend_for(path.name)
@@ -415,6 +449,12 @@ class Linter:
             project = frontend.index(items, self.settings, store_dir)
         except (ParseError, RecursionError, MemoryError, ValueError):
             return  # no project: each file is judged alone, as in an editor
+        except Exception as e:  # a front-end bug: judged alone too, and the run says so
+            if shown:
+                on = f"the {len(shown)} {ref.language} files of this project"
+                where = f"the {ref.language} front-end's project index"
+                self.errors.append(internal_error(shown[0], where, e, on))
+            return
         self.settings = replace(
             self.settings, projects={**self.settings.projects, ref.language: project}
         )
@@ -488,7 +528,7 @@ class Linter:
 
         self.prepare_project(paths, files)
         results = lint_many(self, files, jobs=jobs, cache=cache)
-        return Report(problems + results)
+        return Report(problems + results, list(self.errors))
 
 
 class _DeferredIndex(ProjectIndex):

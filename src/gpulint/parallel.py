@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpulint.cache import file_stamp
-from gpulint.diagnostics import unanalysable
+from gpulint.diagnostics import ENGINE_CODES
 
 if TYPE_CHECKING:
     from gpulint.supervisor import Outcome
@@ -41,15 +41,12 @@ def _work(path: Path):
 
 
 def _failed(path: Path, outcome: Outcome, budget: float):
-    """The GPU000 result of a file whose worker did not answer with a result."""
+    """The result of a file whose worker did not answer with a result (supervisor.failure)."""
     from gpulint.engine import FileResult, display_path
+    from gpulint.supervisor import failure
 
     shown = display_path(path)
-    why = {
-        "timeout": f"analysis took over {budget:g} s; skipped",
-        "crash": "the analyser crashed on this file; skipped",
-    }.get(outcome.status, f"internal error: {outcome.value}")
-    return FileResult(shown, [unanalysable(shown, why)])
+    return FileResult(shown, [failure(shown, outcome, budget)])
 
 
 def lint_one(linter, path: Path, budget: float = FILE_TIME_BUDGET_S):
@@ -115,7 +112,7 @@ def lint_many(
     if cache is not None:
         for index, path in todo:
             result = results[index]
-            if result.digest and not any(f.code == "GPU000" for f in result.findings):
+            if result.digest and not any(f.code in ENGINE_CODES for f in result.findings):
                 # Stamped only if the file looked the same before and after it was linted.
                 stamp = stamps.get(index)
                 if stamp is not None and _stamp(path, started) != stamp:

@@ -241,8 +241,6 @@ def lint_bytes_budgeted(
     budget, or one that kills its worker, is that file's GPU000 and the caller goes on."""
     import threading
 
-    from gpulint.diagnostics import unanalysable
-
     key = id(linter)
     entry = _supervisors.get(key)
     if entry is None:
@@ -257,9 +255,19 @@ def lint_bytes_budgeted(
         outcome = supervisor.call(_lint_bytes_task, key, shown, data, relpath, budget=budget)
     if outcome.status == "ok":
         return outcome.value
-    limit = supervisor.budget if budget is None else budget
-    why = {
-        "timeout": f"analysis took over {limit:g} s; skipped",
-        "crash": "the analyser crashed on this file; skipped",
-    }.get(outcome.status, f"internal error: {outcome.value}")
-    return [unanalysable(shown, why)]
+    return [failure(shown, outcome, supervisor.budget if budget is None else budget)]
+
+
+def failure(shown: str, outcome: Outcome, budget: float):
+    """The finding for a file whose worker did not answer with a result: over the budget, out
+    of memory or killed, the file's GPU000 (the input is at fault, or too large); an exception
+    that escaped the engine, gpulint's own GPU001."""
+    from gpulint.diagnostics import internal_error, unanalysable
+
+    if outcome.status == "timeout":
+        return unanalysable(shown, f"analysis took over {budget:g} s; skipped")
+    if outcome.status == "crash":
+        return unanalysable(shown, "the analyser crashed on this file; skipped")
+    if outcome.value == "out of memory":
+        return unanalysable(shown, "analysis ran out of memory; skipped")
+    return internal_error(shown, "the engine", str(outcome.value))

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from gpulint.config import Config
-from gpulint.diagnostics import Finding
+from gpulint.diagnostics import Finding, internal_errors
 from gpulint.engine import Linter
 
 # `# expect: GPU101`, `// expect: GPU802, GPU803`, `<!-- expect: GPU910 -->`
@@ -37,11 +37,23 @@ def example_filename(rule) -> str:
     )
 
 
+def assert_no_internal_error(findings: list[Finding], context: object = "") -> list[Finding]:
+    """Fail when gpulint itself failed (GPU001: a rule or a front-end raised). Every test that
+    feeds gpulint arbitrary input goes through this, so a crashing rule fails the suite rather
+    than passing as one more diagnostic."""
+    errors = internal_errors(findings)
+    if errors:
+        where = f" ({context})" if context else ""
+        raise AssertionError(f"internal error{where}: " + "; ".join(e.message for e in errors))
+    return findings
+
+
 def lint_text(text: str, filename: str, targets=(), options: dict | None = None) -> list[Finding]:
+    """Findings for `text` linted as `filename` with every rule on; an internal error fails."""
     config = example_config(targets)
     config.options.update(options or {})
     findings, _ = Linter(config).lint_bytes(filename, text.encode("utf-8"))
-    return findings
+    return assert_no_internal_error(findings, filename)
 
 
 def expected_findings(text: str) -> set[tuple[int, str]]:

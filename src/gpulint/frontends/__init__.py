@@ -11,7 +11,7 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic, Protocol, TypeVar, overload
 
-from gpulint.diagnostics import Finding, unanalysable
+from gpulint.diagnostics import Finding, internal_error, unanalysable
 from gpulint.settings import Settings
 from gpulint.source import SourceText
 from gpulint.suppression import noqa_codes
@@ -163,8 +163,9 @@ def run_rules(
     parsed: Any, rules: Sequence, nodes_for: Callable[[str], Iterable]
 ) -> Iterable[Finding]:
     """The dispatch every front-end shares: each rule's `visit_<kind>` methods over the nodes
-    `nodes_for(kind)` gives, then its `finish`. A rule that fails on a file becomes a GPU000
-    finding for that file; the other rules and files go on."""
+    `nodes_for(kind)` gives, then its `finish`. A rule that fails on a file (in its own code or
+    in a front-end fact it asked for) becomes one GPU001 for that file, naming the rule; what it
+    reported before it failed is kept, and the other rules and files go on."""
     for rule in rules:
         try:
             for name in dir(type(rule)):
@@ -176,9 +177,7 @@ def run_rules(
         except RecursionError:
             yield unanalysable(parsed.display_path, f"{rule.code}: file too deeply nested")
         except Exception as e:  # a rule bug must not lose the rest of the run
-            yield unanalysable(
-                parsed.display_path, f"internal error in {rule.code}: {type(e).__name__}: {e}"
-            )
+            yield internal_error(parsed.display_path, f"rule {rule.code}", e)
 
 
 def noqa_by_line(

@@ -44,7 +44,7 @@ from typing import Any
 
 from gpulint import __version__
 from gpulint.config import ConfigError, find_pyproject, load_config
-from gpulint.diagnostics import note_line, split_notes
+from gpulint.diagnostics import INTERNAL_ERROR, note_line, split_notes
 from gpulint.engine import MAX_FILE_BYTES, Linter, evidence_notes
 from gpulint.files import FileFinder
 from gpulint.hardware import UnknownTargetError
@@ -142,6 +142,11 @@ class GpulintChecker:
         findings = lint_bytes_budgeted(linter, self.filename, data, linter.relpath(path))
         findings, notes = split_notes(findings)
         for note in notes:
+            if note.code == INTERNAL_ERROR:
+                # gpulint failed on this file (GPU001): flake8 has no exit status of a plugin's
+                # own, so it is reported as an error, which fails the flake8 run (exit 1).
+                findings.insert(0, note)
+                continue
             # A note on the analysis (GPU800), not a finding: on stderr, as `gpulint check` says it.
             print(note_line(note), file=sys.stderr)
         for f in findings:

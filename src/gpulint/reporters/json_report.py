@@ -4,13 +4,14 @@ import json
 from collections.abc import Sequence
 
 from gpulint import __version__
-from gpulint.diagnostics import Finding
+from gpulint.diagnostics import Finding, note_level
 
 
 def render(
     findings: list[Finding], *, files_checked: int, notes: Sequence[Finding] = (), **_: object
 ) -> str:
-    """`notes` (per-file notes on the analysis, GPU800) go to `diagnostics`, not `findings`."""
+    """`notes` (per-file notes on the analysis, GPU800, level note; internal errors, GPU001,
+    level error) go to `diagnostics`, not `findings`."""
     payload = {
         "tool": "gpulint",
         "version": __version__,
@@ -27,6 +28,6 @@ def _note(f: Finding) -> dict:
         "line": f.line,
         "col": f.col,
         "code": f.code,
-        "level": "note",
+        "level": note_level(f),
         "message": f.message,
     }

@@ -17,7 +17,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from gpulint import __version__
-from gpulint.diagnostics import UNANALYSABLE, Finding, Severity
+from gpulint.diagnostics import INTERNAL_ERROR, UNANALYSABLE, Finding, Severity, note_level
 from gpulint.rule import all_rules
 from gpulint.ruledocs import rule_markdown, rule_text, short_summary
 from gpulint.source import SourceText
@@ -160,7 +160,8 @@ def render(
     """`read_text(path) -> str | None` gives a file's text, for fingerprints and fixes;
     `warn(message)` hears about results dropped to keep within GitHub's limit (default: stderr).
     `notes` (GPU800: lines not analysed) are notes on the run, not results: they go to
-    `invocations[0].toolExecutionNotifications`, level note, with the file's location."""
+    `invocations[0].toolExecutionNotifications`, level note, with the file's location. An
+    internal error (GPU001) goes there too, level error, and `executionSuccessful` is false."""
     total = len(findings)
     findings, dropped = cap(findings)
     if dropped:
@@ -239,7 +240,7 @@ def render(
                 "columnKind": "unicodeCodePoints",
                 "invocations": [
                     {
-                        "executionSuccessful": True,
+                        "executionSuccessful": not any(n.code == INTERNAL_ERROR for n in notes),
                         "toolExecutionNotifications": [
                             _notification(n, base, index) for n in notes
                         ],
@@ -253,9 +254,16 @@ def render(
 
 
 def _notification(note: Finding, base: Path, index: dict[str, int]) -> dict:
+    if note.code == INTERNAL_ERROR:
+        # gpulint failed (GPU001): a notification of its own kind, not tied to a rule's results.
+        head: dict = {"descriptor": {"id": note.code}, "level": note_level(note)}
+    else:
+        head = {
+            "associatedRule": {"id": note.code, "index": index.get(note.code, 0)},
+            "level": note_level(note),
+        }
     return {
-        "associatedRule": {"id": note.code, "index": index.get(note.code, 0)},
-        "level": "note",
+        **head,
         "message": {"text": note.message},
         "locations": [
             {

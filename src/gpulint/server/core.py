@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpulint.config import Config, ConfigError, load_config
-from gpulint.diagnostics import UNANALYSABLE, Edit, Finding
+from gpulint.diagnostics import ENGINE_CODES, Edit, Finding
 from gpulint.engine import Linter, evidence_notes
 from gpulint.fixes import apply_edits, still_parses
 from gpulint.frontends import frontend_for
@@ -248,8 +248,8 @@ _NOQA_CODES = re.compile(r"noqa:\s?[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*", re.IGNO
 
 def noqa_edit(result: LintResult, finding: Finding) -> Edit | None:
     """Suppress `finding` with a noqa comment on its line (extending one already there)."""
-    if finding.code == UNANALYSABLE or result.language is None:
-        return None  # GPU000 is never suppressed
+    if finding.code in ENGINE_CODES or result.language is None:
+        return None  # GPU000 and GPU001 are never suppressed
     source = result.source
     line = source.line_text(finding.line)
     line_end = source.offset(finding.line, len(line) + 1)
@@ -283,6 +283,6 @@ def suppresses(linter: Linter, result: LintResult, finding: Finding, edit: Edit)
     if result.language == "python" and not _is_comment_on(new_text, finding.line, finding.code):
         return False  # the line ends inside a string: the text would change the string
     after, _ = linter.lint_bytes(result.shown, encode_like_disk(new_text), result.shown)
-    if any(f.code == UNANALYSABLE for f in after):
+    if any(f.code in ENGINE_CODES for f in after):
         return False
     return not any(f.code == finding.code and f.line == finding.line for f in after)
