@@ -174,7 +174,7 @@ def mutate(rng: random.Random, data: bytes, other: bytes) -> bytes:
 
 
 def fixtures() -> list[Path]:
-    from gpulint.frontends import frontend_for
+    from gpulint.registry import frontend_for
 
     return sorted(p for p in (ROOT / "fixtures").rglob("*") if p.is_file() and frontend_for(p.name))
 

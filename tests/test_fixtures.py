@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpulint.frontends import frontend_for
+from gpulint.registry import frontend_for
 from gpulint.testing import expected_findings, fixture_options, fixture_targets, lint_text
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

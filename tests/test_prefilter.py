@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpulint.engine import Linter
-from gpulint.frontends import frontend_for
+from gpulint.registry import frontend_for
 from gpulint.testing import example_config, fixture_options, fixture_targets
 
 ROOT = Path(__file__).resolve().parent.parent

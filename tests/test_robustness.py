@@ -24,9 +24,9 @@ from gpulint.cli import main
 from gpulint.diagnostics import Finding
 from gpulint.engine import Linter
 from gpulint.fixes import apply_edits, fix_file, still_parses
-from gpulint.frontends import frontend_for
 from gpulint.parallel import _work as _REAL_WORK
 from gpulint.parallel import lint_one
+from gpulint.registry import frontend_for
 from gpulint.testing import assert_no_internal_error, example_config, fixture_targets
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from gpulint.frontends import frontend_for
 from gpulint.frontends.envfile import EnvFile
 from gpulint.frontends.shell import ShellFile, split_comment
 from gpulint.frontends.yamlconfig import YamlFile
+from gpulint.registry import frontend_for
 from gpulint.testing import lint_text
 
 

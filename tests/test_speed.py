@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gpulint.frontends import frontend_for
 from gpulint.frontends.python import PythonFrontend
+from gpulint.registry import frontend_for
 from gpulint.settings import Settings
 from gpulint.testing import fixture_options, fixture_targets, lint_text
 

@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpulint.cli import UsageError
 from gpulint.config import Config, ConfigResolver, apply_table
 from gpulint.diagnostics import (
     ENGINE_CODES,
@@ -32,12 +31,8 @@ from gpulint.engine import FileResult, Linter, Report, cpu_count, display_path, 
 from gpulint.files import FileFinder
 from gpulint.reporters import REPORTERS
 from gpulint.safeio import MAX_SOURCE_BYTES, Unreadable, escape, read_bytes
+from gpulint.status import EXIT_FINDINGS, EXIT_INTERNAL_ERROR, EXIT_OK, UsageError
 
-EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
-# gpulint itself failed somewhere (GPU001: a rule or a front-end raised on a file); the run went
-# on, but its report is incomplete. 2, as for a usage error and as ruff exits on an internal
-# error, and whatever `--exit-zero` says: no finding was hidden, the analysis was.
-EXIT_INTERNAL_ERROR = 2
 WATCH_INTERVAL_S = 0.5
 _CODES = re.compile(r"\b[A-Z]+[0-9]+\b")
 MACHINE_FORMATS = {"json", "sarif", "github", "gitlab", "junit"}
@@ -588,8 +583,9 @@ def add_noqa(args, checker: Checker, run: Run) -> int:
 
     from gpulint.diagnostics import Fix
     from gpulint.fixes import decode_for_rewrite, fix_file
-    from gpulint.frontends import ParseError, frontend_for
+    from gpulint.frontends import ParseError
     from gpulint.noqa import NoqaPlanner
+    from gpulint.registry import frontend_for
 
     added = files = 0
     for result in run.report.results:

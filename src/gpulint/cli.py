@@ -10,12 +10,7 @@ from gpulint.config import ConfigError
 from gpulint.hardware import UnknownTargetError
 from gpulint.reporters import REPORTERS
 from gpulint.safeio import escape
-
-EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
-
-
-class UsageError(Exception):
-    """A command line that cannot be carried out (exit 2)."""
+from gpulint.status import EXIT_OK, EXIT_USAGE, UsageError
 
 
 def _codes_arg(value: str) -> list[str]:

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 
 from gpulint.cache import file_stamp
 from gpulint.diagnostics import ENGINE_CODES
+from gpulint.safeio import FILE_TIME_BUDGET_S
 
 if TYPE_CHECKING:
     from gpulint.supervisor import Outcome
 
-FILE_TIME_BUDGET_S = 30.0  # a pathological file is reported and skipped, never hangs the run
 _worker_linter = None
 # Objects allocated between two young-generation collections of Python's cyclic collector while
 # workers lint (the default is 700). A parse allocates hundreds of thousands of nodes that live
@@ -42,7 +42,7 @@ def _work(path: Path):
 
 def _failed(path: Path, outcome: Outcome, budget: float):
     """The result of a file whose worker did not answer with a result (supervisor.failure)."""
-    from gpulint.engine import FileResult, display_path
+    from gpulint.results import FileResult, display_path
     from gpulint.supervisor import failure
 
     shown = display_path(path)
@@ -57,7 +57,7 @@ def lint_one(linter, path: Path, budget: float = FILE_TIME_BUDGET_S):
 def lint_many(
     linter, files: list[Path], jobs: int = 1, cache=None, budget: float = FILE_TIME_BUDGET_S
 ) -> list:
-    from gpulint.engine import FileResult, display_path
+    from gpulint.results import FileResult, display_path
 
     results: dict[int, FileResult] = {}
     todo: list[tuple[int, Path]] = []
@@ -234,7 +234,7 @@ def _from_cache(
     started: int = 0,
     places: _Places | None = None,
 ):
-    from gpulint.engine import FileResult, display_path
+    from gpulint.results import FileResult, display_path
     from gpulint.safeio import Unreadable
 
     if places is not None:

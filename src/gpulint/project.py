@@ -314,15 +314,14 @@ class ProjectSession:
         return table.get(function)
 
     def _summarise(self, info: _Module) -> tuple[dict[str, Summary], dict[str, str]] | None:
-        from gpulint.engine import MAX_FILE_BYTES
         from gpulint.frontends.python import FRONTEND
         from gpulint.frontends.python.summaries import Summaries
-        from gpulint.safeio import read_bytes
+        from gpulint.safeio import MAX_SOURCE_BYTES, read_bytes
         from gpulint.settings import Settings
 
         _IN_PROGRESS.add(info.name)
         try:
-            data = read_bytes(info.path, MAX_FILE_BYTES, self.index.roots)
+            data = read_bytes(info.path, MAX_SOURCE_BYTES, self.index.roots)
             parsed = FRONTEND.parse(info.relpath, data, Settings())
             inner = ProjectSession(self.index, info.relpath, self.depth + 1)
             parsed.project_lookup = inner.lookup

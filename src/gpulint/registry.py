@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from gpulint.frontends import Frontend
     from gpulint.rule import Rule
 
 FORMAT = 2
@@ -258,7 +259,7 @@ class Registry:
         return {suffix: tuple(group) for suffix, group in groups.items()}
 
     def frontend_for(self, filename: str) -> FrontendRef | None:
-        """As `gpulint.frontends.frontend_for`: the longest extension the name ends with."""
+        """As `gpulint.registry.frontend_for`: the longest extension the name ends with."""
         name = filename.lower()
         dot = name.rfind(".")
         if dot < 0:
@@ -331,6 +332,14 @@ def registry() -> Registry:
     except (OSError, ValueError, KeyError, TypeError):
         pass
     return _from_classes()
+
+
+def frontend_for(filename: str) -> Frontend | None:
+    """The front-end claiming `filename` (the longest extension it ends with, so
+    ".env.local"-style names can be claimed precisely). Only that front-end is imported: the
+    index knows which module claims which extension."""
+    ref = registry().frontend_for(filename)
+    return ref.load() if ref is not None else None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,6 +25,9 @@ from pathlib import Path
 MAX_SOURCE_BYTES = 20 * 1024 * 1024  # a source file larger than this is reported, not parsed
 MAX_CONFIG_BYTES = 1024 * 1024  # pyproject.toml, levers.toml, .gitignore
 MAX_RECORD_BYTES = 4 * 1024 * 1024  # one evidence record file
+# The time one file may take (gpulint.supervisor enforces it from outside the worker): a
+# pathological file is reported and skipped, never hangs the run.
+FILE_TIME_BUDGET_S = 30.0
 
 _KINDS = (
     (stat.S_ISDIR, "a directory"),

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from gpulint.parallel import FILE_TIME_BUDGET_S
+from gpulint.safeio import FILE_TIME_BUDGET_S
 
 if TYPE_CHECKING:  # imported where a worker is started: a run that forks none does not pay it
     from multiprocessing.connection import Connection

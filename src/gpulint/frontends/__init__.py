@@ -122,16 +122,6 @@ def by_extension() -> dict[str, Frontend]:
     return table
 
 
-def frontend_for(filename: str) -> Frontend | None:
-    """The front-end claiming `filename` (the longest extension it ends with, so
-    ".env.local"-style names can be claimed precisely). Only that front-end is imported: the
-    registry (gpulint.registry) knows which module claims which extension."""
-    from gpulint.registry import registry
-
-    ref = registry().frontend_for(filename)
-    return ref.load() if ref is not None else None
-
-
 def decode(data: bytes) -> str:
     """Bytes to text: a BOM or PEP 263 cookie decides, else UTF-8. Raises ParseError."""
     import codecs

@@ -16,9 +16,9 @@ from gpulint.config import Config, ConfigError, load_config
 from gpulint.diagnostics import ENGINE_CODES, Edit, Finding
 from gpulint.engine import Linter, evidence_notes
 from gpulint.fixes import apply_edits, still_parses
-from gpulint.frontends import frontend_for
 from gpulint.hardware import UnknownTargetError
 from gpulint.noqa import NoqaPlanner
+from gpulint.registry import frontend_for
 from gpulint.ruledocs import noqa_comment
 from gpulint.source import SourceText
 from gpulint.supervisor import lint_bytes_budgeted

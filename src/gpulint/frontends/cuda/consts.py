@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from tree_sitter import Node
 
 from gpulint.frontends import BackLink
-from gpulint.frontends.cuda.file import CudaFile, declared_names
-from gpulint.frontends.cuda.grammar import parser
+from gpulint.frontends.cuda.grammar import declared_names, parser
+
+if TYPE_CHECKING:  # the file builds its ConstEval (CudaFile.consts), not the other way round
+    from gpulint.frontends.cuda.file import CudaFile
 
 MAX_DEPTH = 24
 VALUE_LIMIT = 1 << 64  # folded values stay within what a 64-bit C integer can hold

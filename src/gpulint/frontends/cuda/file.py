@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from tree_sitter import Node, QueryCursor, Tree
 
 from gpulint.frontends import Memo
-from gpulint.frontends.cuda.grammar import COMMON_TYPES, LANGUAGE, query
+from gpulint.frontends.cuda.grammar import COMMON_TYPES, LANGUAGE, declared_names, query
 from gpulint.source import SourceText, is_driver_path, is_test_path
 
 FUNCTION_TYPES = ("function_definition",)
@@ -629,38 +629,6 @@ def _missing_query():
     from tree_sitter import Query
 
     return Query(LANGUAGE, "(MISSING) @m")
-
-
-def declared_names(node: Node) -> list[str]:
-    """Identifiers a declaration or parameter declares (`int a = 1, *b;` -> a, b)."""
-    out = []
-    stack = [c for c in node.children_by_field_name("declarator")]
-    while stack:
-        d = stack.pop()
-        if d.type == "identifier":
-            out.append((d.text or b"").decode("utf-8", errors="replace"))  # a parsed node has text
-        elif d.type in (
-            "init_declarator",
-            "pointer_declarator",
-            "reference_declarator",
-            "array_declarator",
-            "parenthesized_declarator",
-        ):
-            inner = d.child_by_field_name("declarator")
-            if inner is not None:
-                stack.append(inner)
-            elif d.type == "reference_declarator":
-                stack.extend(c for c in d.named_children if c.type == "identifier")
-        elif (
-            d.type == "function_declarator"
-            and node.parent is not None
-            and node.parent.type == "compound_statement"
-        ):
-            # `std::vector<float> h(n);` in a body: C++'s vexing parse, a variable in practice.
-            inner = d.child_by_field_name("declarator")
-            if inner is not None and inner.type == "identifier":
-                stack.append(inner)
-    return out
 
 
 __all__ = ["CudaFile", "LANGUAGE", "LOOP_TYPES", "declared_names"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 
 import tree_sitter_cuda
-from tree_sitter import Language, Parser, Query
+from tree_sitter import Language, Node, Parser, Query
 
 LANGUAGE = Language(tree_sitter_cuda.language())
 
@@ -54,3 +54,35 @@ def node_types() -> frozenset[str]:
         for i in range(LANGUAGE.node_kind_count)
         if LANGUAGE.node_kind_is_named(i) and (name := LANGUAGE.node_kind_for_id(i))
     )
+
+
+def declared_names(node: Node) -> list[str]:
+    """Identifiers a declaration or parameter declares (`int a = 1, *b;` -> a, b)."""
+    out = []
+    stack = [c for c in node.children_by_field_name("declarator")]
+    while stack:
+        d = stack.pop()
+        if d.type == "identifier":
+            out.append((d.text or b"").decode("utf-8", errors="replace"))  # a parsed node has text
+        elif d.type in (
+            "init_declarator",
+            "pointer_declarator",
+            "reference_declarator",
+            "array_declarator",
+            "parenthesized_declarator",
+        ):
+            inner = d.child_by_field_name("declarator")
+            if inner is not None:
+                stack.append(inner)
+            elif d.type == "reference_declarator":
+                stack.extend(c for c in d.named_children if c.type == "identifier")
+        elif (
+            d.type == "function_declarator"
+            and node.parent is not None
+            and node.parent.type == "compound_statement"
+        ):
+            # `std::vector<float> h(n);` in a body: C++'s vexing parse, a variable in practice.
+            inner = d.child_by_field_name("declarator")
+            if inner is not None and inner.type == "identifier":
+                stack.append(inner)
+    return out

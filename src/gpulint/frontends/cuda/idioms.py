@@ -707,14 +707,10 @@ def unchecked_by_convention(file: CudaFile, name: str) -> tuple[str, int, int, s
     corrupting calls, else over its kernel launches (5 at least: `checks_launches`). Then
     (where: "file" or "project", calls checked, calls counted, what was counted); None where
     the kind is checked by convention, or nothing shows a convention either way."""
-    from gpulint.frontends.cuda.project import is_convention
-
     kind = api_kind(name)
     if kind is None:
         return None
     project = file.project
-    from gpulint.frontends.cuda.project import folders_of
-
     used, dropped = api_counts(file).get(kind, (0, 0))
     where, what = "file", _KIND_WORDS[kind]
     # then the nearest folder above it with enough calls of the kind (a models/ folder that
@@ -1268,3 +1264,15 @@ def prints_only(file: CudaFile, function) -> bool:
             return False
         stack.extend(node.named_children)
     return True
+
+
+def is_convention(checked: int, total: int, evidence: int = 3) -> bool:
+    """Checking is the convention: 15% of `total` checked, or too few (under `evidence`) to
+    show a house style of not checking."""
+    return total < evidence or 100 * checked >= 15 * total
+
+
+def folders_of(path: str) -> list[str]:
+    """The folders above `path`, nearest first, up to the top one of the tree (not "")."""
+    parts = path.replace("\\", "/").split("/")[:-1]
+    return ["/".join(parts[:i]) for i in range(len(parts), 0, -1)]

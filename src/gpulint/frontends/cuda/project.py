@@ -22,8 +22,10 @@ from gpulint.frontends.cuda.idioms import (
     api_kind,
     debug_only_checks,
     file_checks,
+    folders_of,
     function_name,
     is_check_name,
+    is_convention,
     is_runtime_call,
     last_error_checks,
     launch_check_spelling,
@@ -389,12 +391,6 @@ class CudaProject:
                         up.append(site.caller)
             level = up
         return out
-
-
-def is_convention(checked: int, total: int, evidence: int = 3) -> bool:
-    """Checking is the convention: 15% of `total` checked, or too few (under `evidence`) to
-    show a house style of not checking."""
-    return total < evidence or 100 * checked >= 15 * total
 
 
 def _basename(path: str) -> str:
@@ -1096,12 +1092,6 @@ def _count_convention(
     )
     project.api = {k: (u, d) for k, (u, d) in api.items()}
     project.api_folders = folders
-
-
-def folders_of(path: str) -> list[str]:
-    """The folders above `path`, nearest first, up to the top one of the tree (not "")."""
-    parts = path.replace("\\", "/").split("/")[:-1]
-    return ["/".join(parts[:i]) for i in range(len(parts), 0, -1)]
 
 
 def add_folder_counts(

@@ -14,7 +14,7 @@ from gpulint.frontends.python.names import collect_bindings, dotted
 from gpulint.source import SourceText, is_test_path
 
 if TYPE_CHECKING:
-    from gpulint.frontends.python.summaries import External
+    from gpulint.frontends.python.summaries import External, Summaries
     from gpulint.project import ProjectSession
 
 N = TypeVar("N", bound=ast.AST)
@@ -191,6 +191,16 @@ class PythonFile:
     @functools.cached_property
     def loops(self) -> LoopModel:
         return LoopModel(self)
+
+    @property
+    def summaries(self) -> Summaries:
+        """What each function reachable from the file does (syncs, steps, transfers;
+        frontends/python/summaries.py), built on first use and kept in the memo. The file
+        builds it, as it builds its loop model: the loop model asks it whether a callee steps,
+        and summaries are made of loop facts, so neither of the two imports the other."""
+        from gpulint.frontends.python.summaries import summaries
+
+        return summaries(self)
 
     @functools.cached_property
     def is_test(self) -> bool:

@@ -182,12 +182,10 @@ class LoopModel:
         return bool(re.search(r"batch|step|iter|data|bar$|pbar", name, re.IGNORECASE))
 
     def _steps_through_callee(self, nodes: list[ast.AST]) -> bool:
-        from gpulint.frontends.python.summaries import summaries
-
         calls = [n for n in nodes if isinstance(n, ast.Call) and not is_step_marker(n)]
         if not calls:
             return False
-        table = summaries(self.file)
+        table = self.file.summaries
         for call in calls:
             summary = table.of_call(call)
             if summary is not None and summary.steps:
@@ -455,9 +453,7 @@ def queues_step_work(file: PythonFile, node: ast.AST) -> bool:
     name = terminal_name(node.func)
     if name is not None and _MODEL.search(name):
         return True
-    from gpulint.frontends.python.summaries import summaries
-
-    summary = summaries(file).of_call(node)
+    summary = file.summaries.of_call(node)
     return summary is not None and bool(summary.steps)
 
 

@@ -1,0 +1,82 @@
+"""The shape of gpulint's own code: no import cycles (tests/importgraph.py reads the graph
+statically), and the test can fail: it finds the cycles of a small tree made to have them."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import importgraph  # noqa: E402
+
+
+def _message(graph: importgraph.Graph, edges) -> str:
+    loops = graph.cycle_paths(edges)
+    return "import cycles:\n" + "\n".join(
+        " -> ".join(importgraph.short(m) for m in loop) for loop in loops
+    )
+
+
+def test_no_import_cycle_at_module_level():
+    graph = importgraph.build()
+    assert len(graph.modules) > 100  # src/gpulint and rules/ were read
+    assert not graph.cycles(), _message(graph, graph.edges)
+
+
+def test_no_import_cycle_hidden_in_a_function():
+    """An import moved into a function still runs, later: a cycle through one is hidden, not
+    broken. (Imports under TYPE_CHECKING never run and are not counted: a model annotated with
+    the type of the file that builds it is fine.)"""
+    graph = importgraph.build()
+    runtime = graph.runtime()
+    assert not graph.cycles(runtime), _message(graph, runtime)
+
+
+def _tree(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def test_the_cycle_finder_finds_each_kind_of_cycle(tmp_path):
+    _tree(
+        tmp_path,
+        {
+            "src/gpulint/__init__.py": "",
+            "src/gpulint/a.py": "from gpulint.b import x\n",
+            "src/gpulint/b.py": "import gpulint.a\nx = 1\n",  # a <-> b at module level
+            "src/gpulint/c.py": "def f():\n    from gpulint import d\n",
+            "src/gpulint/d.py": "try:\n    from . import c\nexcept ImportError:\n    pass\n",
+            "src/gpulint/e.py": (
+                "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from gpulint.f import F\n"
+            ),
+            "src/gpulint/f.py": "from gpulint import e\n",  # e -> f only under TYPE_CHECKING
+            "src/gpulint/pkg/__init__.py": "from .g import G\n",
+            "src/gpulint/pkg/g.py": "class G:\n    from gpulint.pkg import h\n",
+            "src/gpulint/pkg/h.py": "from gpulint.pkg.g import G\n",  # g <-> h via a class body
+            "rules/__init__.py": "",
+            "rules/gpu999_x.py": "from gpulint.a import x\n",
+        },
+    )
+    graph = importgraph.build(tmp_path)
+    assert "gpulint.rules.gpu999_x" in graph.modules
+    assert graph.edges["gpulint.rules.gpu999_x"] == {"gpulint.a"}
+    assert graph.cycles() == [["gpulint.a", "gpulint.b"], ["gpulint.pkg.g", "gpulint.pkg.h"]]
+    assert graph.deferred_edges["gpulint.c"] == {"gpulint.d"}
+    assert ["gpulint.c", "gpulint.d"] in graph.cycles(graph.runtime())
+    assert graph.typing_edges["gpulint.e"] == {"gpulint.f"}
+    assert not any("gpulint.e" in c for c in graph.cycles(graph.runtime()))
+    assert graph.cycle_paths()[0] == ["gpulint.a", "gpulint.b", "gpulint.a"]
+
+
+def test_the_pictures_are_drawn_from_the_same_graph():
+    graph = importgraph.build()
+    chart = importgraph.mermaid(graph)
+    assert chart.startswith("flowchart LR\n")
+    assert "gpulint_engine --> gpulint_project" in chart  # at module level
+    assert "gpulint_engine -.-> gpulint_parallel" in chart  # inside a function
+    assert "classDef knot" not in chart  # no cycle to mark
+    assert '"rules"' in chart  # rules/ drawn as one box
+    assert "digraph gpulint" in importgraph.dot(graph)
