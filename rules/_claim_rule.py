@@ -1,12 +1,12 @@
 """Shared plumbing of the claim rules GPU910-912 (not a rule: modules starting with `_` are not
-discovered). Each rule reports the claims gpulint.claims found for its own code, in documents
+discovered). Each rule reports the claims gpulint.claims found of its own kind, in documents
 (DocFile, analysed once per file) and in Python docstrings (analysed once per file)."""
 
 from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
-from typing import TypeAlias
+from typing import ClassVar, TypeAlias
 
 from gpulint.claims import Claim
 from gpulint.diagnostics import Finding, Severity
@@ -44,10 +44,10 @@ class _At:
         return self._span
 
 
-def claim_findings(rule: Rule, file: ClaimFile) -> Iterator[Finding]:
+def claim_findings(rule: ClaimRule, file: ClaimFile) -> Iterator[Finding]:
     if isinstance(file, DocFile):  # a Markdown / RST document
         for claim in file.claims:
-            if claim.code == rule.code:
+            if claim.kind == rule.claim_kind:
                 yield rule.report(file, claim, claim.message, severity=_severity(claim))
         return
     if not isinstance(getattr(file, "tree", None), ast.Module):
@@ -56,15 +56,18 @@ def claim_findings(rule: Rule, file: ClaimFile) -> Iterator[Finding]:
     if not rule.settings.option("claims", "docstrings", False) and not _cites_evidence(file):
         return
     for claim, span in docstring_claims(file, rule.settings):
-        if claim.code == rule.code:
+        if claim.kind == rule.claim_kind:
             yield rule.report(
                 _At(file.display_path, span), claim, claim.message, severity=_severity(claim)
             )
 
 
 class ClaimRule(Rule):
-    """A claim rule: gated by `claim_gates`, reporting the claims of its own code. Not
-    discovered as a rule itself (it is defined outside the rule's module)."""
+    """A claim rule: gated by `claim_gates`, reporting the claims of its own kind (the
+    analysis, gpulint.claims, says what is wrong with a claim; the rule, which code that is).
+    Not discovered as a rule itself (it is defined outside the rule's module)."""
+
+    claim_kind: ClassVar[str]  # claims.UNSUPPORTED, BARE_RATIO or DENOMINATOR
 
     @classmethod
     def gates(

@@ -1,5 +1,7 @@
 import re
 
+from gpulint.rules._cuda_conventions import checks_launches
+
 from gpulint.diagnostics import Severity
 from gpulint.frontends import MemoKey
 from gpulint.frontends.cuda.file import CudaFile
@@ -315,7 +317,7 @@ void forward(float* out, const float* q, int heads, int seq_len, cudaStream_t s)
         # A launch whose dynamic shared memory is sized at run time or past the default 48 KB
         # can fail for some inputs or GPUs: GPU802 in every project.
         smem = runtime_shared_memory(file, node)
-        convention = file.project.checks_launches()
+        convention = checks_launches(file.project)
         if (convention or smem is not None) != self.wants_convention:
             return  # the other code's: GPU802 where the project checks launches, else GPU812
         function = file.enclosing_function(node)

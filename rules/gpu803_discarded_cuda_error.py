@@ -1,10 +1,11 @@
+from gpulint.rules._cuda_conventions import unchecked_by_convention
+
 from gpulint.diagnostics import Severity
 from gpulint.frontends.cuda.file import CudaFile
 from gpulint.frontends.cuda.idioms import (
     attribute_needs_no_check,
     discarded_call,
     fix_for,
-    unchecked_by_convention,
 )
 from gpulint.rule import Rule
 

@@ -1,5 +1,6 @@
 from gpulint.rules._claim_rule import ClaimRule
 
+from gpulint import claims
 from gpulint.claims import EVIDENCE_WORDS, SPEED_WORDS, THROUGHPUT_WORDS
 from gpulint.diagnostics import Severity
 from gpulint.rule import Invalid
@@ -81,6 +82,7 @@ class ClaimWithoutEvidence(ClaimRule):
     """
 
     code = "GPU910"
+    claim_kind = claims.UNSUPPORTED
     name = "claim-without-evidence"
     severity = Severity.INFO  # advice; a dangling or drifted citation is a warning
     language = ("markdown", "python")

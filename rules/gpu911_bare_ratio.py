@@ -1,5 +1,6 @@
 from gpulint.rules._claim_rule import ClaimRule
 
+from gpulint import claims
 from gpulint.claims import SPEED_WORDS
 from gpulint.diagnostics import Severity
 
@@ -38,6 +39,7 @@ class BareRatio(ClaimRule):
     """
 
     code = "GPU911"
+    claim_kind = claims.BARE_RATIO
     name = "bare-ratio"
     severity = Severity.INFO
     language = ("markdown", "python")

@@ -1,5 +1,6 @@
 from gpulint.rules._claim_rule import ClaimRule
 
+from gpulint import claims
 from gpulint.diagnostics import Severity
 
 
@@ -39,6 +40,7 @@ class UnknownPeakDenominator(ClaimRule):
     """
 
     code = "GPU912"
+    claim_kind = claims.DENOMINATOR
     name = "unknown-peak-denominator"
     severity = Severity.WARNING
     language = ("markdown", "python")

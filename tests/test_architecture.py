@@ -3,7 +3,11 @@ statically), and the test can fail: it finds the cycles of a small tree made to 
 
 from __future__ import annotations
 
+import ast
+import io
+import re
 import sys
+import tokenize
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -80,3 +84,61 @@ def test_the_pictures_are_drawn_from_the_same_graph():
     assert "classDef knot" not in chart  # no cycle to mark
     assert '"rules"' in chart  # rules/ drawn as one box
     assert "digraph gpulint" in importgraph.dot(graph)
+
+
+# -- facts in front-ends, judgments in rules ---------------------------------------------------
+ROOT = Path(__file__).resolve().parent.parent
+_RULE_CODE = re.compile(r"GPU\d{3}")
+
+
+def rule_codes_in_code(source: str) -> list[tuple[int, str]]:
+    """(line, token) for each rule code written in code: a string that is not a docstring, or a
+    name. Docstrings and comments may say which rule reads a fact (a cross-reference); code that
+    spells a code is a rule's decision taken in the wrong place."""
+    tree = ast.parse(source)
+    docstrings = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            first = node.body[0] if node.body else None
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                docstrings.add(first.lineno)
+    out = []
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT or (
+            tok.type == tokenize.STRING and tok.start[0] in docstrings
+        ):
+            continue
+        if _RULE_CODE.search(tok.string):
+            out.append((tok.start[0], tok.string))
+    return out
+
+
+def _front_end_modules() -> list[Path]:
+    found = sorted((ROOT / "src" / "gpulint" / "frontends").rglob("*.py"))
+    return [*found, ROOT / "src" / "gpulint" / "claims.py"]
+
+
+def test_no_rule_code_in_the_front_ends():
+    """The front-ends (and the claims analysis) expose facts: counts, sizes, kinds of problem.
+    Which code a fact becomes, and past which threshold, is the rule's (rules/, with shared
+    judgments in rules/_*.py)."""
+    found = {
+        path.relative_to(ROOT).as_posix(): hits
+        for path in _front_end_modules()
+        if (hits := rule_codes_in_code(path.read_text(encoding="utf-8")))
+    }
+    assert len(_front_end_modules()) > 20
+    assert not found, found
+
+
+def test_the_rule_code_check_can_fail():
+    source = (
+        '"""Facts for GPU802 (a docstring may say so)."""\n'
+        "# and a comment: GPU803\n"
+        "def f(x):\n"
+        '    """GPU804 reads this."""\n'
+        '    return "GPU812" if x else f"GPU{802}"\n'
+        "GPU910_KIND = 1\n"
+        'PRIORITY = {"GPU911": 0}\n'
+    )
+    assert [line for line, _ in rule_codes_in_code(source)] == [5, 6, 7]

@@ -1,5 +1,6 @@
-"""GPU802/GPU803 graded by the checked tree's own convention (CudaProject.checks_launches,
-idioms.unchecked_by_convention), and launches whose fixed configuration cannot fail."""
+"""GPU802/GPU803 graded by the checked tree's own convention (checks_launches and
+unchecked_by_convention in rules/_cuda_conventions.py), and launches whose fixed configuration
+cannot fail."""
 
 from __future__ import annotations
 

@@ -195,9 +195,15 @@ class Unit:
     document_measures: bool = False  # the document shows results (a table, plot, results link)
 
 
+UNSUPPORTED, BARE_RATIO, DENOMINATOR = "unsupported", "bare-ratio", "denominator"
+
+
 @dataclass
 class Claim:
-    code: str  # GPU910 / GPU911 / GPU912
+    # What is wrong with it (each claim rule reports one kind, `ClaimRule.claim_kind`):
+    # UNSUPPORTED (no measurement behind it, or drifted from its record), BARE_RATIO (a ratio
+    # without the absolute pair), DENOMINATOR (%-of-peak against an unknown denominator).
+    kind: str
     start: int  # offset in the file
     end: int
     message: str
@@ -335,7 +341,7 @@ def analyse(
     return dangling + _one_per_sentence(unit, claims)
 
 
-_PRIORITY = {"GPU912": 0, "GPU910": 1, "GPU911": 2}
+_PRIORITY = {DENOMINATOR: 0, UNSUPPORTED: 1, BARE_RATIO: 2}
 
 
 def _one_per_sentence(unit: Unit, claims: list[Claim]) -> list[Claim]:
@@ -345,8 +351,8 @@ def _one_per_sentence(unit: Unit, claims: list[Claim]) -> list[Claim]:
     for claim in claims:
         key = _sentence(unit.text, claim.start - unit.start)
         kept = best.get(key)
-        if kept is None or (_PRIORITY[claim.code], claim.start) < (
-            _PRIORITY[kept.code],
+        if kept is None or (_PRIORITY[claim.kind], claim.start) < (
+            _PRIORITY[kept.kind],
             kept.start,
         ):
             best[key] = claim
@@ -359,7 +365,9 @@ def _dangling(unit: Unit, evidence: EvidenceContext) -> list[Claim]:
         return []
     first = unit.text.strip()
     at = unit.start + (unit.text.index(first[0]) if first else 0)
-    return [Claim("GPU910", at, at + min(len(first), 80) if first else at + 1, problem, "warning")]
+    return [
+        Claim(UNSUPPORTED, at, at + min(len(first), 80) if first else at + 1, problem, "warning")
+    ]
 
 
 def _speed_claims(text: str) -> list[tuple[int, int, str, float | None]]:
@@ -432,9 +440,9 @@ def _judge_speed(unit: Unit, speed, evidence: EvidenceContext) -> list[Claim]:
         if records:
             drift = _drift(claim_text, kind, ratio, absolutes, records)
             if drift:
-                out.append(Claim("GPU910", at, until, drift, "warning"))
+                out.append(Claim(UNSUPPORTED, at, until, drift, "warning"))
             elif kind in ("ratio", "percent") and not paired:
-                out.append(Claim("GPU911", at, until, _bare(claim_text)))
+                out.append(Claim(BARE_RATIO, at, until, _bare(claim_text)))
             continue
         if quoting or results_row or shown or _linked_sentence(unit, start):
             continue
@@ -449,7 +457,7 @@ def _judge_speed(unit: Unit, speed, evidence: EvidenceContext) -> list[Claim]:
             continue
         if self_evident:
             if kind in ("ratio", "percent") and not paired:
-                out.append(Claim("GPU911", at, until, _bare(claim_text)))
+                out.append(Claim(BARE_RATIO, at, until, _bare(claim_text)))
             continue
         missing = [
             what
@@ -462,7 +470,7 @@ def _judge_speed(unit: Unit, speed, evidence: EvidenceContext) -> list[Claim]:
         ]
         out.append(
             Claim(
-                "GPU910",
+                UNSUPPORTED,
                 at,
                 until,
                 f'performance claim "{claim_text}" has no measurement behind it in this document: '
@@ -695,13 +703,15 @@ def _peak_claims(unit: Unit) -> list[Claim]:
             for gpu in gpus:
                 why = _sparse_as_dense(gpu, value, dtypes)
                 if why:
-                    out.append(Claim("GPU912", unit.start + m.start(), unit.start + m.end(), why))
+                    out.append(
+                        Claim(DENOMINATOR, unit.start + m.start(), unit.start + m.end(), why)
+                    )
     return out
 
 
 def _peak_claim(unit: Unit, m: re.Match, why: str) -> Claim:
     return Claim(
-        "GPU912",
+        DENOMINATOR,
         unit.start + m.start(),
         unit.start + m.end(),
         f'%-of-peak figure "{" ".join(m.group(0).split())}" against an unknown denominator: {why}; '

@@ -700,51 +700,6 @@ def api_kind(name: str) -> str | None:
     return None
 
 
-def unchecked_by_convention(file: CudaFile, name: str) -> tuple[str, int, int, str] | None:
-    """Runtime call `name` is of a kind (`api_kind`) the code leaves unchecked by convention:
-    fewer than 15% of such calls have their status used, counted where there is evidence (at
-    least 3 calls): in the file, else in the nearest folder above it, else in the project, else over all of the project's
-    corrupting calls, else over its kernel launches (5 at least: `checks_launches`). Then
-    (where: "file" or "project", calls checked, calls counted, what was counted); None where
-    the kind is checked by convention, or nothing shows a convention either way."""
-    kind = api_kind(name)
-    if kind is None:
-        return None
-    project = file.project
-    used, dropped = api_counts(file).get(kind, (0, 0))
-    where, what = "file", _KIND_WORDS[kind]
-    # then the nearest folder above it with enough calls of the kind (a models/ folder that
-    # checks none of its copies beside a utils/ folder that checks its own), then the project
-    if used + dropped < 3:
-        for folder in folders_of(file.display_path):
-            used, dropped = project.api_folders.get(f"{folder}:{kind}", (0, 0))
-            if used + dropped >= 3:
-                where = f"folder (`{folder}/`)"
-                break
-    if used + dropped < 3:
-        used, dropped = project.api.get(kind, (0, 0))
-        where = "project"
-    if used + dropped < 3:
-        used = sum(u for u, _ in project.api.values())
-        dropped = sum(d for _, d in project.api.values())
-        what = "allocations, copies, memsets and attribute calls"
-    if used + dropped < 3:
-        if project.checks_launches():
-            return None
-        return ("project", project.launches_checked, project.launches_total, "kernel launches")
-    return None if is_convention(used, used + dropped) else (where, used, used + dropped, what)
-
-
-_KIND_WORDS = {
-    "copy": "copies",
-    "memset": "memsets",
-    "alloc": "allocations",
-    "attribute": "attribute and limit calls",
-    "launch": "API launches",
-    "graph": "graph launches",
-}
-
-
 def api_counts(file: CudaFile) -> dict[str, list[int]]:
     """Per kind of corrupting runtime call (`api_kind`), in the file's library code (tests and
     standalone programs left out): [status used, status discarded]. A use is a check macro
@@ -1264,12 +1219,6 @@ def prints_only(file: CudaFile, function) -> bool:
             return False
         stack.extend(node.named_children)
     return True
-
-
-def is_convention(checked: int, total: int, evidence: int = 3) -> bool:
-    """Checking is the convention: 15% of `total` checked, or too few (under `evidence`) to
-    show a house style of not checking."""
-    return total < evidence or 100 * checked >= 15 * total
 
 
 def folders_of(path: str) -> list[str]:

@@ -25,7 +25,6 @@ from gpulint.frontends.cuda.idioms import (
     folders_of,
     function_name,
     is_check_name,
-    is_convention,
     is_runtime_call,
     last_error_checks,
     launch_check_spelling,
@@ -182,26 +181,6 @@ class CudaProject:
                 return [site, *deeper]
             return [site]
         return None
-
-    def checks_launches(self) -> bool:
-        """The project has a launch-checking convention: at least 15% of its library launches
-        are checked, not all in one file beside files that check none and launch more (or it
-        has fewer than 5 launches: too few to show a house style). On 26 public
-        code bases the ones that check none or a stray few (a vendored file, a debugging
-        check) are at 0-13%, the ones that check at 19% and more. An unchecked launch in a
-        project without one is the house style, not a slip (GPU812, opt-in, reports those)."""
-        beside = self.launches_beside_one_checking_file
-        if beside >= 5 and beside > self.launches_checked:
-            # one file checking its launches among files that check none and launch more is
-            # that file's style (often vendored from a project that checks), not the code base's
-            return False
-        return is_convention(self.launches_checked, self.launches_total, evidence=5)
-
-    def checks_kind(self, kind: str) -> bool:
-        """The project checks the status of runtime calls of `kind` (idioms.api_kind) by
-        convention: at least 15% of them have their status used (or it makes fewer than 3)."""
-        used, dropped = self.api.get(kind, (0, 0))
-        return is_convention(used, used + dropped)
 
     def _read_later(self, site: CallSite) -> bool:
         """A call after `site` in its caller reaches a function that reads the last error
