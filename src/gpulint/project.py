@@ -168,14 +168,13 @@ class ProjectSession:
         return found
 
     def _compiled_breaks(self, info: _Module, name: str) -> RemoteBreaks | None:
-        from gpulint.engine import MAX_FILE_BYTES
         from gpulint.frontends.python import FRONTEND
         from gpulint.frontends.python.compiled import breaks_if_compiled, label
-        from gpulint.safeio import read_bytes
+        from gpulint.safeio import MAX_SOURCE_BYTES, read_bytes
         from gpulint.settings import Settings
 
         try:
-            data = read_bytes(info.path, MAX_FILE_BYTES, self.index.roots)
+            data = read_bytes(info.path, MAX_SOURCE_BYTES, self.index.roots)
             parsed = FRONTEND.parse(info.relpath, data, Settings())
             found = breaks_if_compiled(parsed, name)
             if found is None:
