@@ -240,14 +240,16 @@ def group(module: str) -> str:
     return module
 
 
-def grouped_edges(graph: Graph, edges: dict[str, set[str]] | None = None) -> dict[str, set[str]]:
+def grouped_edges(
+    graph: Graph, edges: dict[str, set[str]] | None = None, grouping=group
+) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
     for module, targets in (graph.edges if edges is None else edges).items():
-        source = group(module)
+        source = grouping(module)
         out.setdefault(source, set())
         for target in targets:
-            if group(target) != source:
-                out[source].add(group(target))
+            if grouping(target) != source:
+                out[source].add(grouping(target))
     return out
 
 
@@ -255,19 +257,23 @@ def _node_id(name: str) -> str:
     return name.replace(".", "_")
 
 
-def mermaid(graph: Graph) -> str:
+def mermaid(graph: Graph, only: Iterable[str] | None = None, grouping=group) -> str:
     """The package graph as Mermaid (`flowchart LR`): module-level imports as arrows, imports
-    made only inside functions dotted, modules in a cycle of either (inside one box, after
-    grouping) in red, and the arrows within a cycle thick."""
+    made only inside functions dotted, modules in a cycle of either in red, and the arrows
+    within a cycle thick. `grouping` names the box a module is drawn in (default `group`:
+    rules/ as one box, each front-end package as one); `only`, the boxes drawn."""
     runtime = graph.runtime()
-    edges = grouped_edges(graph, runtime)
-    top = grouped_edges(graph)
-    knotted = {group(m) for c in graph.cycles(runtime) for m in c}
+    edges = grouped_edges(graph, runtime, grouping)
+    top = grouped_edges(graph, None, grouping)
+    if only is not None:
+        keep = set(only)
+        edges = {s: {t for t in ts if t in keep} for s, ts in edges.items() if s in keep}
+    knotted = {grouping(m) for c in graph.cycles(runtime) for m in c} & set(edges)
     lines = ["flowchart LR"]
     for name in sorted(edges):
         lines.append(f'    {_node_id(name)}["{short(name)}"]')
     in_knot = {m for c in graph.cycles(runtime) for m in c}
-    knot_groups = {(group(a), group(b)) for a in in_knot for b in runtime[a] if b in in_knot}
+    knot_groups = {(grouping(a), grouping(b)) for a in in_knot for b in runtime[a] if b in in_knot}
     for source in sorted(edges):
         for target in sorted(edges[source]):
             if (source, target) in knot_groups:
@@ -303,10 +309,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mermaid", action="store_true")
     parser.add_argument("--dot", action="store_true")
+    parser.add_argument(
+        "--modules", help="with --mermaid: only these modules, one box each (comma-separated)"
+    )
+    parser.add_argument("--root", type=Path, default=ROOT, help="the checkout to read")
     args = parser.parse_args(argv)
-    graph = build()
+    graph = build(args.root)
     if args.mermaid:
-        sys.stdout.write(mermaid(graph))
+        if args.modules:
+            names = [
+                m if m.startswith(PACKAGE) else f"{PACKAGE}.{m}" for m in args.modules.split(",")
+            ]
+            sys.stdout.write(mermaid(graph, [n for n in names if n in graph.modules], lambda m: m))
+        else:
+            sys.stdout.write(mermaid(graph))
         return 0
     if args.dot:
         sys.stdout.write(dot(graph))
