@@ -488,6 +488,30 @@ def _entries(file: PythonFile) -> list[Entry]:
     return out
 
 
+def compile_calls(file: PythonFile) -> list[ast.AST]:
+    """Every place that wraps a callable with `torch.compile`: the calls, and the decorators
+    (`@torch.compile`, `@torch.compile(...)`), in source order."""
+    out: list[ast.AST] = list(file.model.calls_to(*COMPILE))
+    seen = {id(c) for c in out}
+    for f in file.nodes(ast.FunctionDef, ast.AsyncFunctionDef):
+        for d in f.decorator_list:
+            if id(d) not in seen and file.qualname(d) in COMPILE:
+                out.append(d)
+    return sorted(out, key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)))
+
+
+def is_module_method(file: PythonFile, f: ast.AST, name: str) -> bool:
+    """`f` is the method `name` of an `nn.Module` class of this file."""
+    cls = file.model.enclosing_class(f)
+    return (
+        isinstance(f, FUNCTIONS)
+        and f.name == name
+        and cls is not None
+        and f in cls.body
+        and _is_module(file, cls)
+    )
+
+
 def _compile_sites(file: PythonFile) -> list[tuple[ast.Call, ast.AST]]:
     """`torch.compile(target, ...)` calls and `target.compile()` method calls, with targets."""
     out: list[tuple[ast.Call, ast.AST]] = []
