@@ -169,3 +169,24 @@ def test_an_edit_to_the_model_invalidates_the_cached_finding(tree):
     model = tree / "pkg" / "model.py"
     model.write_text(model.read_text().replace("print(x.shape)", "pass"))
     assert check() == []
+
+
+def test_a_compiled_name_is_the_def_it_holds_at_the_compile():
+    # A script that defines `f` twice (FlagGems' examples/use_cpp_runtime.py): the first, which
+    # prints, is overwritten before `torch.compile(f)`.
+    file = parse(
+        """
+        import torch
+
+        def f(x):
+            print(x)
+
+        def f(x, y):
+            return x + y
+
+        F = torch.compile(f)
+        """
+    )
+    (entry,) = compiled_code(file).entries
+    assert entry.function.lineno == 7
+    assert graph_breaks(file) == []

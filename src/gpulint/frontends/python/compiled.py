@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gpulint.frontends.python.model import FUNCTIONS, Function, MemoKey
+from gpulint.frontends.python.model import FUNCTIONS, Function, MemoKey, position
 from gpulint.frontends.python.names import keyword, terminal_name
 from gpulint.frontends.python.syncs import (
     bool_mask,
@@ -545,14 +545,16 @@ def _fullgraph(site: ast.AST) -> bool:
 def _compiled_defs(file: PythonFile, target: ast.AST, at: ast.AST) -> list[Function]:
     """The defs `torch.compile(target)` compiles: a def, a method, a module's `forward`."""
     if isinstance(target, ast.Name):
-        scope = file.model.defining_scope(target.id, at)
-        if scope is not None:
-            bound = file.model.bindings_of(target.id, before=at) or file.model.bindings_in(
-                scope, target.id
-            )
-            defs = [b.node for b in bound if b.kind == "def" and isinstance(b.node, FUNCTIONS)]
-            if defs and len(defs) == len(bound):
-                return defs[:1]
+        # The def the name holds at the compile (`def f` twice in a script: the later one).
+        bound = file.model.reaching(target.id, before=at)
+        if not bound and file.model.defining_scope(target.id, at) is not None:
+            bound = file.model.bindings_of(target.id, before=at)  # a global read in a function
+        if file.model.scope_of(at) is file.model.defining_scope(target.id, at):
+            earlier = [b for b in bound if b.position < position(at)]
+            bound = earlier[-1:] if earlier else bound  # the last one before the compile
+        defs = [b.node for b in bound if b.kind == "def" and isinstance(b.node, FUNCTIONS)]
+        if len(defs) == 1 and len(bound) == 1:
+            return defs
     if (
         isinstance(target, ast.Attribute)
         and isinstance(target.value, ast.Name)
