@@ -1,6 +1,7 @@
 import re
 
 from gpulint.frontends.cuda.file import CudaFile
+from gpulint.frontends.cuda.idioms import undefined_macro_branch
 from gpulint.rule import Rule
 
 
@@ -15,7 +16,12 @@ class CudaMallocManaged(Rule):
     a call after a comment in the same function that names managed or unified memory (one
     comment for the input and output buffers), and sample programs (a file defining `main`, its
     helpers) that time nothing: a few page faults in a demo of another API are not its point;
-    a benchmark (`cudaEventElapsedTime`, warm-up runs) still hears about it.
+    a benchmark (`cudaEventElapsedTime`, warm-up runs) still hears about it. A call in an
+    `#if USE_MANAGED`/`#ifdef UNIFIED` branch that no build takes is left alone too: no source
+    of the checked tree `#define`s the macro, no build file in the folders above the file
+    (`CMakeLists.txt`, `setup.py`, `Makefile`...) names it (`-DUSE_MANAGED`, an `option()`),
+    and it is not a compiler, platform or library macro (`__CUDA_ARCH__`, `NDEBUG`, `_WIN32`,
+    `CUDART_VERSION`), which a toolchain defines unseen.
 
     ## Why is this bad?
     Managed memory migrates on demand, page by page: the first GPU touch of each page faults,
@@ -119,6 +125,8 @@ int main() {
                 file.node_text(a.child_by_field_name("condition"))
             ):
                 return  # the user opted in (`if (getenv("..._UNIFIED_MEMORY"))`, `if (m_managed)`)
+        if undefined_macro_branch(file, node) is not None:
+            return  # under an `#if USE_MANAGED` that no source or build file defines: dead code
         if _SAYS_WHY.search(file.comment_before(node, lines=6)):
             return  # a comment there says managed memory is the point (a fallback, a design)
         if _ABOUT_UM.search(file.display_path):

@@ -173,3 +173,43 @@ void attention_fwd(const float* q, float* o) {
 """
     found = lint_text(code, "attention.cu")
     assert [f.line for f in found if f.code == "GPU803"] == [10]
+
+
+ALLOC_CU = """\
+#include <cuda_runtime.h>
+void* device_alloc(unsigned long n) {
+  void* p;
+#if USE_CUDA_MALLOC_MANAGED
+  cudaMallocManaged(&p, n);
+#else
+  cudaMalloc(&p, n);
+#endif
+  return p;
+}
+"""
+
+
+def test_managed_memory_under_a_macro_is_reported_once_a_build_or_a_source_defines_it(
+    tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "alloc.cu").write_text(ALLOC_CU)
+
+    def gpu807() -> list[tuple[str, int]]:
+        config = Config(root=tmp_path)
+        config.select = ["GPU807"]
+        found = Linter(config).run([tmp_path], jobs=1).findings
+        return sorted((f.path, f.line) for f in found)
+
+    assert gpu807() == []  # nothing defines it: every build takes the cudaMalloc side
+    (tmp_path / "CMakeLists.txt").write_text(
+        "option(UNIFIED OFF)\nif(UNIFIED)\n  add_compile_definitions(USE_CUDA_MALLOC_MANAGED=1)\n"
+        "endif()\n"
+    )
+    assert gpu807() == [("src/alloc.cu", 5)]  # a build option passes it
+    (tmp_path / "CMakeLists.txt").unlink()
+    (src / "config.h").write_text("#pragma once\n#define USE_CUDA_MALLOC_MANAGED 1\n")
+    (src / "main.cu").write_text('#include "config.h"\nint run();\n')
+    assert gpu807() == [("src/alloc.cu", 5)]  # a header of the tree defines it

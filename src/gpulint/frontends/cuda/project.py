@@ -30,6 +30,7 @@ from gpulint.frontends.cuda.idioms import (
     launch_check_spelling,
     launch_helpers,
     on_path_after,
+    tree_macros,
 )
 from gpulint.safeio import read_side
 from gpulint.source import is_driver_path
@@ -115,6 +116,9 @@ class CudaProject:
     # tree mentions besides their definitions (debugging helpers no kernel calls): see
     # `uncalled_device_printers`. Empty for a file linted alone: its callers are not in sight.
     uncalled_printers: frozenset[str] = frozenset()
+    # names `#define`d in any source of the checked tree (idioms.tree_macros): a macro none of
+    # them nor a build file defines leaves its `#if` branch out of every build (GPU807)
+    macros: frozenset[str] = frozenset()
     # how each file with launches spells its launch check (idioms.launch_check_spelling):
     # path -> `STD_CUDA_KERNEL_LAUNCH_CHECK();`; a fix suggestion in a file that writes none
     # uses its nearest sibling's
@@ -274,6 +278,7 @@ class CudaProject:
             "script_built": path in self.script_built,
             "harness_built": [path in self.harness, path in self.harness_streamless],
             "uncalled": sorted(e for e in self.uncalled_printers if e.startswith(path + ":")),
+            "macros": sorted(self.macros),
             "launch_check_near": self.launch_check_near(path),
             "check_macro_near": self.launch_check_near(path, self.check_macros),
         }
@@ -1162,6 +1167,7 @@ def build(
     project.script_built = script_built(extension_sources)
     project.harness, project.harness_streamless = harness_built(extension_sources)
     project.uncalled_printers = uncalled_device_printers(files)
+    project.macros = tree_macros(files)
     project.launch_spellings = {
         p: spelling
         for p, f in facts.items()
