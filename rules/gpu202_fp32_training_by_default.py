@@ -2,8 +2,10 @@ import ast
 import re
 from types import SimpleNamespace
 
+from gpulint.frontends.python.extensions import runs_compiled_ops
 from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.loops import is_step_marker, own_nodes
+from gpulint.frontends.python.training import optimizes_inputs
 from gpulint.rule import Rule
 
 # Anything that says the module chooses (or may choose) a precision. Reading the text is right
@@ -60,6 +62,21 @@ class Fp32TrainingByDefault(Rule):
         loss.backward()
         optimizer.step()
     ```
+
+    ## Known problems
+    Two kinds of FP32 step are left alone because a lower precision would not change their
+    work. Steps whose heavy work is the project's own compiled kernels: the module, or a module
+    of the tree it imports (two levels down), calls a compiled extension (built with
+    `torch.utils.cpp_extension.load`, or imported as `_C` by PyTorch's convention, typically
+    inside a `torch.autograd.Function`), and the loop calls no model of its own (a
+    differentiable rasterizer or voxel renderer over raw per-point tensors). Autocast leaves
+    such ops in the precision their kernels were written for. A small network beside them (a
+    deformation MLP called as `deform.step(...)`) is left alone too, and a compiled op that
+    is only used for set-up elsewhere in the tree counts as well: a missed finding, not a
+    wrong one. And loops that optimise inputs, not weights: every optimizer the module builds
+    is given tensors the module made (a latent being projected, a null-text embedding, an
+    image), none of a model's parameters; the network's precision is chosen where it is
+    loaded. Extensions outside the tree (an uninstalled git submodule) are unknown.
 
     ## References
     - [Automatic Mixed Precision package - torch.amp](https://docs.pytorch.org/docs/stable/amp.html)
@@ -146,6 +163,10 @@ for epoch in range(10):
             return
         if any(_FRAMEWORK.match(q) for q in file.bindings.values()):
             return
+        if optimizes_inputs(file):
+            return  # a latent or an embedding optimised through a network loaded elsewhere
+        if not file.loops.calls_model(loop) and _compiled_ops(file):
+            return  # the step's work is the project's own compiled kernels: autocast skips them
         yield self.report(file, _loop_head(loop))
 
     @staticmethod
@@ -157,6 +178,14 @@ for epoch in range(10):
             if any(_is_training_marker(n) for n in own_nodes(loop)):
                 return loop
         return None
+
+
+def _compiled_ops(file: PythonFile) -> bool:
+    """The module, or a module of the tree it imports (two levels down), calls the project's
+    own compiled extension."""
+    if runs_compiled_ops(file):
+        return True
+    return file.project is not None and file.project.imports_compiled_ops(file)
 
 
 def _updates_weights(file: PythonFile) -> bool:

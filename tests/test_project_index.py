@@ -237,3 +237,57 @@ def test_readbacks_after_the_first_in_an_iteration_are_named_as_related(tmp_path
         (7, "`.item()`: the host already waited at line 6"),
         (9, "`.item()`: the host already waited at line 6"),
     ]
+
+
+SPLAT_TRAIN = """
+import torch
+from renderer import render
+
+
+def train(scene, cameras, optimizer, iterations):
+    for it in range(iterations):
+        camera = cameras[it % len(cameras)]
+        image = render(camera, scene)
+        loss = (image - camera.image.cuda()).abs().mean()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+"""
+RENDERER = """
+from rasterizer import rasterize
+
+
+def render(camera, scene):
+    return rasterize(scene.means, scene.colors, camera)
+"""
+RASTERIZER = """
+import torch
+from . import _C
+
+
+class _Rasterize(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, means, colors, camera):
+        return _C.rasterize_forward(means, colors, camera)
+
+
+def rasterize(means, colors, camera):
+    return _Rasterize.apply(means, colors, camera)
+"""
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_fp32_steps_through_the_projects_compiled_rasterizer(tmp_path, monkeypatch, compiled):
+    """GPU202 reads, two imports away, that the step's work is the project's own CUDA kernels
+    (a rasterizer package that does `from . import _C`); a pure-PyTorch one keeps the finding."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text(textwrap.dedent(SPLAT_TRAIN))
+    (tmp_path / "renderer.py").write_text(textwrap.dedent(RENDERER))
+    (tmp_path / "rasterizer").mkdir()
+    source = RASTERIZER if compiled else RASTERIZER.replace("_C.", "torch.ops.aten.")
+    (tmp_path / "rasterizer" / "__init__.py").write_text(textwrap.dedent(source))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        main(["check", "--format", "json", "--select", "GPU202", "--jobs", "1", "--no-cache", "."])
+    codes = [f["code"] for f in json.loads(out.getvalue())["findings"]]
+    assert codes == ([] if compiled else ["GPU202"])

@@ -75,7 +75,34 @@ def test_forward_only(src, expected):
         ("opt = torch.optim.Adam(model.parameters(), lr=0.1)\n", False),
         ("p = list(model.parameters())\nopt = torch.optim.SGD([p], lr=0.1)\n", False),
         ("x = 1\n", False),
+        (
+            "trunk = []\nfor n, p in model.named_parameters():\n    trunk.append(p)\n"
+            "opt = torch.optim.SGD([{'params': trunk}], lr=0.1)\n",
+            False,  # filled from the parameters after it was bound
+        ),
     ],
 )
 def test_optimizes_inputs(src, expected):
     assert optimizes_inputs(_file(src)) is expected
+
+
+@pytest.mark.parametrize(
+    ("src", "expected"),
+    [
+        ("from . import _C\ndef f(x):\n    return _C.rasterize(x)\n", True),
+        ("from simple_knn._C import distCUDA2\nd = distCUDA2(points)\n", True),
+        ("_C = utils.get_extension()\ny = _C.__dict__['render_cuda'](x)\n", True),
+        (
+            "from torch.utils.cpp_extension import load\n"
+            "backend = load(name='march', sources=['march.cu'])\nbackend.march_rays(x)\n",
+            True,
+        ),
+        ("from . import _C\n", False),  # bound, never called
+        ("import torch._C\ntorch._C._log_api_usage_once('x')\n", False),  # PyTorch's own
+        ("from torch import _C\n_C._get_tracing_state()\n", False),
+    ],
+)
+def test_runs_compiled_ops(src, expected):
+    from gpulint.frontends.python.extensions import runs_compiled_ops
+
+    assert runs_compiled_ops(_file(src)) is expected

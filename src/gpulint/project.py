@@ -294,6 +294,52 @@ class ProjectSession:
         parts = [*package, *([node.module] if node.module else [])]
         return ".".join(parts) if parts else None
 
+    # -- compiled extension ops ------------------------------------------------------------------
+    def imports_compiled_ops(self, file: PythonFile) -> bool:
+        """A module of the tree that `file` imports, or one that module imports in turn (two
+        levels), calls the project's own compiled extension (`extensions.runs_compiled_ops`):
+        `from gaussian_renderer import render` where the renderer's rasterizer package does
+        `from . import _C`."""
+        frontier = _imported_modules(self, file.tree)
+        seen: set[str] = set()
+        for _ in range(MAX_DEPTH):
+            following: list[str] = []
+            for module in frontier:
+                if module in seen or len(seen) >= MAX_MODULES_PER_FILE:
+                    continue
+                seen.add(module)
+                info = self.index.modules.get(module)
+                if info is None:
+                    continue
+                if module not in _COMPILED_OPS:
+                    _COMPILED_OPS[module] = self._compiled_ops(info)
+                found = _COMPILED_OPS[module]
+                if found is None:
+                    continue
+                runs, digest, imports = found
+                self.deps[info.relpath] = digest
+                if runs:
+                    return True
+                following += imports
+            frontier = following
+        return False
+
+    def _compiled_ops(self, info: _Module) -> tuple[bool, str, list[str]] | None:
+        from gpulint.frontends.python import FRONTEND
+        from gpulint.frontends.python.extensions import runs_compiled_ops
+        from gpulint.safeio import MAX_SOURCE_BYTES, read_bytes
+        from gpulint.settings import Settings
+
+        try:
+            data = read_bytes(info.path, MAX_SOURCE_BYTES, self.index.roots)
+            parsed = FRONTEND.parse(info.relpath, data, Settings())
+            inner = ProjectSession(self.index, info.relpath, self.depth + 1)
+            runs = runs_compiled_ops(parsed)
+            imports = [] if runs else _imported_modules(inner, parsed.tree)
+        except Exception:  # unreadable, unparsable: that file's own lint reports it
+            return None
+        return runs, hashlib.sha256(data).hexdigest(), imports
+
     # -- summarising a module ------------------------------------------------------------------
     def _summary(self, module: str, function: str) -> Summary | None:
         info = self.index.modules.get(module)
@@ -348,3 +394,29 @@ def reset() -> None:
     _SUMMARISED.clear()
     _IN_PROGRESS.clear()
     _COMPILED_BREAKS.clear()
+    _COMPILED_OPS.clear()
+
+
+# Per process: module name -> (runs compiled extension ops, its digest, the tree modules it
+# imports), or None when it cannot be read or parsed.
+_COMPILED_OPS: dict[str, tuple[bool, str, list[str]] | None] = {}
+
+
+def _imported_modules(session: ProjectSession, tree: ast.Module) -> list[str]:
+    """The modules of the tree a module imports at its top level (`import pkg`, `from pkg
+    import x` as the module `pkg` or the submodule `pkg.x`, relative imports included)."""
+    index = session.index
+    out: list[str] = []
+    for stmt in tree.body:
+        names: list[str] = []
+        if isinstance(stmt, ast.Import):
+            names = [alias.name for alias in stmt.names]
+        elif isinstance(stmt, ast.ImportFrom):
+            base = session._from_module(stmt)
+            if base is not None:
+                names = [base] + [f"{base}.{alias.name}" for alias in stmt.names]
+        for name in names:
+            resolved = index.resolve_module(name)
+            if resolved is not None and resolved not in out:
+                out.append(resolved)
+    return out

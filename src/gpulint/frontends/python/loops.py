@@ -168,6 +168,16 @@ class LoopModel:
             )
         return False
 
+    def calls_model(self, loop: Loop) -> bool:
+        """The loop's own body calls something named as a model (`model(x)`, `net(x)`,
+        `self.encoder(h)`), not only functions (`render(camera, scene)`)."""
+        return any(
+            isinstance(n, ast.Call)
+            and (name := terminal_name(n.func)) is not None
+            and bool(_MODEL.search(name))
+            for n in own_nodes(loop)
+        )
+
     def _iterates_steps(self, loop: ast.AST) -> bool:
         """A loop over batches or step counts (`for batch in loader`, `for step in range(n)`,
         `while step < max_steps`), not over configurations or experiments."""

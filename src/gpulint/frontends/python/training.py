@@ -221,10 +221,27 @@ def _no_weights(file: PythonFile, expr: ast.AST, at: ast.AST) -> bool:
     for node in ast.walk(expr):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             bound = file.model.reaching(node.id, at)
-            if not bound or any(b.value is None for b in bound):
+            if not bound or any(b.value is None for b in bound) or _filled(file, node.id):
                 return False
             exprs += [b.value for b in bound if b.value is not None]
     return not any(_reads_parameters(e) for e in exprs)
+
+
+def _filled(file: PythonFile, name: str) -> bool:
+    """`name.append(p)`, `name.extend(...)`, `name += ...` somewhere in the module: a container
+    filled later (`trunk = []` and a loop over `named_parameters()` appending to it)."""
+    for call in file.nodes(ast.Call):
+        func = call.func
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr in ("append", "extend", "insert", "update", "setdefault")
+            and isinstance(func.value, ast.Name)
+            and func.value.id == name
+        ):
+            return True
+    return any(
+        isinstance(a.target, ast.Name) and a.target.id == name for a in file.nodes(ast.AugAssign)
+    )
 
 
 def _reads_parameters(expr: ast.AST) -> bool:
