@@ -1,7 +1,12 @@
 import re
 
 from gpulint.frontends.cuda.file import LOOP_TYPES, CudaFile, declared_names
-from gpulint.frontends.cuda.idioms import function_name
+from gpulint.frontends.cuda.idioms import (
+    communicates_after,
+    explained_sync,
+    function_name,
+    timed_loop,
+)
 from gpulint.rule import Rule
 
 SYNCS = {"cudaDeviceSynchronize", "cudaStreamSynchronize"}
@@ -30,7 +35,12 @@ class CudaSyncOrAllocInLoop(Rule):
     each iteration (a tuning sweep over configurations, also when it allocates each
     configuration's buffers), loops over devices
     (`cudaSetDevice(dev)` in the body), `cudaFree(0)` (the context-creation idiom), and code
-    outside loops.
+    outside loops. A sync is also left alone where it is the point of the loop: a benchmark
+    whose repetitions a clock brackets (a clock read just before the loop and just after it:
+    each repetition's sync is part of what it measures), a sync whose comment says what it is
+    for (`// barrier: wait for every peer before the next exchange`), and one after which the
+    iteration hands device buffers to host-driven communication (`MPI_Sendrecv` of a halo, an
+    `MPI_Barrier`). A comment that only names the call (`// sync`) is no reason.
 
     In a PyTorch extension it also finds a device-wide sync (`cudaDeviceSynchronize`,
     `torch::cuda::synchronize`) in an op's `forward`/`backward` function (`*_forward`,
@@ -196,6 +206,10 @@ void run(float* x, int iters) {
                 return  # a guarded, one-off sync (`if (i == 0) { sync; start timer; }`)
             if _TIMED.search(body):
                 return  # a tuning sweep: each iteration times its configuration
+            if timed_loop(file, loop):
+                return  # a benchmark timing its repetitions: the sync is part of what it measures
+            if explained_sync(file, node) or communicates_after(file, node, loop):
+                return  # a documented barrier; a halo the host sends by MPI once kernels finish
             advice = "synchronise once after the loop, or wait on an event only when the host needs the result"
         if _PER_DEVICE.search(body):
             return  # each iteration sets up another device (`cudaSetDevice(dev)`)
