@@ -14,6 +14,7 @@ from gpulint.frontends.python.timing import (
     intervals,
     is_clock,
     is_sync,
+    spans_training_steps,
 )
 from gpulint.rule import Rule
 
@@ -49,7 +50,10 @@ class UnsynchronizedWallClockTiming(Rule):
 
     Left alone: a sync anywhere in the interval; CPU-only work (modules without CUDA, branches
     under `if device == "cpu":`); whole training steps (forward plus backward or optimizer step,
-    which the device paces in steady state); intervals that call something opaque that may sync
+    which the device paces in steady state), and a tick timer over a training loop (the
+    second read in a loop that trains, the first outside it or reset after the report, as in
+    `tick_start_time = time.time()` ... `sec/tick`: each interval spans a run of whole steps,
+    off by at most the launch queue's depth); intervals that call something opaque that may sync
     on its own (`train_one_epoch(...)`, `evaluate(...)`, a helper handed the whole model, Hugging
     Face `generate()`, a `pipeline`); tests.
 
@@ -236,7 +240,7 @@ class UnsynchronizedWallClockTiming(Rule):
             # Timing whole training steps (forward, backward, optimizer step): in steady state the
             # step loop is paced by the device (the launch queue fills), so per-step times and
             # running totals come out right. Timing the backward alone does not.
-            if _whole_steps(file, region, interval.scope):
+            if _whole_steps(file, region, interval.scope) or spans_training_steps(file, interval):
                 continue
             if any(_opaque_driver(file, n, interval.scope) for n in region):
                 continue

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gpulint.frontends.python.loops import is_step_marker
+from gpulint.frontends.python.loops import LOOPS, is_step_marker
 from gpulint.frontends.python.model import MemoKey, end_position, position, scope_nodes
 from gpulint.frontends.python.names import keyword, terminal_name
 from gpulint.frontends.python.syncs import host_sync
@@ -291,3 +291,27 @@ def _scope_uses_cuda(file: PythonFile, scope: ast.AST) -> bool:
     if isinstance(scope, ast.Module):
         return file.uses_cuda
     return bool(re.search(r"\bcuda\b|device", file.segment(scope)))
+
+
+def spans_training_steps(file: PythonFile, interval: Interval) -> bool:
+    """The interval is a tick timer over a training loop: its end read sits in a loop that
+    trains (a backward pass or optimizer step earlier in its body), and its start read is outside
+    that loop or later in its body (reset once the tick is reported: `tick_start_time =
+    time.time()`), so each interval spans a run of whole iterations. The device paces a
+    training loop in steady state (the launch queue fills and blocks the host), so a time over
+    many steps is off by at most the queue's depth, not the GPU time."""
+
+    for loop in file.ancestors(interval.end):
+        if loop is interval.scope:
+            return False
+        if not isinstance(loop, LOOPS):
+            continue
+        inside = any(a is loop for a in file.ancestors(interval.start))
+        if inside and position(interval.start) < position(interval.end):
+            continue  # both in one iteration: an interval within a step
+        # the training work must come before the end read in the iteration: a data-time meter
+        # (`data_time.update(time.time() - end)` first thing in the body) times the loader only
+        return any(
+            is_step_marker(n) and position(n) < position(interval.end) for n in ast.walk(loop)
+        )
+    return False
