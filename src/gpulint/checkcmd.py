@@ -83,7 +83,12 @@ class Checker:
     def linter(self, config: Config) -> Linter:
         linter = self._linters.get(id(config))
         if linter is None:
-            notes = evidence_notes(config, self.args.evidence, self.evidence_problems)
+            notes = evidence_notes(
+                config,
+                self.args.evidence,
+                self.evidence_problems,
+                traces=getattr(self.args, "trace", ()),
+            )
             linter = self._linters[id(config)] = Linter(config, notes)
             linter.respect_gitignore = not self.args.no_gitignore
             linter.force_exclude = self.args.force_exclude
@@ -163,6 +168,14 @@ class Checker:
         results.sort(key=lambda r: r.path)
         errors = [f for linter, _ in groups.values() for f in linter.errors]
         return Run(Report(results, errors), owners, root.root, Counter())
+
+
+def _failing(args, findings: list) -> list:
+    """The findings that fail the run: all of them, or with ``--fail-on confirmed`` only those a
+    trace confirmed (a CI gate on measured costs, not on candidates)."""
+    if getattr(args, "fail_on", "findings") == "confirmed":
+        return [f for f in findings if getattr(f, "trace", None) == "confirmed"]
+    return findings
 
 
 def hardware_note(run: Run, args=None) -> None:
@@ -324,7 +337,7 @@ def check_once(args) -> int:
     emit(args, run, findings, notes=run.report.notes)
     if run.report.internal_errors:
         return EXIT_INTERNAL_ERROR
-    if findings and not args.exit_zero:
+    if _failing(args, findings) and not args.exit_zero:
         return EXIT_FINDINGS
     if args.exit_non_zero_on_fix and sum(run.fixed.values()):
         return EXIT_FINDINGS
@@ -563,7 +576,7 @@ def check_stdin(args) -> int:
         emit(args, run, findings, {shown: text} if text is not None else None, notes)
     if internal_errors(notes):
         return EXIT_INTERNAL_ERROR
-    if findings and not args.exit_zero:
+    if _failing(args, findings) and not args.exit_zero:
         return EXIT_FINDINGS
     if args.exit_non_zero_on_fix and run.fixed:
         return EXIT_FINDINGS

@@ -133,6 +133,20 @@ def build_parser(core_only: bool = False) -> argparse.ArgumentParser:
         default=[],
         help="bench records (file or folder) to cite in messages",
     )
+    check.add_argument(
+        "--trace",
+        type=Path,
+        action="append",
+        default=[],
+        help="a `gpulint trace` record or recording folder: mark each finding it judged "
+        "confirmed / not observed (text, JSON, SARIF properties)",
+    )
+    check.add_argument(
+        "--fail-on",
+        choices=["findings", "confirmed"],
+        default="findings",
+        help="exit 1 on any finding (default), or only on findings a trace confirmed",
+    )
     check.add_argument("--no-gitignore", action="store_true", help="do not honour .gitignore")
     check.add_argument(
         "--force-exclude",

@@ -56,6 +56,8 @@ class Finding:
     end_col: int | None = None
     fix: Fix | None = field(default=None, compare=False)
     related: tuple[Related, ...] = field(default=(), compare=False)
+    # what a `gpulint trace` of this line found: "confirmed" or "not observed" (None: no trace)
+    trace: str | None = field(default=None, compare=False)
 
     def sort_key(self) -> tuple:
         return (self.path, self.line, self.col, self.code, self.message)
@@ -77,6 +79,8 @@ class Finding:
                 "description": self.fix.description,
                 "edits": [{"start": e.start, "end": e.end, "text": e.text} for e in self.fix.edits],
             }
+        if self.trace:
+            out["trace"] = self.trace
         if self.related:
             out["related"] = [
                 {"path": r.path, "line": r.line, "col": r.col, "message": r.message}
@@ -99,6 +103,7 @@ class Finding:
             code=d["code"],
             message=d["message"],
             severity=Severity(d["severity"]),
+            trace=d.get("trace"),
             end_line=d.get("end_line"),
             end_col=d.get("end_col"),
             fix=fix,

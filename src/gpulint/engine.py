@@ -338,6 +338,7 @@ class Linter:
         if not self.settings.evidence:
             return finding
         note = self.settings.evidence.get(f"trace:{relpath}:{finding.line}:{finding.code}")
+        status = self.settings.evidence.get(f"trace-status:{relpath}:{finding.line}:{finding.code}")
         if not note:
             ref = next((r for rs in self.refs.values() for r in rs if r.code == finding.code), None)
             key = self._class(ref).evidence_key() if ref else None
@@ -346,7 +347,7 @@ class Linter:
             return finding
         from dataclasses import replace
 
-        return replace(finding, message=f"{finding.message} [measured: {note}]")
+        return replace(finding, message=f"{finding.message} [measured: {note}]", trace=status)
 
     # -- a whole run -------------------------------------------------------------------------
     def index_projects(self, files: Sequence[Path], store_dir: Path | None = None) -> None:
@@ -503,7 +504,10 @@ class _DeferredIndex(ProjectIndex):
 
 
 def evidence_notes(
-    config: Config, extra: Sequence[Path] = (), problems: list[tuple[str, str]] | None = None
+    config: Config,
+    extra: Sequence[Path] = (),
+    problems: list[tuple[str, str]] | None = None,
+    traces: Sequence[Path] = (),
 ) -> dict[str, str]:
     """The measured-cost sentences rules quote, keyed by `Rule.evidence_key()`: the newest bench
     records under `.gpulint/evidence/`, the configured `evidence` paths and `extra`. The CLI,
@@ -516,14 +520,15 @@ def evidence_notes(
         *extra,
     ]
     found = [p for p in places if os.path.lexists(p)]
-    if not found:
+    if not found and not traces:
         return {}  # nothing to read: the runtime's modules are not imported for it
     try:
         from gpulint.runtime.evidence import evidence_note, load_records, trace_notes
     except ImportError:
         return {}
-    records = load_records(found, problems=problems)
-    if not records:
+    records = load_records(found, problems=problems) if found else []
+    chosen = _trace_records(config, traces, problems) if traces else []
+    if not records and not chosen:
         return {}
     notes = {}
     for rule in all_rules():
@@ -539,8 +544,43 @@ def evidence_notes(
         except OSError:
             return None
 
+    from gpulint.runtime.evidence import trace_statuses
+
     notes.update(trace_notes(records, sha_of))
+    notes.update(trace_statuses(records, sha_of))
+    # `check --trace`: the traces named on the command line say what they say about a line,
+    # whatever newer record the evidence folder holds
+    notes.update(trace_notes(chosen, sha_of))
+    notes.update(trace_statuses(chosen, sha_of))
     return notes
+
+
+def _trace_records(
+    config: Config, traces: Sequence[Path], problems: list[tuple[str, str]] | None
+) -> list[dict]:
+    """The records of ``check --trace PATH``: a trace's evidence record (``gpulint trace
+    --json``, ``.gpulint/evidence/*-trace-*.json``) or a recording folder
+    (``.gpulint/trace/<run>``), which is analysed and joined with the findings of this tree."""
+    from gpulint.runtime.evidence import load_records
+
+    out: list[dict] = []
+    for p in traces:
+        if p.is_dir() and (
+            (p / "trace.json.gz").exists() or (p / "trace.json").exists() or (p / "rank0").is_dir()
+        ):
+            from gpulint.runtime.trace_cli import record_of_recording
+
+            record = record_of_recording(p, config.root)
+            if isinstance(record, str):
+                if problems is not None:
+                    problems.append((str(p), record))
+                continue
+            out.append(record)
+        elif os.path.lexists(p):
+            out += [r for r in load_records([p], problems=problems) if r.get("bench") == "trace"]
+        elif problems is not None:
+            problems.append((str(p), "no such trace record or recording"))
+    return out
 
 
 def lint_source(

@@ -220,6 +220,9 @@ def render(
             ]
         if f.fix is not None and src is not None:
             result["fixes"] = [_sarif_fix(f, artifact, src)]
+        if f.trace:
+            # what `gpulint trace` measured at this line: "confirmed" or "not observed"
+            result["properties"] = {"traceStatus": f.trace}
         results.append(result)
     log = {
         "$schema": SCHEMA,

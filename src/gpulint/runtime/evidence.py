@@ -228,6 +228,32 @@ def trace_key(path: str, line: int, code: str) -> str:
     return f"trace:{path}:{line}:{code}"
 
 
+def trace_status_key(path: str, line: int, code: str) -> str:
+    """How a trace's verdict on one finding ("confirmed", "not observed") is keyed."""
+    return f"trace-status:{path}:{line}:{code}"
+
+
+def trace_statuses(records: list[dict], sha_of) -> dict[str, str]:
+    """Per static finding the newest trace judged, its status: ``{trace_status_key(...):
+    "confirmed" | "not observed"}``, under the same rule as ``trace_notes`` (the newest trace
+    that names the line, only while the file is the one traced)."""
+    out: dict[str, str] = {}
+    for r in sorted(
+        (r for r in records if r.get("bench") == "trace" and r.get("ok")),
+        key=lambda r: r["timestamp"],
+        reverse=True,
+    ):
+        files = r.get("files") or {}
+        for entry in r.get("lines", []):
+            code, path, status = entry.get("code"), entry.get("path"), entry.get("status")
+            if not code or status not in ("confirmed", "not observed"):
+                continue
+            key = trace_status_key(path, entry["line"], code)
+            if key not in out and sha_of(path) is not None and sha_of(path) == files.get(path):
+                out[key] = status
+    return out
+
+
 def trace_notes(records: list[dict], sha_of) -> dict[str, str]:
     """Per static finding a trace judged (confirmed or not observed), the sentence a lint message
     quotes: ``{trace_key(path, line, code): "traced on NVIDIA H200 over 5 steps: ..."}``.

@@ -45,6 +45,12 @@ def register(subparsers) -> None:
     t.add_argument(
         "--timeout", type=float, default=600.0, help="stop the program after S seconds (600)"
     )
+    t.add_argument(
+        "--every",
+        type=int,
+        default=1,
+        help="profile one step in every K (the window is steps x K long; default 1: every step)",
+    )
     t.add_argument("-m", "--module", help="run a module (python -m MODULE)")
     t.add_argument("--json", action="store_true", help="print JSON (same as --format json)")
     t.add_argument("--format", choices=["table", "json", "sarif"], default="table")
@@ -342,13 +348,14 @@ def _read_one(folder: pathlib.Path) -> dict:
     for name in ("trace.json.gz", "trace.json"):
         p = folder / name
         if p.exists():
-            opener = gzip.open if name.endswith(".gz") else open
-            try:
-                with opener(p, "rt", encoding="utf-8") as fh:
-                    trace = json.load(fh)
-            except (OSError, EOFError, UnicodeDecodeError, ValueError):
-                trace = None  # a profile cut short (the program was killed while exporting)
+            trace = _load_trace(p)
             break
+    # a sampled run (--every K): one trace per recorded step, trace-0.json.gz, trace-1...
+    cycles = sorted(
+        (p for p in folder.glob("trace-*.json.gz") if p.name[6:-8].isdigit()),
+        key=lambda p: int(p.name[6:-8]),
+    )
+    traces = [t for t in (_load_trace(p) for p in cycles) if t]
     syncs = []
     p = folder / "syncs.jsonl"
     if p.exists():
@@ -359,20 +366,41 @@ def _read_one(folder: pathlib.Path) -> dict:
                 continue
             if isinstance(entry, dict):
                 syncs.append(entry)
+    compile_events = []
+    p = folder / "compile.jsonl"
+    if p.exists():
+        for line in p.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict):
+                compile_events.append(entry)
     return {
+        "compile": compile_events,
         "config": _read_json(folder / "config.json")
         or _read_json(folder.parent / "config.json")
         or {},
         "status": _read_json(folder / "status.json") or {},
         "window": _read_json(folder / "window.json"),
         "device": _read_json(folder / "device.json") or {},
-        "trace": trace,
+        "trace": trace or (traces[0] if traces else None),
+        "cycles": traces if cycles else None,
         "syncs": syncs,
     }
 
 
+def _load_trace(p: pathlib.Path):
+    opener = gzip.open if p.name.endswith(".gz") else open
+    try:
+        with opener(p, "rt", encoding="utf-8") as fh:
+            return json.load(fh)
+    except (OSError, EOFError, UnicodeDecodeError, ValueError):
+        return None  # a profile cut short (the program was killed while exporting)
+
+
 def _failure(status: dict, timed_out: bool, cfg: dict, timeout: float) -> str | None:
-    total = cfg["warmup"] + cfg["steps"]
+    total = cfg["warmup"] + cfg["steps"] * max(cfg.get("every", 1) or 1, 1)
     seen = status.get("steps_seen", 0)
     phase = status.get("phase")
     if timed_out:
@@ -392,7 +420,7 @@ def _failure(status: dict, timed_out: bool, cfg: dict, timeout: float) -> str | 
         )
     if phase == "failed":
         return f"the program failed at step {seen + 1} of {total}: {err or 'see its output above'}"
-    return f"the program ended after {seen} of {total} steps: lower --warmup/--steps"
+    return f"the program ended after {seen} of {total} steps: lower --warmup/--steps/--every"
 
 
 def trace_command(args) -> int:
@@ -426,7 +454,13 @@ def trace_command(args) -> int:
     _err(f"guard: {report.message}{' (--force)' if not report.ok else ''}")
 
     base = root / TRACE_DIR / f"{_stamp()}-{os.getpid()}"
-    cfg = {"root": str(root), "steps": args.steps, "warmup": args.warmup, "target": target}
+    cfg = {
+        "root": str(root),
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "every": max(args.every, 1),
+        "target": target,
+    }
     for part in args.without:
         cfg[part.replace("-", "_")] = False
     # JSON and SARIF on stdout stay parseable: the program's own stdout goes to stderr then.
@@ -504,11 +538,18 @@ def analyse_recording(rec: dict, args=None):
     cfg = rec["config"] or {}
     steps = cfg.get("steps", getattr(args, "steps", 5))
     warm = cfg.get("warmup", getattr(args, "warmup", 3))
-    analyses = [
-        analyse(r["trace"], r["syncs"], window=(warm + 1, warm + steps))
-        for r in rec.get("ranks") or [rec]
-        if r.get("trace")
-    ]
+    analyses = []
+    for r in rec.get("ranks") or [rec]:
+        if r.get("cycles"):
+            # sampled: each recorded step is its own trace; the sync warnings are its step's
+            profiled = (r.get("window") or {}).get("profiled") or []
+            parts = [
+                analyse(t, r["syncs"], window=(s, s) if isinstance(s, int) else None)
+                for t, s in zip(r["cycles"], profiled + [None] * len(r["cycles"]), strict=False)
+            ]
+            analyses.append(merge(parts, over="steps"))
+        elif r.get("trace"):
+            analyses.append(analyse(r["trace"], r["syncs"], window=(warm + 1, warm + steps)))
     analysis = merge(analyses)
     device = rec.get("device") or {}
     if device:
@@ -517,9 +558,11 @@ def analyse_recording(rec: dict, args=None):
     return analysis
 
 
-def _report(args, root: pathlib.Path, rec: dict, untraced: dict | None, folder) -> int:
-    from .trace_join import join
-    from .trace_report import build_record, render_sarif, render_table, step_ms
+def joined(rec: dict, root: pathlib.Path, untraced: dict | None, folder, args=None):
+    """The analysis of a recording, its rows (joined with ``gpulint check`` of ``root``) and its
+    evidence record."""
+    from .trace_join import compile_rows, join
+    from .trace_report import build_record, step_ms
 
     analysis = analyse_recording(rec, args)
     findings, _ = static_findings(root)
@@ -538,7 +581,24 @@ def _report(args, root: pathlib.Path, rec: dict, untraced: dict | None, folder) 
     untraced_ms = step_ms(plain)
     untraced_us = untraced_ms["median"] * 1e3 if untraced_ms else None
     rows = join(analysis, findings, texts, device, untraced_us)
+    events = [e for r in rec.get("ranks") or [rec] for e in r.get("compile") or []]
+    rows += compile_rows(events, device)
     record = build_record(rec, analysis, rows, plain, root, _sha_of(root))
+    return analysis, rows, record
+
+
+def record_of_recording(folder: pathlib.Path, root: pathlib.Path) -> dict | str:
+    """The evidence record of a recording folder (``check --trace``), or why there is none."""
+    rec = read_recording(folder)
+    if not rec["trace"]:
+        return "no profile in this recording"
+    return joined(rec, root.resolve(), None, folder)[2]
+
+
+def _report(args, root: pathlib.Path, rec: dict, untraced: dict | None, folder) -> int:
+    from .trace_report import render_sarif, render_table
+
+    _, rows, record = joined(rec, root, untraced, folder, args)
     path = None
     if not args.no_record:
         path = evidence.write_record(record, root / evidence.EVIDENCE_DIR)

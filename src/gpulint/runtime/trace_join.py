@@ -76,6 +76,8 @@ KIND_TEXT = {
     "loader-restart": "DataLoader workers restarted",
     "gloo": "collective through gloo (host memory)",
     "h2d": "host-to-device copy",
+    "graph-break": "torch.compile graph break",
+    "recompile": "torch.compile recompile",
     "gpu": "GPU work",
 }
 
@@ -240,6 +242,10 @@ def join(
         hits = [o for o in pool if o.kind in kinds]
         if code == "GPU302":
             hits = [o for o in hits if step_us and o.gpu_us / steps >= INPUT_WAIT_SHARE * step_us]
+        if scope == "program" and path not in executed_lines:
+            # judged for the program its file belongs to: a tree holding several programs ran
+            # only the traced one, and another one's loop is not confirmed by it
+            hits, pool = [], []
         if code in ("GPU202", "GPU204"):
             total_gpu = analysis.summary.get("gpu_busy_us_per_step") or 0.0
             hits = [o for o in hits if o.gpu_us / steps >= MIN_SHARE * total_gpu]
@@ -415,3 +421,37 @@ def _sentence(row: Row, device: str, steps: int) -> str:
     if row.at and row.at != [f"{row.path}:{row.line}"]:
         where = " at " + ", ".join(row.at[:3]) + (" ..." if len(row.at) > 3 else "")
     return f"traced on {device} over {steps} steps: {what}{where}"
+
+
+def compile_rows(events: list[dict], device: str = "the GPU") -> list[Row]:
+    """torch.compile's graph breaks and recompiles (the recorder's ``compile.jsonl``), one row per
+    place in the checked tree and kind, with how often and why: whole-run counts, not per step
+    (a graph break is paid on every call of its function once compiled, a recompile once).
+    Places outside the tree (libraries) are left out; the record's ``compile`` keeps them."""
+    groups: dict[tuple, list[dict]] = {}
+    for e in events:
+        if not isinstance(e, dict) or e.get("kind") not in ("graph-break", "recompile"):
+            continue
+        if not e.get("in_tree") or not isinstance(e.get("line"), int):
+            continue
+        groups.setdefault((e["kind"], str(e.get("path")), e["line"]), []).append(e)
+    rows = []
+    for (kind, path, line), group in sorted(groups.items()):
+        reasons: dict[str, int] = {}
+        for e in group:
+            why = str(e.get("reason") or "?")
+            reasons[why] = reasons.get(why, 0) + 1
+        why = max(reasons, key=lambda k: reasons[k])
+        what = "graph break(s)" if kind == "graph-break" else "recompile(s)"
+        steps = sorted({e["step"] for e in group if isinstance(e.get("step"), int)})
+        row = Row(RUNTIME_ONLY, path, line, None, f"{KIND_TEXT[kind]}: {why}", kinds=[kind])
+        row.detail = {"count": len(group), "reasons": reasons, "steps": steps[:20]}
+        if kind == "recompile" and group[0].get("function"):
+            row.detail["function"] = group[0]["function"]
+        row.evidence = (
+            f"torch.compile logged {len(group)} {what} here on {device}"
+            + (f" (at step {', '.join(map(str, steps[:5]))})" if steps else "")
+            + f": {why}"
+        )
+        rows.append(row)
+    return rows

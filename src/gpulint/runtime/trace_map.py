@@ -566,22 +566,26 @@ def _busy_in(intervals, starts, a0: float, a1: float) -> float:
     return busy
 
 
-def merge(analyses: list[Analysis]) -> Analysis:
+def merge(analyses: list[Analysis], over: str = "ranks") -> Analysis:
     """One analysis for the ranks of a multi-process run: each line's costs are the mean over
     the ranks (per step), the lines executed are the union, the summary is the mean of the
     ranks' figures except the step time, which is the slowest rank's (it bounds the step);
-    ``summary["per_rank"]`` keeps each rank's own."""
+    ``summary["per_rank"]`` keeps each rank's own.
+
+    ``over="steps"``: the parts are recorded steps of one process (``--every`` sampling): their
+    costs add up over their steps, and the summary is their mean (the step time too)."""
     analyses = [a for a in analyses if a is not None]
     if len(analyses) == 1:
         return analyses[0]
     if not analyses:
         return Analysis(0, [], {}, {"steps": 0})
-    steps = max(a.steps for a in analyses)
+    by_steps = over == "steps"
+    steps = sum(a.steps for a in analyses) if by_steps else max(a.steps for a in analyses)
     n = len(analyses)
     obs: dict[tuple, Observation] = {}
     executed: dict = defaultdict(int)
     for a in analyses:
-        scale = steps / max(a.steps, 1) / n
+        scale = 1.0 if by_steps else steps / max(a.steps, 1) / n
         for o in a.observations:
             m = obs.get(o.key())
             if m is None:
@@ -597,7 +601,8 @@ def merge(analyses: list[Analysis]) -> Analysis:
                     m.detail[k] = m.detail.get(k, 0) + v * scale
                 else:
                     m.detail.setdefault(k, v)
-            m.detail["ranks"] = m.detail.get("ranks", 0) + 1
+            if not by_steps:
+                m.detail["ranks"] = m.detail.get("ranks", 0) + 1
         for k, v in a.executed.items():
             executed[k] += v
     summary: dict[str, Any] = {}
@@ -607,12 +612,17 @@ def merge(analyses: list[Analysis]) -> Analysis:
         if isinstance(first, bool):
             summary[key] = all(bool(v) for v in values)
         elif nums and len(nums) == len(values):
-            if key in ("step_us", "steps"):
+            if by_steps and key == "steps":
+                summary[key] = sum(nums)
+            elif key in ("step_us", "steps") and not by_steps:
                 summary[key] = max(nums)  # the slowest rank bounds the step
             else:
                 summary[key] = round(sum(nums) / len(nums), 4)
         else:
             summary[key] = first
-    summary["ranks"] = n
-    summary["per_rank"] = [a.summary for a in analyses]
+    if by_steps:
+        summary["sampled_steps"] = n
+    else:
+        summary["ranks"] = n
+        summary["per_rank"] = [a.summary for a in analyses]
     return Analysis(steps, sorted(obs.values(), key=lambda o: o.key()), dict(executed), summary)

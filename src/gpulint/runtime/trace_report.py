@@ -48,6 +48,7 @@ def step_ms(window: dict | None) -> dict | None:
     median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
     return {
         "median": round(median, 3),
+        "mean": round(sum(samples) / len(samples), 3),
         "min": round(ordered[0], 3),
         "max": round(ordered[-1], 3),
         "steps": len(samples),
@@ -55,18 +56,25 @@ def step_ms(window: dict | None) -> dict | None:
 
 
 def overhead(traced: dict | None, untraced: dict | None) -> dict | None:
-    """Tracing overhead: the traced window's median step against the untraced one's, with the
-    range the two spreads allow (slowest traced / fastest untraced and the reverse)."""
+    """Tracing overhead: the traced window's mean step against the untraced one's (the mean:
+    what the whole window cost, sampled steps, exports and all), with the medians' ratio beside
+    it, and, for a sampled run (``--every``), the recorded steps' own mean against it."""
     t, u = step_ms(traced), step_ms(untraced)
-    if not t or not u or u["median"] <= 0 or u["min"] <= 0:
+    if not t or not u or u["mean"] <= 0 or u["median"] <= 0:
         return None
-    return {
+    out = {
         "traced_ms": t,
         "untraced_ms": u,
-        "pct": round((t["median"] / u["median"] - 1) * 100, 1),
-        "pct_low": round((t["min"] / u["max"] - 1) * 100, 1),
-        "pct_high": round((t["max"] / u["min"] - 1) * 100, 1),
+        "pct": round((t["mean"] / u["mean"] - 1) * 100, 1),
+        "pct_median": round((t["median"] / u["median"] - 1) * 100, 1),
     }
+    profiled = (traced or {}).get("profiled") or []
+    walls = (traced or {}).get("step_wall_s") or []
+    own = [walls[s - 2] * 1e3 for s in profiled if isinstance(s, int) and 0 <= s - 2 < len(walls)]
+    if own:
+        out["profiled_steps"] = len(own)
+        out["profiled_pct"] = round((sum(own) / len(own) / u["mean"] - 1) * 100, 1)
+    return out
 
 
 def _variant(name: str, label: str, window: dict | None) -> dict | None:
@@ -166,6 +174,8 @@ def build_record(rec: dict, analysis, rows: list[Row], untraced: dict | None, ro
         ).as_dict(),
         "lines": [r.as_dict() for r in rows],
         "files": files,
+        # torch.compile's own log of the run: graph breaks and recompiles, with where and why
+        "compile": [e for r in rec.get("ranks") or [rec] for e in (r.get("compile") or [])[:500]],
     }
 
 
@@ -204,11 +214,31 @@ def render_table(rows: list[Row], record: dict, limit: int = 8) -> str:
     ov = cfg.get("overhead")
     if ov:
         t, u = ov["traced_ms"], ov["untraced_ms"]
-        head.append(
-            f"overhead: {t['median']:,.2f} ms per step traced vs {u['median']:,.2f} ms untraced "
-            f"({ov['pct']:+.0f}%, {ov['pct_low']:+.0f}% to {ov['pct_high']:+.0f}% over the "
-            f"spread of {t['steps']} and {u['steps']} steps)"
+        line = (
+            f"overhead: {t['mean']:,.2f} ms per step traced vs {u['mean']:,.2f} ms untraced "
+            f"({ov['pct']:+.0f}% mean over {t['steps']} steps, {ov['pct_median']:+.0f}% median)"
         )
+        if ov.get("profiled_steps"):
+            line += (
+                f"; the {ov['profiled_steps']} profiled steps themselves {ov['profiled_pct']:+.0f}%"
+            )
+        head.append(line)
+    comp = [r for r in rows if set(r.kinds) & {"graph-break", "recompile"}]
+    if comp:
+        gb = [r for r in comp if "graph-break" in r.kinds]
+        rc = [r for r in comp if "recompile" in r.kinds]
+        parts = []
+        if gb:
+            parts.append(
+                f"{sum(r.detail.get('count', 0) for r in gb)} graph break(s) at "
+                + ", ".join(f"{r.path}:{r.line}" for r in gb[:4])
+            )
+        if rc:
+            parts.append(
+                f"{sum(r.detail.get('count', 0) for r in rc)} recompile(s) at "
+                + ", ".join(f"{r.path}:{r.line}" for r in rc[:4])
+            )
+        head.append("torch.compile: " + "; ".join(parts))
     cols = ("status", "where", "code", "per step", "host", "GPU", "what")
     table = []
     shown = rows if limit <= 0 else rows[:limit]

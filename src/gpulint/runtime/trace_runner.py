@@ -27,13 +27,16 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import os
 import pathlib
+import re
 import runpy
 import sys
 import threading
 import time
 import traceback
+import types
 import warnings
 from typing import Any, TextIO
 
@@ -93,6 +96,12 @@ class Runner:
         self.root = os.path.realpath(cfg["root"])
         self.mode = cfg.get("mode", "traced")
         self.steps = int(cfg["steps"])
+        # Sampling: profile one step in every `every` (the others run with the profiler idle), so
+        # the window is steps * every long and the program pays the profiler on a few steps only.
+        self.every = max(int(cfg.get("every", 1) or 1), 1)
+        self.span = self.steps * self.every
+        self.profiled: list[int] = []  # the program steps the profiler recorded
+        self.pending: list[Any] = []  # the recorded cycles, exported once the window is over
         self.warmup = int(cfg["warmup"])
         self.count = 0
         self.explicit = False
@@ -112,6 +121,8 @@ class Runner:
         self.lines = bool(cfg.get("lines", True))
         self.shapes = bool(cfg.get("shapes", True))
         self.sync_debug = bool(cfg.get("sync_debug", True))
+        self.lines_off = ""  # why the line ranges were left out, when they were
+        self._line_mode: Any = None  # the TorchFunctionMode class, once tracing starts
 
     # ---- files ------------------------------------------------------------------------------
 
@@ -166,7 +177,7 @@ class Runner:
         self.count += 1
         now = time.perf_counter()
         self.step_ends.append(now)
-        n, w, total = self.count, self.warmup, self.warmup + self.steps
+        n, w, total = self.count, self.warmup, self.warmup + self.span
         torch = self.torch
         if n == w:
             # The window starts here: the GPU drained, so the window's time is its own.
@@ -181,6 +192,8 @@ class Runner:
         if self.mode == "traced":
             if self.prof is not None:
                 self.prof.step()
+                if self.every > 1 and n < total:
+                    self.sample(n + 1)
             elif n == w - 1 or (w < 2 and n == w):
                 # One profiler warm-up step where there is room for it (CUPTI's start-up and the
                 # first ranges stay out of the window); none with --warmup 0 or 1.
@@ -194,6 +207,33 @@ class Runner:
             raise StopTrace
 
     # ---- tracing -----------------------------------------------------------------------------
+
+    def sample(self, step: int) -> None:
+        """Record the coming step only when the profiler records it (``--every`` > 1)."""
+        from torch.profiler import ProfilerAction
+
+        on = self.prof.current_action in (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
+        if on:
+            self.profiled.append(step)
+        if on != self.tracing:
+            self.tracing = on
+            if self.torch.cuda.is_available() and self.sync_debug:
+                self.torch.cuda.set_sync_debug_mode("warn" if on else 0)
+            # The line mode only on recorded steps: on the others each torch call would still
+            # pass through it. Toggled only while it is the innermost mode (the program's own
+            # modes, entered after it, are never popped from under them).
+            if on and self.lines and self.fmode is None and self._mode_depth() == 0:
+                self.fmode = self._line_mode()
+                self.fmode.__enter__()
+            elif not on and self.fmode is not None and self._mode_depth() == 1:
+                self.fmode.__exit__(None, None, None)
+                self.fmode = None
+
+    def _mode_depth(self) -> int:
+        try:
+            return int(self.torch._C._len_torch_function_stack())
+        except Exception:
+            return -1
 
     def start_tracing(self, warm: int) -> None:
         torch = self.torch
@@ -220,24 +260,43 @@ class Runner:
                 finally:
                     stack.pop()
 
+        if self.lines and _compiled_anything():
+            # A TorchFunctionMode in the window would change what dynamo guards on: every
+            # compiled graph would recompile, and break at the mode's own frame walk.
+            self.lines = False
+            self.lines_off = "the program uses torch.compile"
+            say("torch.compile in use: line ranges off (they would make dynamo recompile)")
         self._patch_dataloader(record_function)
+        # CPU activity stays: without it the profiler records neither its step marks nor the
+        # line ranges (seen on an H200, torch 2.11), and no kernel could be given a line.
         acts = [ProfilerActivity.CPU]
         if torch.cuda.is_available():
             acts.append(ProfilerActivity.CUDA)
         self.prof = profile(
             activities=acts,
-            schedule=schedule(wait=0, warmup=warm, active=self.steps, repeat=1),
-            on_trace_ready=self.export,
+            schedule=schedule(wait=0, warmup=warm, active=self.steps, repeat=1)
+            if self.every == 1
+            # each cycle of `every` steps: wait, one warm-up step, the recorded step last
+            else schedule(
+                skip_first=1 if warm else 0,
+                wait=self.every - 2,
+                warmup=1,
+                active=1,
+                repeat=self.steps,
+            ),
+            on_trace_ready=self.export if self.every == 1 else self.keep,
             record_shapes=self.shapes,
             with_stack=False,
         )
         self._syncs = (self.out / "syncs.jsonl").open("a", encoding="utf-8")
         self._install_warnings()
-        if torch.cuda.is_available() and self.sync_debug:
+        if torch.cuda.is_available() and self.sync_debug and self.every == 1:
             torch.cuda.set_sync_debug_mode("warn")
-        self.tracing = True
-        self.fmode = LineMode()
-        self.fmode.__enter__()
+        self.tracing = self.every == 1
+        self._line_mode = LineMode
+        if self.lines and self.every == 1:
+            self.fmode = LineMode()
+            self.fmode.__enter__()
         self.prof.start()
         say(
             f"tracing: {warm} profiler warm-up step, {self.steps} active step(s)"
@@ -288,16 +347,30 @@ class Runner:
         warnings.showwarning = showwarning
 
     def record_sync(self, text: str) -> None:
-        frames = traceback.extract_stack()[:-2]  # drop showwarning and record_sync
+        # The frames from the program's entry to the warning's origin, read off the frame chain
+        # (traceback.extract_stack would also read every source line: a program syncing
+        # hundreds of times a step pays for that on each one).
+        frames: list[types.FrameType] = []
+        f: types.FrameType | None = sys._getframe(2)  # skip record_sync and showwarning
+        while f is not None and len(frames) < 200:
+            frames.append(f)
+            f = f.f_back
         stack = []
-        for fr in frames:
-            rel = self.rel(fr.filename)
-            stack.append([rel or _short(fr.filename), fr.lineno, fr.name, rel is not None])
+        for fr in reversed(frames):
+            code = fr.f_code
+            rel = self.rel(code.co_filename)
+            stack.append(
+                [rel or _short(code.co_filename), fr.f_lineno, code.co_name, rel is not None]
+            )
         ops = getattr(self._local, "ops", None) or []
         op = ops[-1][1] if ops else None
         entry = {"step": self.count + 1, "op": op, "stack": stack[-40:], "message": text[:200]}
         if self._syncs is not None:  # opened when tracing starts, before any warning is recorded
             self._syncs.write(json.dumps(entry) + "\n")
+
+    def keep(self, prof) -> None:
+        """A sampled cycle ended: keep its events; they are written after the window."""
+        self.pending.append(prof.profiler)
 
     def export(self, prof) -> None:
         path = self.out / "trace.json"
@@ -315,14 +388,28 @@ class Runner:
                 self.fmode.__exit__(None, None, None)
                 self.fmode = None
             self.prof.stop()
-            if not (self.out / "trace.json.gz").exists():
+            if self.every > 1:
+                for i, cycle in enumerate(self.pending):
+                    path = self.out / "trace.json"
+                    cycle.export_chrome_trace(str(path))
+                    with (
+                        path.open("rb") as src,
+                        gzip.open(self.out / f"trace-{i}.json.gz", "wb") as dst,
+                    ):
+                        dst.write(src.read())
+                    path.unlink()
+            elif not (self.out / "trace.json.gz").exists():
                 self.export(self.prof)
             if self._syncs:
                 self._syncs.close()
         window = {
             "mode": self.mode,
-            "steps": self.steps,
+            "steps": self.span,
             "warmup": self.warmup,
+            "every": self.every,
+            "lines": self.lines,
+            "lines_off": self.lines_off or None,
+            "profiled": self.profiled if self.every > 1 else None,
             "window_s": (self.window_end or 0) - (self.window_start or 0),
             "step_wall_s": [
                 b - a for a, b in zip(self.step_ends, self.step_ends[1:], strict=False)
@@ -331,9 +418,86 @@ class Runner:
         (self.out / "window.json").write_text(json.dumps(window), encoding="utf-8")
         self.status("done")
         say(
-            f"window of {self.steps} step(s): {window['window_s'] * 1e3 / self.steps:,.1f} ms per "
+            f"window of {self.span} step(s): {window['window_s'] * 1e3 / self.span:,.1f} ms per "
             f"step ({self.mode}); stopping the program"
         )
+
+
+_GRAPH_BREAK_AT = re.compile(r"in user code at (?P<file>.+?):(?P<line>\d+)")
+_GRAPH_BREAK_WHY = re.compile(r"(?:Graph Break Reason|Reason): (?P<why>[^\n]*)")
+_EXPLANATION = re.compile(r"Explanation: (?P<why>[^\n]*)")
+_RECOMPILE = re.compile(r"Recompiling function (?P<fn>\S+) in (?P<file>.+?):(?P<line>\d+)")
+_GUARD = re.compile(r"^\s*- (?P<guard>.+)$", re.M)
+
+
+class CompileLog(logging.Handler):
+    """torch.compile's own account of what it did: every graph break (where in the program's
+    code, and why) and every recompile (which function, which guard failed), from the
+    ``graph_breaks`` and ``recompiles`` logs (``TORCH_LOGS=graph_breaks,recompiles``), written to
+    ``compile.jsonl``. These records are kept out of the program's stderr."""
+
+    def __init__(self, runner: Runner):
+        super().__init__(logging.DEBUG)
+        self.runner = runner
+        self.file = (runner.out / "compile.jsonl").open("a", encoding="utf-8")
+
+    def emit(self, record: logging.LogRecord) -> None:
+        name = record.name
+        if not is_compile_record(record):
+            return
+        try:
+            text = record.getMessage()
+        except Exception:  # a malformed record must not break the program
+            return
+        if name.endswith("__graph_breaks"):
+            at = _GRAPH_BREAK_AT.search(text)
+            why = _EXPLANATION.search(text) or _GRAPH_BREAK_WHY.search(text)
+            entry = {"kind": "graph-break", "reason": (why["why"] if why else "")[:300]}
+        else:
+            at, entry = _RECOMPILE.search(text), {"kind": "recompile"}
+            if at:
+                entry["function"] = at["fn"]
+            entry["reason"] = "; ".join(m["guard"] for m in _GUARD.finditer(text))[:300]
+        if at:
+            rel = self.runner.rel(at["file"])
+            entry.update(path=rel or _short(at["file"]), line=int(at["line"]), in_tree=bool(rel))
+        entry["step"] = self.runner.count + 1
+        self.file.write(json.dumps(entry) + "\n")
+        self.file.flush()
+
+
+def _compiled_anything() -> bool:
+    """Whether torch.compile has compiled a frame in this process (dynamo's own counters)."""
+    mod = sys.modules.get("torch._dynamo.utils")
+    counters = getattr(mod, "counters", None) if mod else None
+    try:
+        return bool(counters and (counters["stats"].get("unique_graphs") or counters["frames"]))
+    except Exception:
+        return False
+
+
+def is_compile_record(record: logging.LogRecord) -> bool:
+    return record.name.endswith(("__graph_breaks", "__recompiles"))
+
+
+def install_compile_log(runner: Runner) -> None:
+    """Turn on torch.compile's graph-break and recompile logs, into ``compile.jsonl`` only."""
+    try:
+        import torch._logging
+
+        torch._logging.set_logs(graph_breaks=True, recompiles=True)
+        # the modules that own the two logs, so that the loggers exist now
+        import torch._dynamo.guards  # noqa: F401
+        import torch._dynamo.symbolic_convert  # noqa: F401
+        from torch._logging._internal import log_registry
+    except Exception:  # an older torch without these logs: nothing to record
+        return
+    handler = CompileLog(runner)
+    for qname in list(getattr(log_registry, "artifact_log_qnames", ())):
+        if qname.endswith(("__graph_breaks", "__recompiles")):
+            log = logging.getLogger(qname)
+            log.addHandler(handler)
+            log.propagate = False  # not onto the program's stderr
 
 
 def _short(filename: str) -> str:
@@ -386,6 +550,8 @@ def main(argv: list[str]) -> int:
     runner.torch = torch
     (runner.out / "device.json").write_text(json.dumps(device_info()), encoding="utf-8")
     register_optimizer_step_post_hook(runner.optimizer_hook)
+    if runner.mode == "traced":
+        install_compile_log(runner)
     _RUNNER = runner
     target = cfg["target"]
     sys.argv = [target["name"], *target["args"]]

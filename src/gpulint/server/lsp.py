@@ -341,7 +341,7 @@ class GpulintServer(LanguageServer):
             code=f.code,
             source=SOURCE,
             tags=tags,
-            data={"fixable": f.fix is not None, "line": f.line, "col": f.col},
+            data={"fixable": f.fix is not None, "line": f.line, "col": f.col, "trace": f.trace},
         )
 
     def edit(self, uri: str, version: int | None, edits: list[lsp.TextEdit]) -> lsp.WorkspaceEdit:
