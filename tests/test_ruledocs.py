@@ -17,7 +17,7 @@ from gpulint.ruledocs import bench_figures, noqa_comment, rule_hover, rule_markd
 RULES = [pytest.param(r, id=r.code) for r in all_rules()]
 RECORDED_BENCHES = {
     "sync", "h2d", "attention", "train-step", "matmul", "copy", "dataloader", "graph-break",
-    "recompile",
+    "recompile", "no-grad",
 }  # fmt: skip
 
 
@@ -57,15 +57,18 @@ def test_bench_figures_cover_the_recorded_benches():
     figures = bench_figures()
     assert set(figures) == RECORDED_BENCHES
     for name, figure in figures.items():
-        assert figure.device == "NVIDIA H200" and figure.date and figure.config
+        # The H200 reference set; a bench added later may have run on the H100 the pool gave.
+        assert figure.device in ("NVIDIA H200", "NVIDIA H100 80GB HBM3") and figure.date
+        assert figure.config
         assert figure.variants and all(v[1] > 0 for v in figure.variants)
         # A run of the H200 reference set (h200/, or its same-day rerun h200-rerun/), or of a
-        # bench added later (h200-YYYYMMDD/).
+        # bench added later (h200-YYYYMMDD/, h100-YYYYMMDD/).
         assert figure.record.startswith(
             (
                 "tests/runtime/data/h200/",
                 "tests/runtime/data/h200-rerun/",
                 "tests/runtime/data/h200-2",
+                "tests/runtime/data/h100-2",
             )
         )
         assert f"-{name}-" in figure.record
@@ -143,6 +146,7 @@ def test_figures_are_the_records_medians(bench):
 
     for label, value, _, spread in figure.variants:
         match = [v for v in record["variants"] if v.get("median") and close(v["median"], value)]
+        match.sort(key=lambda v: abs(v["median"] - value))  # medians within 0.5% of each other
         assert match, f"{bench}: {label} = {value} is no median of the record"
         if spread is not None:
             assert abs(match[0]["spread"] - spread) < 0.006 or close(match[0]["spread"], spread)

@@ -34,6 +34,7 @@ _MODEL = re.compile(
     r"model|^net$|net$|^module$|encoder|decoder|classifier|policy|backbone|transformer|^gpt|^llm",
     re.IGNORECASE,
 )
+_FACTORY = re.compile(r"(load|build|get|create|make|init|save|setup|wrap|unwrap|prepare)_?", re.I)
 _ITER_WRAPPERS = {"enumerate", "tqdm", "iter", "zip", "islice", "track", "progress", "cycle"}
 # Names that say "only sometimes": logging, evaluation, saving, intervals.
 _PERIODIC_NAME = re.compile(
@@ -201,6 +202,28 @@ class LoopModel:
             if summary is not None and summary.steps:
                 return True
         return False
+
+    def model_calls(self, loop: Loop) -> list[ast.Call]:
+        """Calls of a model in the loop's own body, by the callee's name (`model(x)`,
+        `self.net(x)`, `encoder.forward(x)`); not methods of it (`model.generate`, `.eval()`)
+        nor factories (`load_model(...)`)."""
+        out = []
+        for node in own_nodes(loop):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr == "forward":
+                func = func.value
+            name = terminal_name(func)
+            if (
+                name
+                and _MODEL.search(name)
+                and not _FACTORY.match(name)
+                # a helper of this file (`run_model(img, model)`): its body says what it runs
+                and self.file.model.resolve_callee(node) is None
+            ):
+                out.append(node)
+        return out
 
     def trains(self, loop: Loop) -> bool:
         """A training step loop (backward/optimizer step), not only a loader-and-model loop."""

@@ -15,6 +15,7 @@ MODULES = {
     "train-step": "train_step",
     "graph-break": "graph_break",
     "recompile": "recompile",
+    "no-grad": "no_grad",
     "dataloader": "dataloader",
 }
 DISTRIBUTED = ("nccl", "ddp", "fsdp")
