@@ -190,3 +190,30 @@ def test_a_compiled_name_is_the_def_it_holds_at_the_compile():
     (entry,) = compiled_code(file).entries
     assert entry.function.lineno == 7
     assert graph_breaks(file) == []
+
+
+def test_a_model_built_by_a_factory_of_the_file_is_followed_to_its_classes():
+    # The shape of airbench's make_net(): layers subclassing torch.nn ones, a Sequential built,
+    # moved and returned by a helper, then compiled at module level.
+    file = parse(
+        """
+        import torch
+        import torch.nn as nn
+
+        class Conv(nn.Conv2d):
+            def forward(self, x):
+                print("conv", x.shape)
+                return super().forward(x)
+
+        def make_net():
+            net = nn.Sequential(Conv(3, 8, 3), nn.GELU())
+            net = net.half().cuda()
+            net = net.to(memory_format=torch.channels_last)
+            return net
+
+        model = make_net()
+        model = torch.compile(model, mode="max-autotune")
+        """
+    )
+    (found,) = graph_breaks(file)
+    assert found.gb_id == "GB0059" and label(file, found.reached.function) == "Conv.forward"

@@ -616,6 +616,9 @@ def _is_module(file: PythonFile, cls: ast.ClassDef) -> bool:
             name = terminal_name(base)
             if name is not None and name.endswith("Module") and name != "ModuleList":
                 return True
+            q = file.qualname(base) or ""
+            if q.startswith("torch.nn.") and q.count(".") == 2 and q[9:10].isupper():
+                return True  # `class Conv(nn.Conv2d)`: a layer of torch.nn, subclassed
     return False
 
 
@@ -633,7 +636,7 @@ def _instance_classes(
     that built it: `Net(...)`, `model = Net(...).to(device)`, `DDP(model)`, `self.blocks =
     nn.ModuleList([Block(...) for _ in range(n)])`, `nn.Sequential(*layers)`, a loop over one.
     Classes imported from another module are not followed: their names go to `outside`."""
-    if expr is None or depth > 6:
+    if expr is None or depth > 12:
         return []
     deeper = depth + 1
     if isinstance(expr, ast.Call):
@@ -651,6 +654,15 @@ def _instance_classes(
             return _instance_classes(file, expr.args[0], at, deeper, outside)
         if isinstance(func, ast.Attribute) and name in _MODULE_METHODS:
             return _instance_classes(file, func.value, expr, deeper, outside)
+        factory = file.model.resolve_callee(expr)
+        if factory is not None:
+            # `model = make_net(...)`: what the factory of this file returns
+            return [
+                c
+                for node in file.model.members(factory)
+                if isinstance(node, ast.Return) and node.value is not None
+                for c in _instance_classes(file, node.value, node, deeper, outside)
+            ]
         return []
     if isinstance(expr, (ast.List, ast.Tuple)):
         return [c for e in expr.elts for c in _instance_classes(file, e, at, deeper, outside)]
