@@ -87,7 +87,9 @@ class Checker:
                 config,
                 self.args.evidence,
                 self.evidence_problems,
-                traces=getattr(self.args, "trace", ()),
+                traces=trace_records(
+                    config, getattr(self.args, "trace", ()), self.evidence_problems
+                ),
             )
             linter = self._linters[id(config)] = Linter(config, notes)
             linter.respect_gitignore = not self.args.no_gitignore
@@ -168,6 +170,34 @@ class Checker:
         results.sort(key=lambda r: r.path)
         errors = [f for linter, _ in groups.values() for f in linter.errors]
         return Run(Report(results, errors), owners, root.root, Counter())
+
+
+def trace_records(
+    config: Config, traces: Sequence[Path], problems: list[tuple[str, str]] | None
+) -> list[dict]:
+    """The records of ``check --trace PATH``: a trace's evidence record (``gpulint trace
+    --json``, ``.gpulint/evidence/*-trace-*.json``) or a recording folder
+    (``.gpulint/trace/<run>``), which is analysed and joined with the findings of this tree."""
+    from gpulint.runtime.evidence import load_records
+
+    out: list[dict] = []
+    for p in traces:
+        if p.is_dir() and (
+            (p / "trace.json.gz").exists() or (p / "trace.json").exists() or (p / "rank0").is_dir()
+        ):
+            from gpulint.runtime.trace_cli import record_of_recording
+
+            record = record_of_recording(p, config.root)
+            if isinstance(record, str):
+                if problems is not None:
+                    problems.append((str(p), record))
+                continue
+            out.append(record)
+        elif os.path.lexists(p):
+            out += [r for r in load_records([p], problems=problems) if r.get("bench") == "trace"]
+        elif problems is not None:
+            problems.append((str(p), "no such trace record or recording"))
+    return out
 
 
 def _failing(args, findings: list) -> list:

@@ -507,7 +507,7 @@ def evidence_notes(
     config: Config,
     extra: Sequence[Path] = (),
     problems: list[tuple[str, str]] | None = None,
-    traces: Sequence[Path] = (),
+    traces: Sequence[dict] = (),
 ) -> dict[str, str]:
     """The measured-cost sentences rules quote, keyed by `Rule.evidence_key()`: the newest bench
     records under `.gpulint/evidence/`, the configured `evidence` paths and `extra`. The CLI,
@@ -527,7 +527,7 @@ def evidence_notes(
     except ImportError:
         return {}
     records = load_records(found, problems=problems) if found else []
-    chosen = _trace_records(config, traces, problems) if traces else []
+    chosen = list(traces)  # `check --trace`: the records named on the command line
     if not records and not chosen:
         return {}
     notes = {}
@@ -553,34 +553,6 @@ def evidence_notes(
     notes.update(trace_notes(chosen, sha_of))
     notes.update(trace_statuses(chosen, sha_of))
     return notes
-
-
-def _trace_records(
-    config: Config, traces: Sequence[Path], problems: list[tuple[str, str]] | None
-) -> list[dict]:
-    """The records of ``check --trace PATH``: a trace's evidence record (``gpulint trace
-    --json``, ``.gpulint/evidence/*-trace-*.json``) or a recording folder
-    (``.gpulint/trace/<run>``), which is analysed and joined with the findings of this tree."""
-    from gpulint.runtime.evidence import load_records
-
-    out: list[dict] = []
-    for p in traces:
-        if p.is_dir() and (
-            (p / "trace.json.gz").exists() or (p / "trace.json").exists() or (p / "rank0").is_dir()
-        ):
-            from gpulint.runtime.trace_cli import record_of_recording
-
-            record = record_of_recording(p, config.root)
-            if isinstance(record, str):
-                if problems is not None:
-                    problems.append((str(p), record))
-                continue
-            out.append(record)
-        elif os.path.lexists(p):
-            out += [r for r in load_records([p], problems=problems) if r.get("bench") == "trace"]
-        elif problems is not None:
-            problems.append((str(p), "no such trace record or recording"))
-    return out
 
 
 def lint_source(

@@ -16,6 +16,7 @@ import pytest
 
 from gpulint.runtime.trace_cli import parse_program, read_recording
 from gpulint.runtime.trace_join import (
+    CONFIRMED,
     NO_GPU,
     NOT_EXERCISED,
     NOT_MEASURED,
@@ -397,7 +398,8 @@ def test_every_k_profiles_one_step_in_k(tmp_path):
 COMPILED = """\
 import torch
 
-model = torch.nn.Linear(8, 8)
+device = "cuda" if torch.cuda.is_available() else "cpu"
+model = torch.nn.Linear(8, 8).to(device)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 
 
@@ -409,7 +411,7 @@ def loss_of(x):
 
 
 for i in range(12):
-    loss = loss_of(torch.randn(4 + (i > 2), 8))
+    loss = loss_of(torch.randn(4 + (i > 2), 8, device=device))
     loss.backward()
     opt.step()
     opt.zero_grad()
@@ -418,12 +420,22 @@ for i in range(12):
 
 def test_graph_breaks_and_recompiles_are_tied_to_their_lines(tmp_path):
     (tmp_path / "comp.py").write_text(COMPILED)
+    (tmp_path / "pyproject.toml").write_text('[tool.gpulint]\nextend-select = ["GPU510"]\n')
     record = _trace(tmp_path, "python", "comp.py", timeout=400)
-    rows = {(r["kinds"][0], r["line"]): r for r in record["lines"] if r["path"] == "comp.py"}
-    brk = rows[("graph-break", 10)]  # print() inside the compiled function
-    assert "print" in brk["message"] and brk["detail"]["count"] >= 1
-    # the batch grows at step 4: dynamo recompiles loss_of (the function's first line)
-    assert any(kind == "recompile" for kind, _ in rows)
+    # GPU510 (preview) finds the print() in the compiled function; dynamo's own log confirms it
+    # at that statement, also without a GPU (a graph break is the host's doing)
+    (gpu510,) = [r for r in record["lines"] if r["code"] == "GPU510"]
+    assert gpu510["line"] == 11 and gpu510["status"] == CONFIRMED
+    assert "graph break" in gpu510["evidence"] and "print" in gpu510["evidence"]
+    rows = {
+        (r["kinds"][0], r["line"]): r
+        for r in record["lines"]
+        if r["path"] == "comp.py" and r["kinds"]
+    }
+    assert ("graph-break", 11) not in rows or rows[("graph-break", 11)]["code"] == "GPU510"
+    # the batch grows at step 4: dynamo recompiles loss_of, at its line, with the failed guard
+    recompiles = [r for (kind, _), r in rows.items() if kind == "recompile"]
+    assert recompiles and any("size mismatch" in r["message"] for r in recompiles)
     assert all(e["in_tree"] or e["path"] != "comp.py" for e in record["compile"])
     # the tracer's own line mode stays out of a compiled program: no recompile is its doing
     assert not any("torch_function_mode" in e.get("reason", "") for e in record["compile"])
@@ -505,3 +517,21 @@ def test_check_trace_marks_findings_in_every_format_and_gates_on_confirmed(tmp_p
     record = _check(tmp_path, "--trace", rec, "--format", "json")
     assert record.returncode == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["train_gpt.py"]  # nothing written
+
+
+def test_gpu510_is_judged_by_the_compile_log_of_its_file():
+    source = "import torch\n\n@torch.compile\ndef f(x):\n    print(x)\n    return x * 2\n"
+    finding = {"code": "GPU510", "path": "m.py", "line": 5, "message": "print"}
+    a = Analysis(3, [], {}, {"steps": 3, "step_us": 100.0, "gpu_measured": False})
+    brk = {"kind": "graph-break", "path": "m.py", "line": 5, "in_tree": True, "reason": "print"}
+    elsewhere = dict(brk, line=6)
+    for events, status in (
+        ([brk], CONFIRMED),
+        ([elsewhere], NOT_OBSERVED),  # dynamo compiled f and broke elsewhere, not at print
+        ([dict(brk, path="other.py")], NOT_EXERCISED),
+        ([], NOT_EXERCISED),
+    ):
+        (row,) = join(
+            a, [finding], lambda p: source, "CPU", compile_events=[dict(e) for e in events]
+        )
+        assert row.status == status, events

@@ -580,9 +580,9 @@ def joined(rec: dict, root: pathlib.Path, untraced: dict | None, folder, args=No
     plain = untraced or window_of(pathlib.Path(folder) / "untraced")
     untraced_ms = step_ms(plain)
     untraced_us = untraced_ms["median"] * 1e3 if untraced_ms else None
-    rows = join(analysis, findings, texts, device, untraced_us)
-    events = [e for r in rec.get("ranks") or [rec] for e in r.get("compile") or []]
-    rows += compile_rows(events, device)
+    events = [dict(e) for r in rec.get("ranks") or [rec] for e in r.get("compile") or []]
+    rows = join(analysis, findings, texts, device, untraced_us, compile_events=events)
+    rows += compile_rows(events, device)  # the graph breaks no finding accounts for
     record = build_record(rec, analysis, rows, plain, root, _sha_of(root))
     return analysis, rows, record
 

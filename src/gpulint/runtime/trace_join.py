@@ -190,6 +190,7 @@ def join(
     texts,
     device: str = "the GPU",
     untraced_step_us: float | None = None,
+    compile_events: list[dict] | None = None,
 ) -> list[Row]:
     """Rows for every static finding and every runtime-only cost, worst cost per step first.
 
@@ -218,6 +219,10 @@ def join(
         code, path, line = f["code"], f["path"], int(f["line"])
         rule = JOIN.get(code)
         row = Row(NOT_MEASURED, path, line, code, f.get("message", ""))
+        if code in COMPILE_JOIN:
+            _join_compile(row, compile_events or [], texts, device)
+            rows.append(row)
+            continue
         if rule is None:
             row.evidence = "the trace has no observable for this rule"
             rows.append(row)
@@ -423,6 +428,46 @@ def _sentence(row: Row, device: str, steps: int) -> str:
     return f"traced on {device} over {steps} steps: {what}{where}"
 
 
+# Static rules about torch.compile, matched against its own log (the recorder's compile.jsonl):
+# GPU510 (code dynamo cannot put in its graph) at the statement, by a logged graph break there.
+COMPILE_JOIN = frozenset({"GPU510"})
+
+
+def _join_compile(row: Row, events: list[dict], texts, device: str) -> None:
+    """Judge a compile rule's finding by the graph breaks torch.compile logged at its statement.
+
+    Confirmed: dynamo logged a graph break there. Not observed: dynamo compiled code of that file
+    (it logged something there) and logged no break at this statement. Not exercised: no
+    compile activity in that file in the run (the function may never have been compiled)."""
+    path = row.path
+    _, lines = _scope_lines("statement", path, row.line, texts)
+    span = set(lines) if lines is not None else {row.line}
+    mine = [e for e in events if isinstance(e, dict) and e.get("in_tree") and e.get("path") == path]
+    hits = [e for e in mine if e.get("kind") == "graph-break" and e.get("line") in span]
+    if hits:
+        row.status = CONFIRMED
+        row.kinds = ["graph-break"]
+        row.count_per_step = 0.0
+        row.at = sorted({f"{path}:{e['line']}" for e in hits})
+        reasons: dict[str, int] = {}
+        for e in hits:
+            why = str(e.get("reason") or "?")
+            reasons[why] = reasons.get(why, 0) + 1
+        why = max(reasons, key=lambda k: reasons[k])
+        row.detail = {"count": len(hits), "reasons": reasons}
+        row.evidence = (
+            f"torch.compile on {device} logged {len(hits)} graph break(s) at this statement: {why}"
+        )
+        for e in hits:
+            e["matched"] = row.code
+    elif mine:
+        row.status = NOT_OBSERVED
+        row.evidence = "torch.compile compiled code of this file and logged no graph break here"
+    else:
+        row.status = NOT_EXERCISED
+        row.evidence = "torch.compile logged nothing in this file during the run"
+
+
 def compile_rows(events: list[dict], device: str = "the GPU") -> list[Row]:
     """torch.compile's graph breaks and recompiles (the recorder's ``compile.jsonl``), one row per
     place in the checked tree and kind, with how often and why: whole-run counts, not per step
@@ -432,7 +477,7 @@ def compile_rows(events: list[dict], device: str = "the GPU") -> list[Row]:
     for e in events:
         if not isinstance(e, dict) or e.get("kind") not in ("graph-break", "recompile"):
             continue
-        if not e.get("in_tree") or not isinstance(e.get("line"), int):
+        if not e.get("in_tree") or not isinstance(e.get("line"), int) or e.get("matched"):
             continue
         groups.setdefault((e["kind"], str(e.get("path")), e["line"]), []).append(e)
     rows = []

@@ -55,7 +55,7 @@ EXPLAINS: dict[str, tuple[frozenset, frozenset]] = {
         frozenset({"GPU202", "GPU204", "GPU205", "GPU502"}),
         frozenset({"fp32-gemm", "sdpa-math"}),
     ),
-    LAUNCH_BOUND: (frozenset({"GPU502"}), frozenset({"gpu-idle"})),
+    LAUNCH_BOUND: (frozenset({"GPU502", "GPU510"}), frozenset({"gpu-idle"})),
     HOST_BOUND: (frozenset(), frozenset({"gpu-idle"})),
     INPUT_BOUND: (
         frozenset({"GPU301", "GPU302", "GPU303", "GPU102", "GPU104"}),
@@ -173,9 +173,9 @@ def verdict(summary: dict, rows=(), untraced_step_us: float | None = None) -> Ve
         if status not in ("confirmed", "runtime-only"):
             continue
         if (r.code and r.code in codes) or (not r.code and set(r.kinds) & kinds):
+            cost = f" ({_us(r.cost_us_per_step)} per step)" if r.cost_us_per_step > 0 else ""
             explained.append(
-                f"{r.path}:{r.line} {r.code or 'runtime-only ' + '/'.join(r.kinds)}"
-                f" ({_us(r.cost_us_per_step)} per step)"
+                f"{r.path}:{r.line} {r.code or 'runtime-only ' + '/'.join(r.kinds)}{cost}"
             )
     return Verdict(bound, step, basis, fr, facts, LEVERS[bound], explained[:5], note)
 
