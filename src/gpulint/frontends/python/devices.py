@@ -107,3 +107,93 @@ def provably_host(file: PythonFile, expr: ast.AST, depth: int = 0) -> bool:
             b.value is not None and provably_host(file, b.value, depth + 1) for b in bindings
         )
     return False
+
+
+# -- where tensors and models are placed, per rank ----------------------------------------------
+
+BARE, INDEXED, UNKNOWN = "bare", "indexed", "unknown"
+_RANK_NAME = re.compile(r"rank|gpu_id|device_id|gpu$|local_device", re.IGNORECASE)
+
+
+def placements(file: PythonFile) -> list[tuple[ast.AST, str]]:
+    """Every placement on a CUDA device and whether it names the device per process:
+    INDEXED (`.cuda(local_rank)`, `f"cuda:{rank}"`, `torch.device("cuda", rank)`, `.to(rank)`),
+    BARE (`.cuda()`, `"cuda"`, `"cuda:0"`: the current device, GPU 0 unless set), or UNKNOWN
+    (`.to(args.device)`: a value this file does not spell). Host placements are left out."""
+    out: list[tuple[ast.AST, str]] = []
+    for call in file.nodes(ast.Call):
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr == "cuda" and file.qualname(call) is None:
+            index = call.args[0] if call.args else getattr(keyword(call, "device"), "value", None)
+            out.append((call, INDEXED if index is not None else BARE))
+            continue
+        q = file.qualname(call)
+        if q == "torch.device":
+            if len(call.args) >= 2:
+                out.append((call, INDEXED))
+            elif call.args:
+                kind = _device_value(file, call.args[0], call, 0)
+                if kind is not None:
+                    out.append((call, kind))
+            continue
+        target: ast.AST | None = None
+        if isinstance(func, ast.Attribute) and func.attr == "to" and call.args:
+            target = call.args[0]
+        else:
+            found = keyword(call, "device")
+            target = found.value if found is not None else None
+        if target is not None:
+            kind = _device_value(file, target, call, 0)
+            if kind is not None:
+                out.append((call, kind))
+    return out
+
+
+def _device_value(file: PythonFile, value: ast.AST, at: ast.AST, depth: int) -> str | None:
+    """The kind of a device value; None for the host or for what is not a device at all."""
+    if depth > 3:
+        return UNKNOWN
+    if isinstance(value, ast.Constant):
+        if isinstance(value.value, str):
+            text = value.value.lower()
+            if text.startswith("cuda"):
+                return BARE  # "cuda", "cuda:0": the same GPU for every process
+            return None
+        if isinstance(value.value, int) and not isinstance(value.value, bool):
+            return BARE
+        return None
+    if isinstance(value, ast.JoinedStr):
+        head = "".join(str(v.value) for v in value.values if isinstance(v, ast.Constant))
+        if "cuda" in head.lower():
+            return INDEXED if any(isinstance(v, ast.FormattedValue) for v in value.values) else BARE
+        return None
+    if isinstance(value, ast.Call):
+        q = file.qualname(value)
+        if q == "torch.device":
+            if len(value.args) >= 2:
+                return INDEXED
+            if value.args:
+                return _device_value(file, value.args[0], value, depth + 1)
+            return UNKNOWN
+        if isinstance(value.func, ast.Attribute) and value.func.attr == "format":
+            return INDEXED if "cuda" in file.segment(value.func.value).lower() else UNKNOWN
+        return UNKNOWN
+    if isinstance(value, ast.BinOp):
+        return INDEXED if "cuda" in file.segment(value).lower() else UNKNOWN
+    if isinstance(value, ast.Name):
+        if _RANK_NAME.search(value.id):
+            return INDEXED  # `.to(local_rank)`
+        bound = file.model.bindings_of(value.id, before=at)
+        kinds = {
+            _device_value(file, b.value, b.node, depth + 1) if b.value is not None else UNKNOWN
+            for b in bound
+        }
+        if not kinds:
+            return UNKNOWN
+        if kinds == {None}:
+            return None
+        kinds.discard(None)
+        return kinds.pop() if len(kinds) == 1 else UNKNOWN
+    if isinstance(value, ast.Attribute):
+        return INDEXED if _RANK_NAME.search(value.attr) else UNKNOWN
+    return UNKNOWN
