@@ -79,6 +79,7 @@ class Checker:
         self.resolver = ConfigResolver(args.config, _adjuster(args))
         self._linters: dict[int, Linter] = {}
         self.evidence_problems: list[tuple[str, str]] = []
+        self._traces: dict[str, list[dict]] = {}
 
     def linter(self, config: Config) -> Linter:
         linter = self._linters.get(id(config))
@@ -87,15 +88,24 @@ class Checker:
                 config,
                 self.args.evidence,
                 self.evidence_problems,
-                traces=trace_records(
-                    config, getattr(self.args, "trace", ()), self.evidence_problems
-                ),
+                traces=self.traces(config),
             )
             linter = self._linters[id(config)] = Linter(config, notes)
             linter.respect_gitignore = not self.args.no_gitignore
             linter.force_exclude = self.args.force_exclude
             linter.prefilter = not self.args.no_prefilter
         return linter
+
+    def traces(self, config: Config) -> list[dict]:
+        """The records of ``--trace``, built once per project root (a recording folder is
+        analysed and joined with a check of that root: not once per configuration)."""
+        paths = tuple(getattr(self.args, "trace", ()) or ())
+        if not paths:
+            return []
+        key = str(config.root)
+        if key not in self._traces:
+            self._traces[key] = trace_records(config, paths, self.evidence_problems)
+        return self._traces[key]
 
     def root_config(self, paths: list[Path]) -> Config:
         """The configuration over all the paths: that of their common folder, whatever their
