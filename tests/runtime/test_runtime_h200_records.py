@@ -11,7 +11,7 @@ from gpulint.runtime import evidence
 DATA = pathlib.Path(__file__).parent / "data"
 RUNS = ["h200", "h200-rerun"]
 # Benches added after that day's `bench all`: their records are in data/h200-20261206/.
-LATER = {"graph-break", "recompile", "no-grad"}
+LATER = {"graph-break", "recompile", "no-grad", "anomaly"}
 
 
 def _records(run: str) -> dict[str, dict]:

@@ -54,6 +54,7 @@ BENCHES = {
     "graph-break": "compiled MLP blocks: branchless vs a data-dependent `if` or `.item()` per block",
     "recompile": "torch.compile once vs again every step (same def, fresh closures)",
     "no-grad": "inference with autograd on vs no_grad vs inference_mode: time and memory",
+    "anomaly": "train step with autograd anomaly detection on vs off",
     "matmul": "matmul 8192^3: bf16, fp32 with TF32 off and on",
     "copy": "device-to-device copy bandwidth (bytes read + written)",
     "nccl": "NCCL all-reduce: correctness and bus bandwidth (under torchrun)",

@@ -16,6 +16,7 @@ MODULES = {
     "graph-break": "graph_break",
     "recompile": "recompile",
     "no-grad": "no_grad",
+    "anomaly": "anomaly",
     "dataloader": "dataloader",
 }
 DISTRIBUTED = ("nccl", "ddp", "fsdp")
