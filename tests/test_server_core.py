@@ -155,3 +155,25 @@ def test_cli_does_not_import_pygls():
     code = "import sys, gpulint.cli; gpulint.cli.build_parser(); print('pygls' in sys.modules)"
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert run.stdout.strip() == "False", run.stderr
+
+
+def test_editor_findings_carry_the_newest_traces_status(tmp_path):
+    """The language server's diagnostics hold `data.trace` from the finding: the status the
+    newest `gpulint trace` record under .gpulint/evidence/ gave that line (while the file is the
+    one traced)."""
+    from gpulint.runtime import evidence
+    from gpulint.runtime.trace_cli import record_of_recording
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "trace" / "train_gpt"
+    text = (fixtures / "train_gpt.py.txt").read_text(encoding="utf-8")
+    (tmp_path / "train_gpt.py").write_text(text, encoding="utf-8")
+    record = record_of_recording(fixtures, tmp_path)
+    assert isinstance(record, dict)
+    evidence.write_record(record, tmp_path / evidence.EVIDENCE_DIR)
+    _, result = _result(tmp_path, text, name="train_gpt.py")
+    status = {(f.code, f.line): f.trace for f in result.findings}
+    assert status[("GPU101", 74)] == "confirmed" and status[("GPU401", 53)] == "confirmed"
+    assert status[("GPU201", 62)] is None
+    # an edited buffer whose lines moved: the trace names line 74, the finding is now at 75
+    _, result = _result(tmp_path, "# edited\n" + text, name="train_gpt.py")
+    assert all(f.trace is None for f in result.findings if f.code == "GPU101")
