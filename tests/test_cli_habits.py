@@ -214,6 +214,39 @@ def test_gitlab_code_quality(project):
     assert {i["fingerprint"] for i in moved} == fingerprints
 
 
+def test_json_lines_rdjson_and_pylint_as_ruff_writes_them(project):
+    listed = json.loads(gpulint(project, "--output-format", "json", ".").stdout)["findings"]
+    lines = gpulint(project, "--output-format", "json-lines", ".").stdout.splitlines()
+    assert [json.loads(line) for line in lines] == listed  # one `json` finding per line
+    pylint = gpulint(project, "--output-format", "pylint", ".").stdout.splitlines()
+    assert [p.split(": [", 1)[0] for p in pylint] == [f"{f['path']}:{f['line']}" for f in listed]
+    assert (
+        pylint[0]
+        == f"{listed[0]['path']}:{listed[0]['line']}: [{listed[0]['code']}] "
+        + (listed[0]["message"])
+    )
+    rd = json.loads(gpulint(project, "--output-format", "rdjson", ".").stdout)
+    assert rd["source"]["name"] == "gpulint" and len(rd["diagnostics"]) == len(listed)
+    d = next(d for d in rd["diagnostics"] if d["code"]["value"] == "GPU201")
+    assert d["location"]["path"] == "train.py"
+    assert d["location"]["range"]["start"] == {"line": 4, "column": 10}
+    assert d["code"]["url"].endswith("/docs/rules/GPU201.md") and d["severity"] == "WARNING"
+    # The fix's edits as suggestions, one of them rewriting line 4 to `torch.amp`.
+    assert any(
+        s["range"]["start"]["line"] == 4 and "torch.amp" in s["text"] for s in d["suggestions"]
+    ), d["suggestions"]
+
+
+def test_rdjson_columns_are_utf8_bytes(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.gpulint]\n")
+    (tmp_path / "t.py").write_text("import torch\né = 1; s = torch.cuda.amp.GradScaler()\n")
+    rd = json.loads(gpulint(tmp_path, "--output-format", "rdjson", ".").stdout)
+    (d,) = rd["diagnostics"]
+    concise = gpulint(tmp_path, ".").stdout  # t.py:2:12 (code points); é is two bytes
+    assert "t.py:2:12: GPU201" in concise
+    assert d["location"]["range"]["start"] == {"line": 2, "column": 13}
+
+
 def test_junit(project):
     root = ET.fromstring(gpulint(project, "--output-format", "junit", ".").stdout)
     assert root.tag == "testsuites" and root.get("failures") == "6"
@@ -364,3 +397,53 @@ def test_monorepo_flake8_plugin_and_cli_agree(tmp_path):
         flake.add((path.removeprefix("./"), int(row), rest.split()[0]))
     # flake8 walks alpha/legacy (it does not read .gitignore; `exclude` keeps it quiet).
     assert flake == cli_found
+
+
+# -- ruff's configuration flags ----------------------------------------------------------------
+def test_config_key_value_overrides_the_file_and_isolated_reads_none(project):
+    (project / "pyproject.toml").write_text('[tool.gpulint]\nignore = ["GPU501"]\n')
+    assert "GPU501" not in codes(gpulint(project, ".").stdout)
+    assert "GPU201" in codes(gpulint(project, ".").stdout)
+    # inline TOML, as ruff's `--config "key = value"`: over the file's settings
+    out = gpulint(project, "--config", 'extend-ignore = ["GPU201"]', ".").stdout
+    assert "GPU201" not in codes(out) and "GPU501" not in codes(out)
+    out = gpulint(project, "--config", 'ignore = ["GPU201"]', "--config", "jobs = 1", ".")
+    assert "GPU201" not in codes(out.stdout) and "GPU501" in codes(out.stdout)
+    # a flag of its own wins over an inline --config of the same setting
+    out = gpulint(project, "--config", 'ignore = ["GPU201"]', "--ignore", "GPU501", ".").stdout
+    assert "GPU201" in codes(out) and "GPU501" not in codes(out)
+    # --isolated: the file is not read
+    assert "GPU501" in codes(gpulint(project, "--isolated", ".").stdout)
+    # a file and a setting together
+    other = project / "other.toml"
+    other.write_text('[tool.gpulint]\nselect = ["GPU8"]\n')
+    out = gpulint(project, "--config", str(other), "--config", 'ignore = ["GPU801"]', ".").stdout
+    assert set(codes(out)) == {"GPU809"}, out
+    for bad, said in [
+        ("nofile.toml", "no such file"),
+        ("select = [", "not a file, nor a TOML"),
+        ("bogus = 1", "unknown key 'bogus'"),
+    ]:
+        proc = gpulint(project, "--config", bad, ".")
+        assert proc.returncode == 2 and said in proc.stderr, proc.stderr
+    proc = gpulint(project, "--isolated", "--config", str(other), ".")
+    assert proc.returncode == 2 and "--isolated" in proc.stderr
+
+
+def test_show_files_and_show_settings(project):
+    (project / "pyproject.toml").write_text(
+        '[tool.gpulint]\nextend-exclude = ["skip"]\nignore = ["GPU501"]\n'
+    )
+    (project / "skip").mkdir()
+    (project / "skip" / "x.py").write_text("x = 1\n")
+    proc = gpulint(project, "--show-files", ".")
+    assert proc.returncode == 0
+    assert proc.stdout.splitlines() == ["k.cu", "pyproject.toml", "train.py"]
+    proc = gpulint(project, "--show-settings", "--config", 'targets = ["H100"]', "train.py")
+    assert proc.returncode == 0
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "Resolved settings for: train.py"
+    assert lines[1] == f"Settings path: {project / 'pyproject.toml'}"
+    assert 'ignore = ["GPU501"]' in lines and 'targets = ["H100"]' in lines
+    enabled = json.loads(next(x for x in lines if x.startswith("enabled rules")).split(" = ")[1])
+    assert "GPU201" in enabled and "GPU501" not in enabled

@@ -31,15 +31,44 @@ from gpulint.engine import FileResult, Linter, Report, cpu_count, display_path, 
 from gpulint.files import FileFinder
 from gpulint.reporters import REPORTERS
 from gpulint.safeio import MAX_SOURCE_BYTES, Unreadable, escape, read_bytes
-from gpulint.status import EXIT_FINDINGS, EXIT_INTERNAL_ERROR, EXIT_OK, UsageError
+from gpulint.status import EXIT_FINDINGS, EXIT_INTERNAL_ERROR, EXIT_OK, EXIT_USAGE, UsageError
 
 WATCH_INTERVAL_S = 0.5
 _CODES = re.compile(r"\b[A-Z]+[0-9]+\b")
-MACHINE_FORMATS = {"json", "sarif", "github", "gitlab", "junit"}
+MACHINE_FORMATS = {"json", "sarif", "github", "gitlab", "junit", "json-lines", "rdjson", "pylint"}
 
 
-def _adjuster(args):
-    overrides = {}
+def config_args(args) -> tuple[Path | None, dict]:
+    """`--config` values, as ruff reads them: a path to an existing file is the configuration
+    file (one at most); anything else must be TOML (`key = value`), a setting that overrides
+    the files' for every file, in order."""
+    import tomllib
+
+    files: list[Path] = []
+    overrides: dict = {}
+    for value in getattr(args, "config", None) or []:
+        if os.path.isfile(value):
+            files.append(Path(value))
+            continue
+        try:
+            table = tomllib.loads(value)
+        except tomllib.TOMLDecodeError as e:
+            looks_like_file = "=" not in value
+            raise UsageError(
+                f"--config {value!r}: no such file"
+                if looks_like_file
+                else f"--config {value!r}: not a file, nor a TOML `key = value` ({e})"
+            ) from None
+        overrides.update(table)
+    if len(files) > 1:
+        raise UsageError("--config names one configuration file at most")
+    if files and getattr(args, "isolated", False):
+        raise UsageError("--isolated reads no configuration file: drop --config FILE")
+    return (files[0] if files else None), overrides
+
+
+def _adjuster(args, inline: dict | None = None):
+    overrides = dict(inline or {})
     for flag, key in (
         ("select", "select"),
         ("ignore", "ignore"),
@@ -76,7 +105,9 @@ class Run:
 class Checker:
     def __init__(self, args):
         self.args = args
-        self.resolver = ConfigResolver(args.config, _adjuster(args))
+        explicit, inline = config_args(args)
+        self.resolver = ConfigResolver(explicit, _adjuster(args, inline))
+        self.resolver.isolated = getattr(args, "isolated", False)
         self._linters: dict[int, Linter] = {}
         self.evidence_problems: list[tuple[str, str]] = []
         self._traces: dict[str, list[dict]] = {}
@@ -353,9 +384,57 @@ def cmd_check(args) -> int:
         args.paths = [Path(".")]
     if Path("-") in args.paths:
         raise UsageError("`-` (standard input) cannot be mixed with paths")
+    if args.show_files or args.show_settings:
+        return show_files_or_settings(args)
     if args.watch:
         return watch(args)
     return check_once(args)
+
+
+def show_files_or_settings(args) -> int:
+    """ruff's `--show-files` (each file a run would check, as the walk finds it, sorted) and
+    `--show-settings` (what the first of them is checked with: its configuration file and
+    every setting after the command line's overrides, then the rules it enables)."""
+    import json
+
+    checker = Checker(args)
+    files, problems = checker.find(args.paths)
+    files = sorted(files, key=lambda p: display_path(p))
+    if args.show_files:
+        for path in files:
+            print(escape(display_path(path)))
+        for result in problems:
+            for f in result.findings:
+                print(f"{escape(result.path)}: {escape(f.message)}", file=sys.stderr)
+    if args.show_settings:
+        if not files:
+            print("gpulint: no file to show the settings of", file=sys.stderr)
+            return EXIT_USAGE
+        first = files[0]
+        config = checker.resolver.for_file(first)
+        linter = checker.linter(config)
+        codes = sorted({ref.code for refs in linter.refs.values() for ref in refs})
+        settings = {
+            "select": config.select,
+            "extend-select": config.extend_select,
+            "ignore": config.ignore,
+            "preview": getattr(config, "preview", False),
+            "per-file-ignores": config.per_file_ignores,
+            "exclude": config.exclude,
+            "targets": config.targets,
+            "cache-dir": config.cache_dir,
+            "jobs": config.jobs,
+            "evidence": config.evidence,
+            **config.options,
+        }
+        print(f"Resolved settings for: {escape(display_path(first))}")
+        source = config.source
+        print(f"Settings path: {escape(str(source)) if source else '(none: the defaults)'}")
+        print(f"Project root: {escape(str(config.root))}")
+        for key, value in settings.items():
+            print(f"{key} = {json.dumps(value, default=str)}")
+        print(f"enabled rules ({len(codes)}) = {json.dumps(codes)}")
+    return EXIT_OK
 
 
 def check_once(args) -> int:
@@ -764,6 +843,17 @@ def _wait_for_events(args, before: dict, sources: set[Path], watchfiles) -> None
     ignored = watchfiles.DefaultFilter(
         ignore_dirs=(*watchfiles.DefaultFilter.ignore_dirs, cache, ".gpulint_cache")
     )
-    for _changes in watchfiles.watch(*sorted(roots), watch_filter=ignored, debounce=400):
-        if _snapshot(args) != before:
-            return
+    # The first timeout (the watcher is set up by then) looks once more: a change made between
+    # the look above and the watcher's start sends no event. Later timeouts only wake it.
+    first = True
+    for changes in watchfiles.watch(
+        *sorted(roots),
+        watch_filter=ignored,
+        debounce=400,
+        rust_timeout=2000,
+        yield_on_timeout=True,
+    ):
+        if changes or first:
+            first = False
+            if _snapshot(args) != before:
+                return

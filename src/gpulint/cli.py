@@ -54,7 +54,7 @@ def build_parser(core_only: bool = False) -> argparse.ArgumentParser:
         default="concise",
         help="concise (default; `text` is an alias): path:line:col: CODE message, as flake8; "
         "full: with the source line and a caret; grouped: by file; json, sarif, github, "
-        "gitlab (Code Quality), junit",
+        "gitlab (Code Quality), junit; as ruff: json-lines, rdjson (reviewdog), pylint",
     )
     check.add_argument("--output-file", "-o", type=Path, help="write the report here")
     check.add_argument(
@@ -84,9 +84,27 @@ def build_parser(core_only: bool = False) -> argparse.ArgumentParser:
     )
     check.add_argument(
         "--config",
-        type=Path,
+        action="append",
+        metavar="FILE | KEY=VALUE",
         help="pyproject.toml to read [tool.gpulint] from, for every file (default: the "
-        "nearest one above each file)",
+        "nearest one above each file); or, as ruff, a setting as TOML that overrides the "
+        "files' (`--config 'ignore = [\"GPU201\"]'`, `--config 'targets = [\"H100\"]'`); "
+        "repeatable",
+    )
+    check.add_argument(
+        "--show-files",
+        action="store_true",
+        help="list the files that would be checked, with these settings, and exit",
+    )
+    check.add_argument(
+        "--show-settings",
+        action="store_true",
+        help="print the settings the first file would be checked with, and exit",
+    )
+    check.add_argument(
+        "--isolated",
+        action="store_true",
+        help="read no configuration file (the defaults, the command line and --config KEY=VALUE)",
     )
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
     check.add_argument(

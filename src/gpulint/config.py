@@ -371,6 +371,7 @@ class ConfigResolver:
         # reported as its GPU000 (`problems`), and its folder takes the configuration above it.
         self.strict = True
         self.problems: list[tuple[str, str]] = []
+        self.isolated = False  # `--isolated`: no configuration file at all
 
     def _broken(self, path: Path, error: ConfigError) -> None:
         if self.strict:
@@ -378,6 +379,8 @@ class ConfigResolver:
         self.problems.append((str(path), f"configuration not used: {error}"))
 
     def source_for(self, directory: Path | str) -> Path | None:
+        if self.isolated:
+            return None
         if self.explicit is not None:
             return self.explicit
         # Walked up with strings, stopping at the first folder already known: a run asks once

@@ -6,6 +6,13 @@ import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+RULE_PAGE = "https://github.com/gpulint/gpulint/blob/main/docs/rules/{code}.md"
+
+
+def rule_url(code: str) -> str:
+    """The rule's documentation page (SARIF's helpUri, LSP's codeDescription, rdjson)."""
+    return RULE_PAGE.format(code=code)
+
 
 class Severity(enum.Enum):
     ERROR = "error"  # wrong or broken code

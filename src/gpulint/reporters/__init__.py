@@ -1,5 +1,5 @@
 """Reporters turn findings into text (concise, full, grouped), JSON, SARIF 2.1.0, GitHub
-workflow annotations, GitLab Code Quality JSON or JUnit XML."""
+workflow annotations, GitLab Code Quality JSON or JUnit XML; and ruff's json-lines, rdjson (reviewdog) and pylint."""
 
 from __future__ import annotations
 
@@ -18,6 +18,9 @@ _TABLE = {
     "github": ("github", "render"),
     "gitlab": ("gitlab", "render"),
     "junit": ("junit", "render"),
+    "json-lines": ("ruff_formats", "render_json_lines"),
+    "rdjson": ("ruff_formats", "render_rdjson"),
+    "pylint": ("ruff_formats", "render_pylint"),
 }
 
 

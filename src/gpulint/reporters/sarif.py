@@ -17,14 +17,20 @@ from pathlib import Path
 from urllib.parse import quote
 
 from gpulint import __version__
-from gpulint.diagnostics import INTERNAL_ERROR, UNANALYSABLE, Finding, Severity, note_level
+from gpulint.diagnostics import (
+    INTERNAL_ERROR,
+    UNANALYSABLE,
+    Finding,
+    Severity,
+    note_level,
+    rule_url,
+)
 from gpulint.rule import all_rules
 from gpulint.ruledocs import rule_markdown, rule_text, short_summary
 from gpulint.source import SourceText
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFO_URI = "https://github.com/gpulint/gpulint"
-RULE_PAGE = INFO_URI + "/blob/main/docs/rules/{code}.md"
 # GitHub code scanning's limits: results per run (more is rejected), characters of a rule's
 # fullDescription (longer is cut off with a warning).
 MAX_RESULTS = 25_000
@@ -73,7 +79,7 @@ def _rule_descriptors() -> list[dict]:
                 # page is in help.
                 "fullDescription": {"text": _clip(rule.summary())},
                 "help": {"text": rule_text(rule), "markdown": rule_markdown(rule)},
-                "helpUri": RULE_PAGE.format(code=rule.code),
+                "helpUri": rule_url(rule.code),
                 # Off by default outside the default tier: pedantic and preview rules run
                 # only when selected (the results say what this run selected).
                 "defaultConfiguration": {
