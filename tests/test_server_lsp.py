@@ -162,6 +162,9 @@ async def test_open_see_diagnostics_fix_them_and_see_them_go(client: LanguageCli
     assert len(found) == 1, diagnostics
     d = found[0]
     assert d.source == "gpulint" and d.severity == lsp.DiagnosticSeverity.Warning
+    # The rule's page, as ruff's server links each code.
+    assert d.code_description is not None
+    assert d.code_description.href.endswith("/docs/rules/GPU201.md")
     line = TRAIN.splitlines()[1]
     start = line.index("torch.cuda.amp.GradScaler")
     # 😀 is one code point but two UTF-16 units: the LSP column is one more than the code point's.
@@ -355,3 +358,93 @@ async def test_save_relints_with_the_configuration_on_disk(client: LanguageClien
         lsp.DidSaveTextDocumentParams(text_document=lsp.TextDocumentIdentifier(uri=uri))
     )
     assert [x.code for x in await published(client, uri, save)] == ["GPU201"]
+
+
+# -- pull diagnostics (textDocument/diagnostic) -------------------------------------------------
+@pytest_lsp.fixture(
+    config=ClientServerConfig(
+        server_command=[sys.executable, "-m", "gpulint", "server", "--debounce", str(DEBOUNCE_MS)]
+    )
+)
+async def pulling(lsp_client: LanguageClient, tmp_path: Path):
+    """A client that pulls diagnostics (and can be asked to pull again)."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(PYPROJECT)
+    lsp_client.refreshes = 0
+    features = lsp_client.protocol.fm.features
+    original = features[lsp.WORKSPACE_DIAGNOSTIC_REFRESH]
+
+    def refresh(*args):  # pytest-lsp answers it; counted on the way
+        lsp_client.refreshes += 1
+        return original(*args)
+
+    features[lsp.WORKSPACE_DIAGNOSTIC_REFRESH] = refresh
+
+    capabilities = lsp.ClientCapabilities(
+        text_document=lsp.TextDocumentClientCapabilities(
+            diagnostic=lsp.DiagnosticClientCapabilities()
+        ),
+        workspace=lsp.WorkspaceClientCapabilities(
+            diagnostics=lsp.DiagnosticWorkspaceClientCapabilities(refresh_support=True)
+        ),
+    )
+    result = await lsp_client.initialize_session(
+        lsp.InitializeParams(capabilities=capabilities, root_uri=project.as_uri())
+    )
+    lsp_client.server_capabilities = result.capabilities
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def pull(client: LanguageClient, uri: str, previous: str | None = None):
+    return await asyncio.wait_for(
+        client.text_document_diagnostic_async(
+            lsp.DocumentDiagnosticParams(
+                text_document=lsp.TextDocumentIdentifier(uri=uri), previous_result_id=previous
+            )
+        ),
+        TIMEOUT,
+    )
+
+
+@pytest.mark.asyncio
+async def test_pull_diagnostics(pulling, tmp_path):
+    client = pulling
+    provider = client.server_capabilities.diagnostic_provider
+    assert provider is not None and provider.identifier == "gpulint"
+    path = tmp_path / "project" / "train.py"
+    uri = path.as_uri()
+    open_doc(client, path, TRAIN)()
+    report = await pull(client, uri)
+    assert report.kind == "full"
+    (d,) = [x for x in report.items if x.code == "GPU201"]
+    assert d.code_description.href.endswith("/docs/rules/GPU201.md")
+    assert d.range.start == lsp.Position(line=1, character=TRAIN.splitlines()[1].index("torch") + 1)
+    # The same findings again: unchanged, by the result id.
+    again = await pull(client, uri, report.result_id)
+    assert again.kind == "unchanged" and again.result_id == report.result_id
+    # An edit that fixes it: a full report without the finding.
+    fixed = TRAIN.replace("torch.cuda.amp.GradScaler()", 'torch.amp.GradScaler("cuda")')
+    change_doc(client, uri, fixed, 2)()
+    after = await pull(client, uri, report.result_id)
+    assert after.kind == "full" and [x for x in after.items if x.code == "GPU201"] == []
+    # A client that pulls is not pushed to (it would show every finding twice).
+    await asyncio.sleep(DEBOUNCE_MS / 1000 * 2)
+    assert not any(client.diagnostics.get(uri, [])), client.diagnostics.get(uri)
+    # A configuration change asks the client to pull again.
+    client.workspace_did_change_watched_files(
+        lsp.DidChangeWatchedFilesParams(
+            changes=[
+                lsp.FileEvent(
+                    uri=(tmp_path / "project" / "pyproject.toml").as_uri(),
+                    type=lsp.FileChangeType.Changed,
+                )
+            ]
+        )
+    )
+    for _ in range(100):
+        if client.refreshes:
+            break
+        await asyncio.sleep(0.1)
+    assert client.refreshes >= 1

@@ -26,7 +26,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 from gpulint import __version__
-from gpulint.diagnostics import Edit, Finding, Severity
+from gpulint.diagnostics import Edit, Finding, Severity, rule_url
 from gpulint.rule import rule_by_code
 from gpulint.ruledocs import rule_hover
 from gpulint.server import positions
@@ -63,6 +63,10 @@ class GpulintServer(LanguageServer):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._prepare_timers: dict[str, asyncio.TimerHandle] = {}
         self._preparing: dict[int, asyncio.Future] = {}
+        # Pull diagnostics (textDocument/diagnostic): on when the client says it pulls; then
+        # nothing is pushed, and a configuration change asks the client to pull again.
+        self.pull = False
+        self.pull_refresh = False
 
     # -- documents -------------------------------------------------------------------------------
     @staticmethod
@@ -188,6 +192,8 @@ class GpulintServer(LanguageServer):
             timer.cancel()
 
     def _publish(self, uri: str, version: int | None, result: LintResult) -> None:
+        if self.pull:  # the client asks (textDocument/diagnostic); pushing too would show twice
+            return
         diagnostics = [self.diagnostic(result, f) for f in result.findings]
         self.text_document_publish_diagnostics(
             lsp.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=version)
@@ -231,6 +237,25 @@ class GpulintServer(LanguageServer):
         self._shown_errors.clear()
         for uri in list(self.workspace.text_documents):
             self.publish(uri)
+        if self.pull and self.pull_refresh:
+            self.workspace_diagnostic_refresh(None)
+
+    async def pull_report(
+        self, uri: str, previous: str | None
+    ) -> lsp.RelatedFullDocumentDiagnosticReport | lsp.RelatedUnchangedDocumentDiagnosticReport:
+        """textDocument/diagnostic: the current version's findings (awaiting its lint), or
+        "unchanged" when they are what the client holds. The result id is a digest of the
+        diagnostics themselves, so a re-lint that finds the same things is unchanged too."""
+        import hashlib
+
+        result = await self.result(uri)
+        items = [self.diagnostic(result, f) for f in result.findings] if result else []
+        digest = hashlib.sha256(
+            repr([(d.range, d.code, d.message, d.severity) for d in items]).encode()
+        ).hexdigest()[:16]
+        if previous == digest:
+            return lsp.RelatedUnchangedDocumentDiagnosticReport(result_id=digest)
+        return lsp.RelatedFullDocumentDiagnosticReport(items=items, result_id=digest)
 
     # -- code actions -----------------------------------------------------------------------------
     def actions(
@@ -339,6 +364,7 @@ class GpulintServer(LanguageServer):
             message=f.message,
             severity=_SEVERITY[f.severity],
             code=f.code,
+            code_description=lsp.CodeDescription(href=rule_url(f.code)) if rule else None,
             source=SOURCE,
             tags=tags,
             data={"fixable": f.fix is not None, "line": f.line, "col": f.col, "trace": f.trace},
@@ -369,6 +395,12 @@ def build_server(debounce: float = 0.15) -> GpulintServer:
 
     @server.feature(lsp.INITIALIZED)
     def initialized(ls: GpulintServer, params: lsp.InitializedParams) -> None:
+        document = ls.client_capabilities.text_document
+        ls.pull = bool(document and document.diagnostic)
+        workspace = ls.client_capabilities.workspace
+        ls.pull_refresh = bool(
+            workspace and workspace.diagnostics and workspace.diagnostics.refresh_support
+        )
         root = ls.workspace.root_path
         if root:
             ls.configs = ConfigStore(Path(root))
@@ -435,6 +467,18 @@ def build_server(debounce: float = 0.15) -> GpulintServer:
         await ls.prepared(uri, result)
         version = ls.results[uri][0] if uri in ls.results else None
         return ls.actions(uri, version, result, params.range, params.context.only)
+
+    @server.feature(
+        lsp.TEXT_DOCUMENT_DIAGNOSTIC,
+        # inter_file_dependencies: a CUDA file's findings depend on its callers' files.
+        lsp.DiagnosticOptions(
+            identifier=SOURCE, inter_file_dependencies=True, workspace_diagnostics=False
+        ),
+    )
+    async def diagnostic(
+        ls: GpulintServer, params: lsp.DocumentDiagnosticParams
+    ) -> lsp.RelatedFullDocumentDiagnosticReport | lsp.RelatedUnchangedDocumentDiagnosticReport:
+        return await ls.pull_report(params.text_document.uri, params.previous_result_id)
 
     @server.feature(lsp.TEXT_DOCUMENT_HOVER)
     async def hover(ls: GpulintServer, params: lsp.HoverParams) -> lsp.Hover | None:
