@@ -304,3 +304,30 @@ def test_cache_key_is_the_same_in_every_process(project):
         for seed in (1, 2, 3)
     }
     assert len(keys) == 1, keys
+
+
+def test_per_file_ignores_match_as_ruffs_do():
+    """ruff's dialect (globset): anchored at the project root, `*` crosses `/`, a pattern
+    also matches the file's name alone, `{a,b}` and classes, `!` negates."""
+    from pathlib import Path as _Path
+
+    from gpulint.config import Config
+
+    config = Config(root=_Path("/p"))
+    config.per_file_ignores = {
+        "tests/*": ["GPU1"],
+        "conftest.py": ["GPU2"],
+        "**/bench_*.py": ["GPU6"],
+        "kernels/*.{cu,cuh}": ["GPU8"],
+        "!src/**": ["GPU9"],
+    }
+
+    def ignored(path: str) -> set[str]:
+        return set(config.ignored_for(path))
+
+    assert ignored("tests/unit/test_a.py") == {"GPU1", "GPU9"}  # `*` crosses `/`, as globset
+    assert ignored("pkg/tests/test_a.py") == {"GPU9"}  # anchored at the root, not a suffix
+    assert ignored("src/pkg/conftest.py") == {"GPU2"}  # the name alone, at any depth
+    assert ignored("src/bench_x.py") == {"GPU6"} and ignored("bench_y.py") == {"GPU6", "GPU9"}
+    assert ignored("kernels/a/k.cuh") == {"GPU8", "GPU9"}
+    assert ignored("src/kernels/k.cu") == set()  # neither `kernels/...` nor outside src/

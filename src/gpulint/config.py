@@ -6,7 +6,7 @@ Every key is checked here, once, with a message that names the key; a bad config
 
 from __future__ import annotations
 
-import fnmatch
+import functools
 import hashlib
 import json
 import os
@@ -283,10 +283,18 @@ class Config:
         return True
 
     def ignored_for(self, relpath: str) -> list[str]:
+        """The codes `per-file-ignores` turns off for a file (`relpath`: below the project
+        root), matched as ruff matches them: a pattern is a globset glob anchored at the
+        project root (`*` crosses `/`, `**`, `?`, `[...]`, `{a,b}`), or matches the file's
+        name alone (`conftest.py`, `test_*.py`); a leading `!` turns it off everywhere the
+        pattern does not match."""
         out: list[str] = []
-        posix = PurePosixPath(relpath)
+        name = relpath.rsplit("/", 1)[-1]
         for glob, codes in self.per_file_ignores.items():
-            if fnmatch.fnmatch(relpath, glob) or posix.match(glob):
+            negated = glob.startswith("!")
+            regex = globset_regex(glob[1:] if negated else glob)
+            matched = regex.fullmatch(relpath) is not None or regex.fullmatch(name) is not None
+            if matched != negated:
                 out.extend(codes)
         return out
 
@@ -306,6 +314,62 @@ class Config:
             "options": self.options,
         }
         return hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()
+
+
+@functools.lru_cache(maxsize=1024)
+def globset_regex(glob: str) -> re.Pattern[str]:
+    """A glob in the dialect of Rust's globset with its defaults, which ruff's settings use:
+    `*` and `?` match any character, `/` included (literal_separator off); `**` any run of
+    folders (`**/x` also matches `x`, `a/**` everything below `a`); `[abc]`, `[!a-z]` (or
+    `[^a-z]`) a class; `{a,b}` alternatives; `\\` escapes the next character."""
+    out: list[str] = []
+    i, n, depth = 0, len(glob), 0
+    while i < n:
+        c = glob[i]
+        if glob.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+            continue
+        if glob.startswith("/**", i) and i + 3 == n:
+            out.append("(?:/.*)?")
+            i += 3
+            continue
+        if c == "*":
+            while i < n and glob[i] == "*":
+                i += 1
+            out.append(".*")
+            continue
+        if c == "?":
+            out.append(".")
+        elif c == "\\" and i + 1 < n:
+            i += 1
+            out.append(re.escape(glob[i]))
+        elif c == "[":
+            end = glob.find("]", i + 2 if glob[i + 1 : i + 2] in ("!", "^", "]") else i + 1)
+            if end < 0:
+                out.append(re.escape(c))
+            else:
+                body = glob[i + 1 : end]
+                if body[:1] in ("!", "^"):
+                    body = "^" + body[1:]
+                out.append("[" + body.replace("\\", "\\\\") + "]")
+                i = end
+        elif c == "{":
+            depth += 1
+            out.append("(?:")
+        elif c == "}" and depth:
+            depth -= 1
+            out.append(")")
+        elif c == "," and depth:
+            out.append("|")
+        else:
+            out.append(re.escape(c))
+        i += 1
+    out.append(")" * depth)
+    try:
+        return re.compile("".join(out), re.S)
+    except re.error:
+        return re.compile(re.escape(glob))
 
 
 def read_toml(path: Path) -> dict[str, Any]:
