@@ -3,7 +3,7 @@ from collections.abc import Iterator
 
 from gpulint.diagnostics import Finding, Related
 from gpulint.frontends.python.file import PythonFile
-from gpulint.frontends.python.loops import LOOPS, under_branch
+from gpulint.frontends.python.loops import LOOPS, filled_once, under_branch
 from gpulint.frontends.python.model import MemoKey
 from gpulint.frontends.python.names import keyword, terminal_name
 from gpulint.frontends.python.options import off_by_default
@@ -38,6 +38,9 @@ class CpuTensorMovedInHotLoop(Rule):
     that runs ten times or fewer in all (`for step in range(steps)` with `steps = 10` in a
     model file's self-test, a tutorial's dummy loop) pays each copy a handful of times, not per
     training step, and is left alone; a loop over a loader or an option's step count is not.
+    Nor is a value built once and kept, in a step loop or in `forward` (`if self.table is None:
+    self.table = torch.tensor(np_table).to(x.device)`, `if not hasattr(self, "grid"):`, `if
+    key not in cache:`): the copy runs on the first pass, not on every one.
 
     ## Why is this bad?
     The tensor is allocated and filled in host memory, then copied to the device through a
@@ -212,6 +215,7 @@ class Net(nn.Module):
         if (
             isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
             and function.name == "forward"
+            and not filled_once(file, node, function)  # a table built on the first call, kept
         ):
             return "on every call of `forward`"
         return None

@@ -5,8 +5,9 @@ loops or functions, calls `.backward()`, `optimizer.step()`/`scaler.step()`, or 
 loader and calls a model. A statement inside a step loop runs every step unless a *periodic guard*
 stands between them: `if step % N == 0`, `if i % k == 0 and rank == 0`, `if should_log:`,
 `if step == last:`, and a gradient-accumulation block (`if (i + 1) % accum == 0:` around the
-optimizer step) unless its count is known to be 1. Code in a nested loop of a step loop still
-runs every step.
+optimizer step) unless its count is known to be 1, and a fill of what persists across steps
+(`if mask is None: mask = ...` with `mask` set before the loop: `fills_once`). Code in a nested
+loop of a step loop still runs every step.
 """
 
 from __future__ import annotations
@@ -292,6 +293,8 @@ class LoopModel:
                     and (not self._is_step_block(parent) or self._accumulates(parent))
                 ):
                     return parent
+                if in_body and isinstance(parent, ast.If) and fills_once(parent, loop):
+                    return parent  # `if mask is None: mask = ...`: built on the first step only
             child = parent
         return None
 
@@ -499,3 +502,102 @@ def step_work_between(file: PythonFile, loop: Loop, earlier: ast.AST, later: ast
         for n in body_nodes(loop)
         if isinstance(n, ast.Call)
     )
+
+
+def fills_once(guard: ast.If, around: ast.AST) -> bool:
+    """`if self.table is None: self.table = ...`, `if not hasattr(self, "grid"): self.grid =
+    ...`, `if key not in self._cache: self._cache[key] = ...`, `if not self.ready: ...
+    self.ready = True` (also one side of an `or`: `if self.cache is None or self.cache.shape
+    != x.shape:`): the body fills what the test finds missing, and what it fills outlives the
+    pass (`_persists`), so it runs once (again only when the test's key changes). A default
+    filled per call (`if attention_mask is None: attention_mask = torch.ones(...)` in
+    `forward`) is not one: the next call comes without it again."""
+    tests = guard.test.values if isinstance(guard.test, ast.BoolOp) else [guard.test]
+    if isinstance(guard.test, ast.BoolOp) and not isinstance(guard.test.op, ast.Or):
+        tests = [guard.test]
+    stored = {
+        ast.dump(t)
+        for node in guard.body
+        for sub in ast.walk(node)
+        if isinstance(sub, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+        for t in (sub.targets if isinstance(sub, ast.Assign) else [sub.target])
+    }
+    stored = {d.replace("ctx=Store()", "ctx=Load()") for d in stored}
+    for test in tests:
+        missing = _missing(test)
+        if (
+            missing is not None
+            and ast.dump(missing) in stored
+            and _persists(missing, guard, around)
+        ):
+            return True
+    return False
+
+
+def _persists(filled: ast.AST, guard: ast.If, around: ast.AST) -> bool:
+    """What `filled` names outlives one pass of `around`: the object's own state (`self.x`,
+    `self._cache[k]`), or, in a loop, a name nothing in the loop rebinds but the fill (`mask =
+    None` before the loop)."""
+    root = filled
+    while isinstance(root, (ast.Attribute, ast.Subscript)):
+        root = root.value
+    if not isinstance(root, ast.Name):
+        return False
+    if root.id in ("self", "cls"):
+        return True
+    if not isinstance(around, LOOPS):
+        return False
+    inside_fill = {id(n) for stmt in guard.body for n in ast.walk(stmt)}
+    targets = list(ast.walk(around.target)) if isinstance(around, (ast.For, ast.AsyncFor)) else []
+    for node in [*targets, *(n for stmt in around.body for n in ast.walk(stmt))]:
+        if (
+            id(node) not in inside_fill
+            and isinstance(node, ast.Name)
+            and node.id == root.id
+            and isinstance(node.ctx, ast.Store)
+        ):
+            return False
+    return True
+
+
+def _missing(test: ast.AST) -> ast.AST | None:
+    """What `test` checks is not there yet, as the expression a fill would assign."""
+    if (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.Is)
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value is None
+    ):
+        return test.left  # `x is None`
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = test.operand
+        if (
+            isinstance(inner, ast.Call)
+            and isinstance(inner.func, ast.Name)
+            and inner.func.id == "hasattr"
+            and len(inner.args) == 2
+            and isinstance(inner.args[1], ast.Constant)
+            and isinstance(inner.args[1].value, str)
+        ):
+            return ast.Attribute(value=inner.args[0], attr=inner.args[1].value, ctx=ast.Load())
+        if isinstance(inner, (ast.Name, ast.Attribute)):
+            return inner  # `not self.ready`, set in the body
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.NotIn):
+        return ast.Subscript(value=test.comparators[0], slice=test.left, ctx=ast.Load())
+    return None
+
+
+def filled_once(file: PythonFile, node: ast.AST, stop: ast.AST) -> bool:
+    """`node` is in the body of a `fills_once` guard between it and `stop` (a function or a
+    loop): a value built on the first call and kept (`if self.table is None: self.table =
+    torch.tensor(np_table).to(x.device)`)."""
+    child = node
+    for parent in file.ancestors(node):
+        if parent is stop:
+            return False
+        if isinstance(parent, ast.If) and any(child is s for s in parent.body):
+            if fills_once(parent, stop):
+                return True
+        child = parent
+    return False
