@@ -447,3 +447,11 @@ def test_show_files_and_show_settings(project):
     assert 'ignore = ["GPU501"]' in lines and 'targets = ["H100"]' in lines
     enabled = json.loads(next(x for x in lines if x.startswith("enabled rules")).split(" = ")[1])
     assert "GPU201" in enabled and "GPU501" not in enabled
+
+
+def test_unsafe_fixes_is_accepted_and_fixes_nothing_more(project):
+    """ruff's --unsafe-fixes: gpulint's fixes are all safe (verified), so the same fixes."""
+    safe = gpulint(project, "--diff", ".").stdout
+    assert safe  # there is something to fix
+    assert gpulint(project, "--diff", "--unsafe-fixes", ".").stdout == safe
+    assert gpulint(project, "--diff", "--no-unsafe-fixes", ".").stdout == safe

@@ -113,6 +113,15 @@ def build_parser(core_only: bool = False) -> argparse.ArgumentParser:
         help="exit 1 when fixes were applied, even if nothing is left",
     )
     check.add_argument("--fix", action="store_true", help="apply safe fixes")
+    # ruff's pair. Every gpulint fix is safe (applied only if the file still parses and,
+    # re-linted, no longer reports what it fixed, with every token outside the edit kept), so
+    # there are no unsafe fixes to opt into: accepted, so that a ruff command line works.
+    check.add_argument(
+        "--unsafe-fixes",
+        action="store_true",
+        help="as ruff's; gpulint has no unsafe fixes (each fix is verified), so nothing more is fixed",
+    )
+    check.add_argument("--no-unsafe-fixes", action="store_true", help=argparse.SUPPRESS)
     check.add_argument(
         "--diff", action="store_true", help="print the fixes as a diff; write nothing"
     )
