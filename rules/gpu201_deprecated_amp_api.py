@@ -4,6 +4,7 @@ from gpulint.diagnostics import Edit, Fix
 from gpulint.frontends.python import compat, edits
 from gpulint.frontends.python.file import PythonFile
 from gpulint.rule import Invalid, Rule
+from gpulint.torchversion import torch_range
 
 # Deprecated name -> (device, replacement attribute under torch.amp, how the device is passed)
 DEPRECATED = {
@@ -27,6 +28,14 @@ REPLACED_BY = {
     "torch.get_autocast_gpu_dtype": 'torch.get_autocast_dtype("cuda")',
     "torch.get_autocast_cpu_dtype": 'torch.get_autocast_dtype("cpu")',
 }
+# The first torch release with each replacement: a declared range admitting an older one gets
+# the finding without the autofix, which would break that release.
+REPLACEMENT_SINCE = {
+    "autocast": (1, 10),
+    "GradScaler": (2, 3),
+    "custom_fwd": (2, 4),
+    "custom_bwd": (2, 4),
+}
 # The current API: a branch that uses it beside a deprecated one makes the two a version shim.
 CURRENT = ("torch.amp", "torch.autocast")
 
@@ -42,6 +51,12 @@ class DeprecatedAmpApi(Rule):
     version.parse(torch.__version__) >= ...: return ...`), an `except` fallback, and a branch
     whose other arm spells the same thing with `torch.amp`: that branch exists for an older
     PyTorch, and rewriting it would break the release it is there for.
+
+    A project that declares only torch releases before 2.4 (`torch==2.3.0` in its requirements,
+    `pytorch=1.11.0` in its conda environment, or `torch-version` in `[tool.gpulint]`) is left
+    alone: nothing is deprecated there. Where the declared range admits a release that lacks the
+    replacement (`torch.amp.GradScaler` is new in 2.3, `torch.amp.custom_fwd(device_type=)` and
+    `torch.get_autocast_dtype` in 2.4), the finding stays but no autofix is offered.
 
     ## Why is this bad?
     PyTorch deprecated these in favour of the device-generic `torch.amp` API; every call emits a
@@ -74,6 +89,7 @@ class DeprecatedAmpApi(Rule):
     """
 
     code = "GPU201"
+    torch_since = (2, 4)  # deprecated in torch 2.4
     name = "deprecated-amp-api"
     triggers = ("cuda.amp", "cpu.amp", "import amp", "get_autocast_")
     fixable = True
@@ -158,7 +174,11 @@ scaler = torch.amp.GradScaler("cuda") if TORCH_2_4 else torch.cuda.amp.GradScale
             if style == "first"
             else f'torch.amp.{attr}(device_type="{device}")'
         )
-        fix = self._fix(node, file, device, attr, style)
+        declared = torch_range(self.settings)
+        if declared is not None and not declared.all_at_least(REPLACEMENT_SINCE[attr]):
+            fix = None
+        else:
+            fix = self._fix(node, file, device, attr, style)
         yield self.report(file, node, old=qualified, new=new, fix=fix)
 
     def _fix(self, node, file: PythonFile, device, attr, style) -> Fix | None:

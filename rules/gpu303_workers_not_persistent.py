@@ -26,6 +26,9 @@ class WorkersNotPersistent(Rule):
     `persistent_workers` from a variable or `**kwargs`, `num_workers=0`, loaders iterated once and
     tests are left alone.
 
+    A project that declares only torch releases before 1.7, which have no `persistent_workers`,
+    is left alone.
+
     ## Why is this bad?
     Without persistent workers, every `iter(loader)` (every epoch) shuts down all worker
     processes and starts new ones: each re-imports modules, re-opens files and rebuilds the
@@ -64,6 +67,7 @@ class WorkersNotPersistent(Rule):
     """
 
     code = "GPU303"
+    torch_since = (1, 7)  # persistent_workers is new in torch 1.7
     name = "workers-not-persistent"
     bench = "dataloader"
     bench_claim = "persistent"

@@ -30,6 +30,9 @@ class DistributedLaunch(Rule):
     merely mention the launcher are left alone, and so is `--local_rank` in a script started by
     DeepSpeed's launcher (which passes it too) or added under a PyTorch version check.
 
+    A project that declares only torch releases before 1.10, which have no `torchrun`, is left
+    alone.
+
     ## Why is this bad?
     `torch.distributed.launch` is deprecated in favour of `torchrun`, which sets `LOCAL_RANK`,
     `RANK` and `WORLD_SIZE` in the environment, restarts failed workers and supports elastic
@@ -56,6 +59,7 @@ class DistributedLaunch(Rule):
     """
 
     code = "GPU403"
+    torch_since = (1, 10)  # torchrun is new in torch 1.10
     name = "distributed-launch"
     language = ("python", "shell", "yaml", "markdown")  # scripts, `run:` blocks, guides
     triggers = ("launch", "local_rank", "local-rank")

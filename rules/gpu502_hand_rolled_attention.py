@@ -118,6 +118,9 @@ class HandRolledAttention(Rule):
     implementations that kernels are checked against (in tests, benchmarks,
     `naive`/`reference` functions and files) and graph-rewrite patterns.
 
+    A project that declares only torch releases before 2.0, which have no
+    `scaled_dot_product_attention`, is left alone.
+
     ## Why is this bad?
     The hand-written form materialises the full `L x L` score matrix in global memory, reads it
     back for the softmax, writes the probabilities, and reads them again for the second matmul:
@@ -150,6 +153,7 @@ class HandRolledAttention(Rule):
     """
 
     code = "GPU502"
+    torch_since = (2, 0)  # scaled_dot_product_attention is new in torch 2.0
     name = "hand-rolled-attention"
     bench = "attention"
     triggers = ("softmax", "Softmax")

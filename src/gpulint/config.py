@@ -90,6 +90,17 @@ def _targets(key: str, value: Any) -> list[str]:
     return names
 
 
+def _torch_version(key: str, value: Any) -> str:
+    from gpulint.torchversion import range_of
+
+    if not isinstance(value, str) or range_of(value, "") is None:
+        raise ConfigError(
+            f'[tool.gpulint] {key} must be a version specifier such as ">=2.1" or '
+            f'"==2.0.0", not {_short(value)}'
+        )
+    return value
+
+
 def _positive_int(key: str, value: Any) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise ConfigError(f"[tool.gpulint] {key}: expected a non-negative integer, got {value!r}")
@@ -206,6 +217,7 @@ _KEYS = {
     "exclude": _str_list,
     "extend-exclude": _str_list,
     "targets": _targets,
+    "torch-version": _torch_version,
     "cache-dir": _inside_path,
     "jobs": _positive_int,
     "evidence": _inside_paths,
@@ -248,6 +260,8 @@ class Config:
     per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
     exclude: list[str] = field(default_factory=lambda: list(DEFAULT_EXCLUDE))
     targets: list[str] = field(default_factory=list)
+    # the torch releases the project runs on (`>=2.1`, `==2.0.0`); "" = read its dependency files
+    torch_version: str = ""
     cache_dir: str = ".gpulint_cache"
     jobs: int = 0  # 0: one per core
     evidence: list[str] = field(default_factory=list)
@@ -310,6 +324,7 @@ class Config:
             "preview": self.preview,
             "per_file_ignores": self.per_file_ignores,
             "targets": self.targets,
+            "torch_version": self.torch_version,
             "evidence": self.evidence,
             "options": self.options,
         }
@@ -522,6 +537,7 @@ _FIELDS = {
     "exclude": ("exclude", False),
     "extend-exclude": ("exclude", True),
     "targets": ("targets", False),
+    "torch-version": ("torch_version", False),
     "cache-dir": ("cache_dir", False),
     "jobs": ("jobs", False),
     "evidence": ("evidence", False),

@@ -35,6 +35,7 @@ from gpulint.safeio import MAX_SOURCE_BYTES, Unreadable, read_bytes
 __all__ = ["FileResult", "Linter", "Report", "display_path", "lint_source"]  # results re-exported
 from gpulint.settings import Settings
 from gpulint.suppression import is_suppressed
+from gpulint.torchversion import project_range, torch_range
 
 MAX_FILE_BYTES = MAX_SOURCE_BYTES  # larger files are reported, not parsed
 
@@ -98,6 +99,11 @@ class Linter:
             found = local_gpu(config.root, config.evidence)
             if found is not None:
                 options["local_gpu"] = {"target": found.target, "why": found.describe()}
+
+        # The torch releases the project declares: advice a pinned release cannot take is none.
+        torch_range = project_range(str(config.root), config.torch_version)
+        if torch_range is not None:
+            options["torch"] = torch_range.as_option()
         self.settings = Settings(
             targets=tuple(config.resolved_targets()),
             options=options,
@@ -133,9 +139,12 @@ class Linter:
             untargeted = (
                 not self.settings.targets and self.settings.option("local_gpu", "target") is None
             )
+            declared = torch_range(self.settings)
             for ref in self.refs.get(language, []):
                 if ref.needs_targets and untargeted:
                     continue
+                if ref.torch_since and declared and not declared.admits_at_least(ref.torch_since):
+                    continue  # the project pins a torch older than the rule's advice
                 known = ref.gates_for(language, self.settings.options)
                 if known is not None:
                     gates.append((ref, known[0] or None, known[1] or None))
@@ -177,6 +186,7 @@ class Linter:
             f"{__version__}|{_code_stamp()}|{self.config.fingerprint()}|{codes}"
             f"|{sorted(self.settings.evidence.items())}"
             f"|{self.settings.option('local_gpu', 'why', '')}"
+            f"|{sorted(self.settings.options.get('torch', {}).items())}"
         )
         return hashlib.sha256(state.encode()).hexdigest()
 

@@ -140,6 +140,7 @@ def render() -> str:
             "static_applicable": static_applicable,
             # Skipped for want of hardware targets (the note `gpulint check` prints once).
             "needs_targets": not rule.applicable(none) and rule.applicable(some),
+            "torch_since": list(rule.torch_since) if rule.torch_since else None,
             "gates": gates,
             "gate_reads": reads,
         }
@@ -199,6 +200,7 @@ class RuleRef:
     static_triggers: bool  # trigger_bytes/requires_bytes are Rule's: the triggers below
     static_applicable: bool  # applicable is Rule's (always True)
     needs_targets: bool
+    torch_since: tuple[int, ...] | None  # Rule.torch_since
     triggers: tuple[bytes, ...] | None  # None: not static (ask the class)
     requires: tuple[bytes, ...] | None
     # (language, triggers, requires) under default settings, and the option tables they read
@@ -297,6 +299,7 @@ def _parse(data: dict) -> Registry:
             e["static_triggers"],
             e["static_applicable"],
             e["needs_targets"],
+            tuple(e["torch_since"]) if e.get("torch_since") else None,
             gate(e, "triggers"),
             gate(e, "requires"),
             tuple(

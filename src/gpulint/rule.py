@@ -72,6 +72,10 @@ class Rule:
     precision: ClassVar[str] = "high"  # SARIF: very-high / high / medium / low
     tags: ClassVar[tuple[str, ...]] = ()
     tier: ClassVar[Tier] = "default"
+    # The first torch release the rule's advice applies to (the API it suggests, the deprecation
+    # it reports): a project whose declared torch (gpulint.torchversion) admits no release from
+    # it on is not checked by the rule.
+    torch_since: ClassVar[tuple[int, ...] | None] = None
     example_filename: ClassVar[str | None] = None  # file name the examples are linted as
     VALID: ClassVar[list[str | Valid]] = []
     INVALID: ClassVar[list[str | Invalid]] = []
