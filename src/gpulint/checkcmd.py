@@ -21,11 +21,13 @@ from pathlib import Path
 from gpulint.config import Config, ConfigResolver, apply_table
 from gpulint.diagnostics import (
     ENGINE_CODES,
+    VENDORED,
     Finding,
     internal_errors,
     note_line,
     split_notes,
     unanalysable,
+    vendored_note,
 )
 from gpulint.engine import FileResult, Linter, Report, cpu_count, display_path, evidence_notes
 from gpulint.files import FileFinder
@@ -80,6 +82,8 @@ def _adjuster(args, inline: dict | None = None):
             overrides[key] = value
     if getattr(args, "preview", None) is not None:
         overrides["preview"] = args.preview
+    if getattr(args, "skip_vendored", None) is not None:
+        overrides["skip-vendored"] = args.skip_vendored
 
     def adjust(config: Config) -> None:
         apply_table(config, overrides)
@@ -111,6 +115,7 @@ class Checker:
         self._linters: dict[int, Linter] = {}
         self.evidence_problems: list[tuple[str, str]] = []
         self._traces: dict[str, list[dict]] = {}
+        self.named: set[str] = set()  # files named on the command line, shared by the linters
 
     def linter(self, config: Config) -> Linter:
         linter = self._linters.get(id(config))
@@ -125,6 +130,7 @@ class Checker:
             linter.respect_gitignore = not self.args.no_gitignore
             linter.force_exclude = self.args.force_exclude
             linter.prefilter = not self.args.no_prefilter
+            linter.named = self.named
         return linter
 
     def traces(self, config: Config) -> list[dict]:
@@ -161,6 +167,8 @@ class Checker:
         finder.roots.extend(p for p in paths if p.is_dir())
         files = list(finder.find(list(paths)))
         problems = [FileResult(p, [unanalysable(p, why)]) for p, why in finder.problems]
+        problems += [FileResult(p, [vendored_note(p, why)]) for p, why in finder.vendored]
+        self.named.update(finder.named)
         return files, problems
 
     def run(self, paths: list[Path]) -> Run:
@@ -401,11 +409,30 @@ def show_files_or_settings(args) -> int:
     files, problems = checker.find(args.paths)
     files = sorted(files, key=lambda p: display_path(p))
     if args.show_files:
-        for path in files:
-            print(escape(display_path(path)))
+        # The vendored copies it leaves alone too, with why (folders from the walk, files from
+        # their headers), each marked with its note's code.
         for result in problems:
             for f in result.findings:
-                print(f"{escape(result.path)}: {escape(f.message)}", file=sys.stderr)
+                if f.code == VENDORED:
+                    print(f"{escape(result.path)}  [{f.code}: {escape(f.message)}]")
+        for path in files:
+            linter = checker.linter(checker.resolver.for_file(path))
+            shown = display_path(path)
+            try:
+                why = linter.vendored(
+                    path, linter.read(path), os.path.abspath(path) in checker.named
+                )
+            except Unreadable:
+                why = None
+            if why is None:
+                print(escape(shown))
+            else:
+                note = vendored_note(shown, why)
+                print(f"{escape(shown)}  [{VENDORED}: {escape(note.message)}]")
+        for result in problems:
+            for f in result.findings:
+                if f.code != VENDORED:
+                    print(f"{escape(result.path)}: {escape(f.message)}", file=sys.stderr)
     if args.show_settings:
         if not files:
             print("gpulint: no file to show the settings of", file=sys.stderr)
@@ -418,7 +445,8 @@ def show_files_or_settings(args) -> int:
             "select": config.select,
             "extend-select": config.extend_select,
             "ignore": config.ignore,
-            "preview": getattr(config, "preview", False),
+            "preview": config.preview,
+            "skip-vendored": config.skip_vendored,
             "per-file-ignores": config.per_file_ignores,
             "exclude": config.exclude,
             "targets": config.targets,
@@ -546,8 +574,20 @@ def emit(
 
     carried = args.format in ("json", "sarif") and not args.statistics
     if notes and not carried and not args.quiet:
+        copies = [n for n in notes if n.code == VENDORED]
         for note in notes:
-            print(note_line(note), file=sys.stderr)
+            if note.code != VENDORED:
+                print(note_line(note), file=sys.stderr)
+        if copies:
+            # One line, not one per file: a vendored tree can hold hundreds (--show-files
+            # lists each, with why).
+            shown = ", ".join(n.path for n in copies[:3]) + (", ..." if len(copies) > 3 else "")
+            print(
+                f"gpulint: note: {len(copies)} vendored cop{'y' if len(copies) == 1 else 'ies'} "
+                f"of other projects not checked ({escape(shown)}); `--show-files` says why, "
+                "`--no-skip-vendored` checks them",
+                file=sys.stderr,
+            )
     if args.statistics:
         output = statistics(findings)
     else:

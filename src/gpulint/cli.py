@@ -94,7 +94,8 @@ def build_parser(core_only: bool = False) -> argparse.ArgumentParser:
     check.add_argument(
         "--show-files",
         action="store_true",
-        help="list the files that would be checked, with these settings, and exit",
+        help="list the files that would be checked, with these settings, and those left alone "
+        "as vendored copies (with why), and exit",
     )
     check.add_argument(
         "--show-settings",
@@ -175,6 +176,14 @@ def build_parser(core_only: bool = False) -> argparse.ArgumentParser:
         help="exit 1 on any finding (default), or only on findings a trace confirmed",
     )
     check.add_argument("--no-gitignore", action="store_true", help="do not honour .gitignore")
+    check.add_argument(
+        "--no-skip-vendored",
+        dest="skip_vendored",
+        action="store_false",
+        default=None,
+        help="check copies of other projects too (files with a foreign licence header, copied "
+        "packages, submodules), which are left alone by default",
+    )
     check.add_argument(
         "--force-exclude",
         action="store_true",

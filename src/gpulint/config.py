@@ -212,6 +212,7 @@ _KEYS = {
     "ignore": _codes,
     "extend-select": _selection,
     "preview": _bool,
+    "skip-vendored": _bool,
     "extend-ignore": _codes,
     "per-file-ignores": _per_file_ignores,
     "exclude": _str_list,
@@ -257,6 +258,7 @@ class Config:
     ignore: list[str] = field(default_factory=list)
     extend_select: list[str] = field(default_factory=list)
     preview: bool = False  # preview-tier rules run where a pattern selects them (ruff's preview)
+    skip_vendored: bool = True  # leave copies of other projects alone (gpulint.vendored)
     per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
     exclude: list[str] = field(default_factory=lambda: list(DEFAULT_EXCLUDE))
     targets: list[str] = field(default_factory=list)
@@ -322,6 +324,7 @@ class Config:
             "ignore": self.ignore,
             "extend_select": self.extend_select,
             "preview": self.preview,
+            "skip_vendored": self.skip_vendored,
             "per_file_ignores": self.per_file_ignores,
             "targets": self.targets,
             "torch_version": self.torch_version,
@@ -532,6 +535,7 @@ _FIELDS = {
     "ignore": ("ignore", False),
     "extend-select": ("extend_select", False),
     "preview": ("preview", False),
+    "skip-vendored": ("skip_vendored", False),
     "extend-ignore": ("ignore", True),
     "per-file-ignores": ("per_file_ignores", False),
     "exclude": ("exclude", False),

@@ -167,8 +167,23 @@ def internal_errors(findings: Iterable[Finding]) -> list[Finding]:
 # said once per file, so no lines vanish silently, but a note is not a finding: it is not counted,
 # does not set the exit status, and goes where the tool's other notes go (stderr in text output,
 # a `diagnostics` list in JSON, `toolExecutionNotifications` in SARIF). GPU001 (an internal error)
-# goes the same way, as an error that does set the exit status.
-NOTE_CODES = frozenset({"GPU800", INTERNAL_ERROR})
+# goes the same way, as an error that does set the exit status; GPU002 (a vendored copy left alone)
+# as a note.
+# GPU002: a file or folder left alone as a copy of another project's code (gpulint.vendored); a
+# note on what was not checked, said once per file or folder (cached with the file's result).
+VENDORED = "GPU002"
+NOTE_CODES = frozenset({"GPU800", INTERNAL_ERROR, VENDORED})
+
+
+def vendored_note(path: str, why: str) -> Finding:
+    return Finding(
+        path,
+        1,
+        1,
+        VENDORED,
+        f"not checked: a vendored copy ({why}); `--no-skip-vendored` checks it",
+        Severity.INFO,
+    )
 
 
 def split_notes(findings: list[Finding]) -> tuple[list[Finding], list[Finding]]:

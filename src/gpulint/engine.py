@@ -22,6 +22,7 @@ from gpulint.diagnostics import (
     Finding,
     internal_error,
     unanalysable,
+    vendored_note,
 )
 from gpulint.files import FileFinder
 from gpulint.frontends import ParseError, decode
@@ -74,6 +75,10 @@ class Linter:
         self.prefilter = True  # off only to prove the prefilter loses nothing
         self.respect_gitignore = True
         self.force_exclude = False
+        # Files named on the command line (absolute paths): not reached by the walk, so the
+        # folders above them are asked whether they are copied packages (gpulint.vendored).
+        self.named: set[str] = set()
+        self._copied: dict[str, str | None] = {}  # folder -> why it is a copied package
         # Where a symbolic link in the checked tree may lead: the project root, the working
         # folder and the folders the user named (`run` adds them). A link out of them is refused.
         self.roots: list[Path] = [config.root, Path.cwd()]
@@ -182,8 +187,14 @@ class Linter:
     def fingerprint(self) -> str:
         """What the cache key needs beyond the file's bytes: version, config, rule set."""
         codes = ",".join(sorted(r.code for rs in self.refs.values() for r in rs))
+        # Who the project is decides which files are vendored copies (its LICENSE, remotes).
+        owner = ""
+        if self.config.skip_vendored:
+            from gpulint.vendored import identity
+
+            owner = repr(identity(str(self.config.root)))
         state = (
-            f"{__version__}|{_code_stamp()}|{self.config.fingerprint()}|{codes}"
+            f"{__version__}|{_code_stamp()}|{self.config.fingerprint()}|{codes}|{owner}"
             f"|{sorted(self.settings.evidence.items())}"
             f"|{self.settings.option('local_gpu', 'why', '')}"
             f"|{sorted(self.settings.options.get('torch', {}).items())}"
@@ -197,6 +208,9 @@ class Linter:
             data = self.read(path)
         except Unreadable as e:
             return FileResult(shown, [unanalysable(shown, str(e))])
+        why = self.vendored(path, data, os.path.abspath(path) in self.named)
+        if why is not None:
+            return FileResult(shown, [vendored_note(shown, why)], self.digest(shown, data))
         deps: dict[str, str] = {}
         from gpulint.cache import evidence_stamp
 
@@ -214,6 +228,36 @@ class Linter:
         return FileResult(
             shown, findings, self.digest(shown, data), parsed, deps=deps, evidence=evidence
         )
+
+    def vendored(self, path: Path | str, data: bytes, named: bool = True) -> str | None:
+        """Why the file at `path` (its bytes: `data`) is left alone as a copy of another
+        project (`gpulint.vendored`), or None. Its header is read; for a file the walk did not
+        reach (`named`: on the command line, from flake8), the folders between it and the
+        project root are asked too, as the walk would have."""
+        if not self.config.skip_vendored:
+            return None
+        from gpulint import vendored
+
+        ident = vendored.identity(str(self.config.root))
+        why = vendored.header_copy(data, ident)
+        if why is not None or not named:
+            return why
+        from gpulint.files import copied_package
+
+        root = os.path.abspath(self.config.root)
+        folder = os.path.dirname(os.path.abspath(path))
+        while folder != root and folder.startswith(root + os.sep):
+            if folder not in self._copied:
+                try:
+                    entries = list(os.scandir(folder))
+                except OSError:
+                    entries = []
+                self._copied[folder] = copied_package(Path(folder), entries, self.config)
+            why = self._copied[folder]
+            if why is not None:
+                return f"in {display_path(Path(folder))}: {why}"
+            folder = os.path.dirname(folder)
+        return None
 
     def digest(self, shown: str, data: bytes) -> str:
         """The cache key of a file: its bytes, and what its findings depend on in other files
@@ -451,6 +495,8 @@ class Linter:
         )
         files = list(finder.find(list(paths)))
         problems = [FileResult(p, [unanalysable(p, why)]) for p, why in finder.problems]
+        problems += [FileResult(p, [vendored_note(p, why)]) for p, why in finder.vendored]
+        self.named |= finder.named
         return files, problems
 
     def prepare_project(self, paths: Sequence[Path], files: list[Path]) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpulint.config import Config
-from gpulint.pathutil import below
+from gpulint.pathutil import below, repository_root
 from gpulint.safeio import MAX_CONFIG_BYTES, Unreadable, read_text
 
 if TYPE_CHECKING:
@@ -100,15 +100,6 @@ def _gitignore_specs(
     return _spec(good)
 
 
-def repository_root(start: Path) -> Path | None:
-    """The folder holding `.git` (a folder, or a file in a worktree) at or above `start`."""
-    start = Path(os.path.abspath(start))
-    for directory in (start, *start.parents):
-        if os.path.lexists(directory / ".git"):
-            return directory
-    return None
-
-
 def _git_dir(repo: Path) -> Path:
     """The repository's git directory; for a worktree (`.git` is a file naming it), the shared
     one, where `info/exclude` lives."""
@@ -166,6 +157,9 @@ class FileFinder:
         self.respect_gitignore = respect_gitignore
         self._suffixes = tuple(extensions)
         self.problems: list[tuple[str, str]] = []  # (path, why) for paths that cannot be walked
+        # (folder, why) for folders left alone as copies of other projects (gpulint.vendored)
+        self.vendored: list[tuple[str, str]] = []
+        self.named: set[str] = set()  # files named, not walked to (absolute paths)
         self.roots: list[Path] = [config.root, Path.cwd()]  # where a .gitignore link may lead
 
     @functools.cached_property
@@ -223,6 +217,7 @@ class FileFinder:
                 key = _key(given)
                 if key not in seen:
                     seen.add(key)
+                    self.named.add(os.path.abspath(given))
                     yield given
                 continue
             self.roots.append(given)
@@ -261,6 +256,11 @@ class FileFinder:
             # its real path (an entry that is not a link resolves to it plus the entry's name)
             # and its path below each gitignore's folder.
             place = _Folder(self, directory, specs, real)
+            if directory != top and place.config.skip_vendored:
+                why = copied_package(directory, entries, place.config)
+                if why is not None:
+                    self.vendored.append((str(directory), why))
+                    continue
             subdirs = []
             for entry in entries:
                 try:
@@ -321,6 +321,22 @@ class FileFinder:
             exclude = self._exclude_specs[id(config)] = _spec(config.exclude)
             self._by_name[id(exclude)] = {} if _component_wise(config.exclude) else None
         return config, exclude
+
+
+def copied_package(directory: Path, entries: list[os.DirEntry], config: Config) -> str | None:
+    """Why `directory` is a copy of another project (`vendored.package_copy`); the cheap part
+    first: only a folder holding a licence file or a `.git` is read further, and a `.git`
+    counts only inside another repository (a submodule, not a checkout the run starts in)."""
+    names = [e.name for e in entries]
+    if not any(
+        n.lower().startswith(("license", "licence", "copying")) or n == ".git" for n in names
+    ):
+        return None
+    if ".git" in names and repository_root(directory.parent) is None:
+        names = [n for n in names if n != ".git"]
+    from gpulint.vendored import identity, package_copy
+
+    return package_copy(str(directory), names, identity(str(config.root)))
 
 
 def _component_wise(lines: list[str]) -> bool:

@@ -3,6 +3,7 @@ files is mostly this): `pathlib` parses every path it builds, which costs more t
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 
@@ -19,3 +20,12 @@ def below(path: str, base: str) -> str | None:
             return None
     prefix = base if base.endswith("/") else base + "/"
     return path[len(prefix) :] if path.startswith(prefix) else None
+
+
+def repository_root(start: Path) -> Path | None:
+    """The folder holding `.git` (a folder, or a file in a worktree) at or above `start`."""
+    start = Path(os.path.abspath(start))
+    for directory in (start, *start.parents):
+        if os.path.lexists(directory / ".git"):
+            return directory
+    return None

@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpulint.diagnostics import INTERNAL_ERROR, NOTE_CODES, Finding
+from gpulint.diagnostics import INTERNAL_ERROR, NOTE_CODES, VENDORED, Finding
 from gpulint.pathutil import below
 
 
@@ -52,7 +52,8 @@ class Report:
 
     @property
     def files_checked(self) -> int:
-        return len(self.results)
+        """Files linted: those left alone as vendored copies (GPU002) are not."""
+        return sum(1 for r in self.results if not (r.findings and r.findings[0].code == VENDORED))
 
 
 def display_path(path: Path) -> str:

@@ -137,6 +137,8 @@ class GpulintChecker:
         if len(data) > MAX_FILE_BYTES:
             yield 1, 0, f"GPU000 file too large ({len(data):,} bytes); skipped", type(self)
             return
+        if linter.vendored(path, data, named=True) is not None:
+            return  # a copy of another project's code, left alone as `gpulint check` does
         # In a supervised worker: flake8 has no per-file time limit of its own, and a stuck
         # file must cost its own GPU000, not the whole flake8 run.
         findings = lint_bytes_budgeted(linter, self.filename, data, linter.relpath(path))

@@ -20,6 +20,7 @@ from gpulint import __version__
 from gpulint.diagnostics import (
     INTERNAL_ERROR,
     UNANALYSABLE,
+    VENDORED,
     Finding,
     Severity,
     note_level,
@@ -69,6 +70,28 @@ def _rule_descriptors() -> list[dict]:
             },
         }
     ]
+    rules.append(
+        {
+            "id": VENDORED,
+            "name": "vendored-file-skipped",
+            "shortDescription": {"text": "A copy of another project's code, not checked."},
+            "fullDescription": {
+                "text": "A file or folder recognised as vendored (a foreign licence header, a "
+                "copied package, a submodule) and left alone; --no-skip-vendored checks it."
+            },
+            "help": {
+                "text": "Run with --no-skip-vendored (or skip-vendored = false) to check it.",
+                "markdown": "Run with `--no-skip-vendored` (or `skip-vendored = false`) to check it.",
+            },
+            "helpUri": INFO_URI + "/blob/main/README.md",
+            "defaultConfiguration": {"level": "note"},
+            "properties": {
+                "tags": ["gpulint"],
+                "precision": "high",
+                "problem.severity": "recommendation",
+            },
+        }
+    )
     for rule in all_rules():
         rules.append(
             {
