@@ -10,7 +10,7 @@ from typing import ClassVar, TypeAlias
 
 from gpulint.claims import Claim
 from gpulint.diagnostics import Finding, Severity
-from gpulint.frontends.docs import DocFile, Span, docstring_claims
+from gpulint.frontends.docs import DocFile, docstring_claims
 from gpulint.frontends.python.file import PythonFile
 from gpulint.rule import Rule
 from gpulint.settings import Settings
@@ -35,15 +35,6 @@ def claim_gates(
     return triggers, requires
 
 
-class _At:
-    def __init__(self, display_path: str, span: Span):
-        self.display_path = display_path
-        self._span = span
-
-    def span(self, node: object) -> Span:
-        return self._span
-
-
 def claim_findings(rule: ClaimRule, file: ClaimFile) -> Iterator[Finding]:
     if isinstance(file, DocFile):  # a Markdown / RST document
         for claim in file.claims:
@@ -57,9 +48,8 @@ def claim_findings(rule: ClaimRule, file: ClaimFile) -> Iterator[Finding]:
         return
     for claim, span in docstring_claims(file, rule.settings):
         if claim.kind == rule.claim_kind:
-            yield rule.report(
-                _At(file.display_path, span), claim, claim.message, severity=_severity(claim)
-            )
+            # a docstring's claim is located by its span in the file, not by an ast node
+            yield rule.report(file, span, claim.message, severity=_severity(claim))
 
 
 class ClaimRule(Rule):

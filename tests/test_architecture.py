@@ -142,3 +142,61 @@ def test_the_rule_code_check_can_fail():
         'PRIORITY = {"GPU911": 0}\n'
     )
     assert [line for line, _ in rule_codes_in_code(source)] == [5, 6, 7]
+
+
+# -- the typed floor -----------------------------------------------------------------------------
+FLOOR = {
+    "gpulint.engine",
+    "gpulint.rule",
+    "gpulint.results",
+    "gpulint.diagnostics",
+    "gpulint.frontends",
+    "gpulint.frontends.docs",
+    "gpulint.frontends.envfile",
+    "gpulint.frontends.leverfile",
+    "gpulint.frontends.shell",
+    "gpulint.frontends.yamlconfig",
+}
+STRICT_FLAGS = {
+    "disallow_untyped_defs",
+    "disallow_incomplete_defs",
+    "disallow_untyped_calls",
+    "disallow_any_generics",
+    "warn_return_any",
+}
+
+
+def test_the_floor_is_held_to_mypy_strict():
+    """CI runs `mypy` (pyproject's configuration): the engine, the rule base class and the
+    front-ends listed keep mypy --strict's per-module checks; the list only grows."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    strict = [
+        o
+        for o in config["tool"]["mypy"]["overrides"]
+        if all(o.get(flag) is True for flag in STRICT_FLAGS)
+    ]
+    assert strict, "no [[tool.mypy.overrides]] section with the strict checks"
+    covered = {m for o in strict for m in o["module"]}
+    assert FLOOR <= covered, FLOOR - covered
+
+
+def test_report_takes_a_node_or_a_span():
+    from gpulint.frontends.python import FRONTEND
+    from gpulint.rule import Rule
+    from gpulint.settings import Settings
+
+    class Toy(Rule):
+        code = "GPU999"
+        name = "toy"
+        message = "toy"
+
+    parsed = FRONTEND.parse("t.py", b"x = 1\ny = 2\n", Settings())
+    rule = Toy(Settings())
+    node = parsed.tree.body[1]
+    at_node = rule.report(parsed, node)
+    at_span = rule.report(parsed, (2, 3, 2, 6))
+    assert (at_node.line, at_node.col, at_node.end_line, at_node.end_col) == (2, 1, 2, 6)
+    assert (at_span.line, at_span.col, at_span.end_line, at_span.end_col) == (2, 3, 2, 6)
+    assert at_span.path == "t.py" and at_span.code == "GPU999"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 RULE_PAGE = "https://github.com/gpulint/gpulint/blob/main/docs/rules/{code}.md"
 
@@ -66,10 +67,10 @@ class Finding:
     # what a `gpulint trace` of this line found: "confirmed" or "not observed" (None: no trace)
     trace: str | None = field(default=None, compare=False)
 
-    def sort_key(self) -> tuple:
+    def sort_key(self) -> tuple[str, int, int, str, str]:
         return (self.path, self.line, self.col, self.code, self.message)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         out = {
             "path": self.path,
             "line": self.line,
@@ -96,7 +97,7 @@ class Finding:
         return out
 
     @classmethod
-    def from_dict(cls, d: dict) -> Finding:
+    def from_dict(cls, d: dict[str, Any]) -> Finding:
         fix = None
         if d.get("fix"):
             fix = Fix(

@@ -12,8 +12,9 @@ import hashlib
 import os
 import stat
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from gpulint import __version__
 from gpulint.config import Config
@@ -25,18 +26,25 @@ from gpulint.diagnostics import (
     vendored_note,
 )
 from gpulint.files import FileFinder
-from gpulint.frontends import ParseError, decode
+from gpulint.frontends import Frontend, ParseError, decode
 from gpulint.pathutil import below
 from gpulint.project import ProjectIndex
 from gpulint.registry import FrontendRef, RuleRef, registry
 from gpulint.results import FileResult, Report, display_path
-from gpulint.rule import Rule, all_rules
+from gpulint.rule import AnyRule, all_rules
 from gpulint.safeio import MAX_SOURCE_BYTES, Unreadable, read_bytes
-
-__all__ = ["FileResult", "Linter", "Report", "display_path", "lint_source"]  # results re-exported
 from gpulint.settings import Settings
 from gpulint.suppression import is_suppressed
 from gpulint.torchversion import project_range, torch_range
+
+if TYPE_CHECKING:
+    from gpulint.cache import ResultCache
+    from gpulint.projectcache import ProjectCache
+
+__all__ = ["FileResult", "Linter", "Report", "display_path", "lint_source"]  # results re-exported
+
+# A prefilter gate: any-of substrings as bytes; None is no gate.
+Gate: TypeAlias = tuple[bytes, ...] | None
 
 MAX_FILE_BYTES = MAX_SOURCE_BYTES  # larger files are reported, not parsed
 
@@ -88,7 +96,7 @@ class Linter:
         # Projects taken from the project cache, not yet turned into front-end objects
         # (language -> (front-end, JSON form, files, cache folder)), and the cache salts stored
         # with them (shown path -> salt): see `index_projects`.
-        self._stored: dict[str, tuple[FrontendRef, dict, list[Path], Path | None]] = {}
+        self._stored: dict[str, tuple[FrontendRef, dict[str, Any], list[Path], Path | None]] = {}
         self._salts: dict[str, str] = {}
         # Internal errors (GPU001) of the run, not of one file: a project index that failed.
         self.errors: list[Finding] = []
@@ -122,16 +130,16 @@ class Linter:
                 # A rule's `language` is one name or a tuple of names (one check, several formats).
                 for language in ref.languages:
                     self.refs.setdefault(language, []).append(ref)
-        self._gates: dict[str, list[tuple[RuleRef, tuple | None, tuple | None]]] = {}
-        self._classes: dict[str, type[Rule]] = {}
+        self._gates: dict[str, list[tuple[RuleRef, Gate, Gate]]] = {}
+        self._classes: dict[str, type[AnyRule]] = {}
 
-    def _class(self, ref: RuleRef) -> type[Rule]:
+    def _class(self, ref: RuleRef) -> type[AnyRule]:
         cls = self._classes.get(ref.code)
         if cls is None:
             cls = self._classes[ref.code] = ref.load()
         return cls
 
-    def gates_for(self, language: str) -> list[tuple[RuleRef, tuple | None, tuple | None]]:
+    def gates_for(self, language: str) -> list[tuple[RuleRef, Gate, Gate]]:
         """Each enabled rule of `language` with its two gates (any-of `triggers`, and any-of
         `requires`), as bytes; None means "no gate". Rules that cannot fire under these
         settings (a hardware rule with no targets) are left out altogether. A rule whose gates
@@ -161,12 +169,12 @@ class Linter:
         return gates
 
     @property
-    def rules(self) -> dict[str, list[type[Rule]]]:
+    def rules(self) -> dict[str, list[type[AnyRule]]]:
         """The enabled rule classes per language (imports them all)."""
         return {lang: [self._class(ref) for ref in refs] for lang, refs in self.refs.items()}
 
     @property
-    def gates(self) -> dict[str, list[tuple[type[Rule], tuple | None, tuple | None]]]:
+    def gates(self) -> dict[str, list[tuple[type[AnyRule], Gate, Gate]]]:
         """`gates_for` of every language, with the classes (imports them all)."""
         return {
             lang: [(self._class(ref), t, r) for ref, t, r in self.gates_for(lang)]
@@ -347,7 +355,7 @@ class Linter:
         except Exception as e:
             return [internal_error(shown, f"{where}'s noqa reading", e)], True
 
-    def _rules_for(self, language: str, data: bytes, prefilter: bool) -> list[type[Rule]]:
+    def _rules_for(self, language: str, data: bytes, prefilter: bool) -> list[type[AnyRule]]:
         """The rules whose textual gates this file passes: only they run (only they are
         imported), and a file that no rule wants is never parsed."""
         gates = self.gates_for(language)
@@ -370,7 +378,9 @@ class Linter:
             self._class(ref) for ref, triggers, requires in gates if hit(triggers) and hit(requires)
         ]
 
-    def _suppress(self, frontend, parsed, findings: list[Finding], relpath: str) -> list[Finding]:
+    def _suppress(
+        self, frontend: Frontend, parsed: Any, findings: list[Finding], relpath: str
+    ) -> list[Finding]:
         if not findings:
             return findings
         ignored = self.config.ignored_for(relpath)
@@ -434,7 +444,14 @@ class Linter:
                     continue
             self._build_project(ref, paths, shown, store_dir, store)
 
-    def _build_project(self, ref: FrontendRef, paths, shown, store_dir, store=None) -> None:
+    def _build_project(
+        self,
+        ref: FrontendRef,
+        paths: list[Path],
+        shown: list[str],
+        store_dir: Path | None,
+        store: ProjectCache | None = None,
+    ) -> None:
         from dataclasses import replace
 
         frontend = ref.load()
@@ -525,7 +542,7 @@ class Linter:
             found += list(finder.find([root]))
         return list(dict.fromkeys(found))
 
-    def run(self, paths: Sequence[Path], jobs: int = 1, cache=None) -> Report:
+    def run(self, paths: Sequence[Path], jobs: int = 1, cache: ResultCache | None = None) -> Report:
         self.roots.extend(p for p in paths if p.is_dir())
         files, problems = self.find_files(paths)
         self.index_projects(files, getattr(cache, "directory", None))
@@ -542,11 +559,13 @@ class _DeferredIndex(ProjectIndex):
     when a call in a step loop reaches into the project, so neither walks the project for it.
     The answer is the one `ProjectIndex.build` gives over the same files."""
 
-    def __init__(self, entries, roots: tuple[Path, ...]) -> None:
+    def __init__(
+        self, entries: Callable[[], list[tuple[Path, str]]], roots: tuple[Path, ...]
+    ) -> None:
         self.roots = roots
         self._entries = entries  # () -> [(path, relpath)]
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         # Only the built fields are missing; anything else is a plain AttributeError.
         if name not in ("modules", "by_last") or "_entries" not in self.__dict__:
             raise AttributeError(name)
@@ -621,7 +640,7 @@ def lint_source(
     return findings
 
 
-def iter_enabled(config: Config) -> Iterable[type[Rule]]:
+def iter_enabled(config: Config) -> Iterable[type[AnyRule]]:
     return (r for r in all_rules() if config.is_enabled(r.code, r.tier))
 
 

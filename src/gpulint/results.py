@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from gpulint.diagnostics import INTERNAL_ERROR, NOTE_CODES, VENDORED, Finding
 from gpulint.pathutil import below
@@ -22,7 +23,9 @@ class FileResult:
     # Other files of the tree whose function summaries the findings used (relpath -> sha256):
     # the cache serves these findings only while all of them are unchanged.
     deps: dict[str, str] = field(default_factory=dict)
-    evidence: dict | None = None  # evidence path -> stamp the findings cite (gpulint.cache)
+    evidence: dict[str, Any] | None = (
+        None  # evidence path -> stamp the findings cite (gpulint.cache)
+    )
 
 
 @dataclass

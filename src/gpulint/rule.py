@@ -15,12 +15,54 @@ import re
 import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    ClassVar,
+    Generic,
+    Literal,
+    Protocol,
+    TypeAlias,
+    TypeGuard,
+    TypeVar,
+)
 
 from gpulint.diagnostics import Finding, Fix, Related, Severity
 
 if TYPE_CHECKING:
     from gpulint.settings import Settings
+
+# Where a finding is: (line, col, end_line, end_col), 1-based, columns in code points, the end
+# exclusive (None: unknown).
+Span: TypeAlias = tuple[int, int, int | None, int | None]
+
+
+class Located(Protocol):
+    """What `Rule.report` needs of a parsed file (every front-end's file is one): the path it
+    is shown as, and where one of its nodes is."""
+
+    @property
+    def display_path(self) -> str: ...
+
+    def span(self, node: Any, /) -> Span: ...
+
+
+FileT = TypeVar("FileT", bound=Located)
+
+
+def is_span(at: object) -> TypeGuard[Span]:
+    """`at` is a span already (a rule reporting a place no node covers), not a node."""
+    return (
+        isinstance(at, tuple)
+        and len(at) == 4
+        and isinstance(at[0], int)
+        and isinstance(at[1], int)
+        and all(v is None or isinstance(v, int) for v in at[2:])
+    )
+
+
+# Any rule, whatever file type it is written for (what discovery and the engine hold).
+AnyRule: TypeAlias = "Rule[Any]"
 
 DOC_SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead", "References")
 
@@ -50,7 +92,10 @@ class Valid:
     targets: tuple[str, ...] = ()
 
 
-class Rule:
+class Rule(Generic[FileT]):
+    """The base of every rule. `Rule[PythonFile]` (or `Rule[CudaFile]`, ...) types `file` in
+    `report` and `finish`; a bare `Rule` is `Rule[Any]`, for rules over several formats."""
+
     code: ClassVar[str]
     name: ClassVar[str]  # kebab-case, e.g. "host-sync-in-step-loop"
     severity: ClassVar[Severity] = Severity.WARNING
@@ -98,18 +143,19 @@ class Rule:
     # -- reporting ---------------------------------------------------------------------------
     def report(
         self,
-        file: Any,
-        node: Any,
+        file: FileT,
+        at: object,
         message: str | None = None,
         *,
         fix: Fix | None = None,
         severity: Severity | None = None,
         related: tuple[Related, ...] = (),
-        **fmt: Any,
+        **fmt: object,
     ) -> Finding:
-        """A finding at `node`, located by the front-end that parsed `file`."""
+        """A finding at `at`: a node of `file`, located by the front-end that parsed it, or a
+        `Span` (line, col, end_line, end_col) for a place no node covers."""
         text = (message or self.message).format(**fmt) if fmt else (message or self.message)
-        line, col, end_line, end_col = file.span(node)
+        line, col, end_line, end_col = at if is_span(at) else file.span(at)
         return Finding(
             file.display_path,
             line,
@@ -123,7 +169,7 @@ class Rule:
             related,
         )
 
-    def finish(self, file: Any) -> Iterable[Finding]:
+    def finish(self, file: FileT) -> Iterable[Finding]:
         """Called once after the walk, for rules that judge the whole file."""
         return ()
 
@@ -188,7 +234,7 @@ _CODE = re.compile(r"^GPU\d{3}$")
 
 
 @functools.cache
-def all_rules() -> tuple[type[Rule], ...]:
+def all_rules() -> tuple[type[AnyRule], ...]:
     """Every rule class in gpulint.rules, sorted by code. Discovered, never registered. (A run
     imports only the rules it needs, found through the index gpulint.registry derives from
     these classes.)"""
@@ -198,7 +244,7 @@ def all_rules() -> tuple[type[Rule], ...]:
 
     import gpulint.rules as package
 
-    found: dict[str, type[Rule]] = {}
+    found: dict[str, type[AnyRule]] = {}
     for info in pkgutil.iter_modules(package.__path__):
         if info.name.startswith("_"):
             continue
@@ -213,5 +259,5 @@ def all_rules() -> tuple[type[Rule], ...]:
     return tuple(found[c] for c in sorted(found))
 
 
-def rule_by_code(code: str) -> type[Rule] | None:
+def rule_by_code(code: str) -> type[AnyRule] | None:
     return next((r for r in all_rules() if r.code == code.upper()), None)

@@ -39,7 +39,8 @@ class BackLink(Generic[F]):
     def __get__(self, obj: object, owner: type | None = None) -> BackLink[F] | F:
         if obj is None:
             return self
-        return obj.__dict__[self.slot]()
+        value: F = obj.__dict__[self.slot]()
+        return value
 
     def __set__(self, obj: object, value: F) -> None:
         obj.__dict__[self.slot] = weakref.ref(value)
@@ -150,7 +151,7 @@ def decode(data: bytes) -> str:
 
 
 def run_rules(
-    parsed: Any, rules: Sequence, nodes_for: Callable[[str], Iterable]
+    parsed: Any, rules: Sequence[Any], nodes_for: Callable[[str], Iterable[Any]]
 ) -> Iterable[Finding]:
     """The dispatch every front-end shares: each rule's `visit_<kind>` methods over the nodes
     `nodes_for(kind)` gives, then its `finish`. A rule that fails on a file (in its own code or

@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gpulint.claims import (
     ABSOLUTE,
@@ -220,7 +220,7 @@ class DocUnit:
     col: int
 
     @property
-    def span(self):
+    def span(self) -> tuple[int, int, int, int]:
         return self.line, self.col, self.line, self.col + 1
 
 
@@ -695,7 +695,7 @@ _SHELL_FENCE = re.compile(
 _PROMPT = re.compile(r"^\s*(?:\$|#|>|\(\S+\)\s*\$)\s+(?=\S)")
 
 
-def shell_blocks(source: SourceText) -> list:
+def shell_blocks(source: SourceText) -> list[Any]:
     """Commands in a guide's shell code blocks (```bash, ```console, or no language), placed
     where they are in the document, so rules about launch commands read a guide as they read a
     script. `$ ` prompts are dropped; comment-only lines stay comments."""
@@ -761,12 +761,13 @@ class DocFile:
             "ShellCommand": [] if self.rst else shell_blocks(self.source),
         }
 
-    def span(self, node) -> tuple[int, int, int, int]:
+    def span(self, node: Any) -> tuple[int, int, int, int]:
         if isinstance(node, Claim):
             line, col = self.source.position(node.start)
             end_line, end_col = self.source.position(node.end)
             return line, col, end_line, end_col
-        return node.span
+        span: tuple[int, int, int, int] = node.span
+        return span
 
     @functools.cached_property
     def claims(self) -> list[Claim]:
@@ -881,7 +882,7 @@ class DocsFrontend:
     def parse(self, display_path: str, data: bytes, settings: Settings) -> DocFile:
         return DocFile(display_path, decode(data), settings)
 
-    def run(self, parsed: DocFile, rules: Sequence) -> Iterable[Finding]:
+    def run(self, parsed: DocFile, rules: Sequence[Any]) -> Iterable[Finding]:
         return run_rules(parsed, rules, lambda kind: parsed.nodes_by_type.get(kind, ()))
 
     def noqa_lines(self, parsed: DocFile) -> dict[int, frozenset[str]]:

@@ -8,6 +8,7 @@ value may span lines). Rules see `EnvSetting` nodes (gpulint.envvars).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from gpulint.diagnostics import Finding
 from gpulint.envvars import EnvSetting, comments_around
@@ -27,7 +28,7 @@ class EnvFile:
         self.text = text
         self.source = SourceText(text)
         lines = [self.source.line_text(n) for n in range(1, self.source.line_count + 1)]
-        self.nodes_by_type: dict[str, list] = {"EnvSetting": []}
+        self.nodes_by_type: dict[str, list[Any]] = {"EnvSetting": []}
         for logical in logical_lines(self.source):
             try:
                 words = shlex.split(logical.text, comments=False)
@@ -56,8 +57,9 @@ class EnvFile:
                 )
             )
 
-    def span(self, node) -> tuple[int, int, int, int]:
-        return node.span
+    def span(self, node: Any) -> tuple[int, int, int, int]:
+        span: tuple[int, int, int, int] = node.span
+        return span
 
 
 class EnvFrontend:
@@ -67,7 +69,7 @@ class EnvFrontend:
     def parse(self, display_path: str, data: bytes, settings: Settings) -> EnvFile:
         return EnvFile(display_path, decode(data))
 
-    def run(self, parsed: EnvFile, rules: Sequence) -> Iterable[Finding]:
+    def run(self, parsed: EnvFile, rules: Sequence[Any]) -> Iterable[Finding]:
         return run_rules(parsed, rules, lambda kind: parsed.nodes_by_type.get(kind, ()))
 
     def noqa_lines(self, parsed: EnvFile) -> dict[int, frozenset[str]]:

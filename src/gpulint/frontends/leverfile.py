@@ -11,6 +11,7 @@ from __future__ import annotations
 import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from gpulint.diagnostics import Finding
 from gpulint.frontends import ParseError, decode, noqa_by_line, run_rules
@@ -22,7 +23,7 @@ from gpulint.source import SourceText
 class LeverEntry:
     """One user registry entry as written, with the line of its table header."""
 
-    entry: dict
+    entry: dict[str, Any]
     index: int
     line: int
     col: int
@@ -73,8 +74,9 @@ class LeverFile:
                 found.append((number, col, col + len(text.split("]]", 1)[0]) + 2))
         return found
 
-    def span(self, node) -> tuple[int, int, int, int]:
-        return node.span
+    def span(self, node: Any) -> tuple[int, int, int, int]:
+        span: tuple[int, int, int, int] = node.span
+        return span
 
 
 class LeverFileFrontend:
@@ -84,7 +86,7 @@ class LeverFileFrontend:
     def parse(self, display_path: str, data: bytes, settings: Settings) -> LeverFile:
         return LeverFile(display_path, decode(data))
 
-    def run(self, parsed: LeverFile, rules: Sequence) -> Iterable[Finding]:
+    def run(self, parsed: LeverFile, rules: Sequence[Any]) -> Iterable[Finding]:
         return run_rules(parsed, rules, lambda kind: parsed.nodes_by_type.get(kind, ()))
 
     def noqa_lines(self, parsed: LeverFile) -> dict[int, frozenset[str]]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from gpulint.diagnostics import Finding
 from gpulint.envvars import EnvSetting, comments_around
@@ -60,12 +61,13 @@ class ShellFile:
         self.text = text
         self.source = SourceText(text)
         self.lines = [self.source.line_text(n) for n in range(1, self.source.line_count + 1)]
-        self.nodes_by_type: dict[str, list] = {"EnvSetting": [], "ShellCommand": []}
+        self.nodes_by_type: dict[str, list[Any]] = {"EnvSetting": [], "ShellCommand": []}
         for logical in logical_lines(self.source):
             self._read(logical)
 
-    def span(self, node) -> tuple[int, int, int, int]:
-        return node.span
+    def span(self, node: Any) -> tuple[int, int, int, int]:
+        span: tuple[int, int, int, int] = node.span
+        return span
 
     def _read(self, logical: LogicalLine) -> None:
         try:
@@ -122,7 +124,9 @@ class ShellFile:
             EnvSetting(name, literal, line, col, end_line, end_col, comments)
         )
 
-    def _locate(self, logical: LogicalLine, needle: str, shown: str | None = None):
+    def _locate(
+        self, logical: LogicalLine, needle: str, shown: str | None = None
+    ) -> tuple[int, int, int, int]:
         """Position of `needle` inside the logical line, in the file's coordinates. Words are
         located in order, each searched from where the previous one was found (from the start,
         every word of a long line rescanned it: quadratic)."""
@@ -259,7 +263,7 @@ class ShellFrontend:
     def parse(self, display_path: str, data: bytes, settings: Settings) -> ShellFile:
         return ShellFile(display_path, decode(data))
 
-    def run(self, parsed: ShellFile, rules: Sequence) -> Iterable[Finding]:
+    def run(self, parsed: ShellFile, rules: Sequence[Any]) -> Iterable[Finding]:
         return run_rules(parsed, rules, lambda kind: parsed.nodes_by_type.get(kind, ()))
 
     def noqa_lines(self, parsed: ShellFile) -> dict[int, frozenset[str]]:

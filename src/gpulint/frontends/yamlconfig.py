@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import yaml
 
@@ -74,7 +75,7 @@ class YamlFile:
         self.text = text
         self.source = SourceText(text)
         self.lines = [self.source.line_text(n) for n in range(1, self.source.line_count + 1)]
-        self.nodes_by_type: dict[str, list] = {
+        self.nodes_by_type: dict[str, list[Any]] = {
             "EnvSetting": [],
             "ShellCommand": [],
             "ConfigKey": [],
@@ -94,8 +95,9 @@ class YamlFile:
             if document is not None:
                 self._walk(document, depth=0)
 
-    def span(self, node) -> tuple[int, int, int, int]:
-        return node.span
+    def span(self, node: Any) -> tuple[int, int, int, int]:
+        span: tuple[int, int, int, int] = node.span
+        return span
 
     # -- walking -----------------------------------------------------------------------------
     def _walk(self, node: yaml.Node, depth: int) -> None:
@@ -142,7 +144,7 @@ class YamlFile:
                     if isinstance(name_node, yaml.ScalarNode):
                         self._setting(str(name_node.value), fields.get("value"), name_node)
 
-    def _setting(self, name: str, value, at: yaml.Node) -> None:
+    def _setting(self, name: str, value: yaml.Node | None, at: yaml.Node) -> None:
         if not name.isidentifier():
             return
         if isinstance(value, yaml.ScalarNode):
@@ -195,7 +197,7 @@ class YamlFile:
             for node in shell.nodes_by_type[kind]:
                 self.nodes_by_type[kind].append(self._moved(node, value, shell))
 
-    def _moved(self, node, scalar: yaml.ScalarNode, shell: ShellFile):
+    def _moved(self, node: Any, scalar: yaml.ScalarNode, shell: ShellFile) -> Any:
         """A node found in a scalar's text, placed in the YAML file's coordinates."""
         from dataclasses import replace
 
@@ -223,14 +225,14 @@ class YamlFile:
             end_col = col + (node.end_col - node.col)
         else:
             line, col, end_col = start.line + 1, start.column + 1, start.column + 2
-        extra = {}
+        extra: dict[str, Any] = {}
         if isinstance(node, EnvSetting):
             own = self._comment_after(line - 1, end_col - 1)
             extra["comments"] = tuple({*node.comments, *comments_around(self.lines, line - 1, own)})
         return replace(node, line=line, col=col, end_line=line, end_col=end_col, **extra)
 
 
-def _no_comments(node) -> dict:
+def _no_comments(node: object) -> dict[str, Any]:
     return {}
 
 
@@ -241,7 +243,7 @@ class YamlFrontend:
     def parse(self, display_path: str, data: bytes, settings: Settings) -> YamlFile:
         return YamlFile(display_path, decode(data))
 
-    def run(self, parsed: YamlFile, rules: Sequence) -> Iterable[Finding]:
+    def run(self, parsed: YamlFile, rules: Sequence[Any]) -> Iterable[Finding]:
         return run_rules(parsed, rules, lambda kind: parsed.nodes_by_type.get(kind, ()))
 
     def noqa_lines(self, parsed: YamlFile) -> dict[int, frozenset[str]]:
