@@ -582,7 +582,7 @@ def evidence_notes(
     config: Config,
     extra: Sequence[Path] = (),
     problems: list[tuple[str, str]] | None = None,
-    traces: Sequence[dict] = (),
+    traces: Sequence[dict[str, Any]] = (),
 ) -> dict[str, str]:
     """The measured-cost sentences rules quote, keyed by `Rule.evidence_key()`: the newest bench
     records under `.gpulint/evidence/`, the configured `evidence` paths and `extra`. The CLI,
