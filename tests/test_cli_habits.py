@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from xml.etree import ElementTree as ET
@@ -299,6 +300,10 @@ def test_watch_checks_again_when_a_file_changes(tmp_path, how):
         stderr=subprocess.PIPE,
         text=True,
     )
+    # A missed file event must fail the test, not hang the suite: after 120 s the watcher is
+    # killed, its stdout closes and the pending readline returns "".
+    watchdog = threading.Timer(120, proc.kill)
+    watchdog.start()
     try:
         assert proc.stdout.readline().startswith("All checks passed")
         path.write_text("import torch\nscaler = torch.cuda.amp.GradScaler()\n")
@@ -316,6 +321,7 @@ def test_watch_checks_again_when_a_file_changes(tmp_path, how):
         assert lines[-1].startswith("All checks passed"), lines
         assert proc.poll() is None  # still watching
     finally:
+        watchdog.cancel()
         proc.kill()
         proc.wait()
 
