@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from gpulint.frontends import BackLink
 from gpulint.frontends.python.model import end_position, position
-from gpulint.frontends.python.names import terminal_name
+from gpulint.frontends.python.names import structure, terminal_name
 
 if TYPE_CHECKING:
     from gpulint.frontends.python.file import PythonFile
@@ -516,18 +516,17 @@ def fills_once(guard: ast.If, around: ast.AST) -> bool:
     if isinstance(guard.test, ast.BoolOp) and not isinstance(guard.test.op, ast.Or):
         tests = [guard.test]
     stored = {
-        ast.dump(t)
+        structure(t)
         for node in guard.body
         for sub in ast.walk(node)
         if isinstance(sub, (ast.Assign, ast.AugAssign, ast.AnnAssign))
         for t in (sub.targets if isinstance(sub, ast.Assign) else [sub.target])
     }
-    stored = {d.replace("ctx=Store()", "ctx=Load()") for d in stored}
     for test in tests:
         missing = _missing(test)
         if (
             missing is not None
-            and ast.dump(missing) in stored
+            and structure(missing) in stored
             and _persists(missing, guard, around)
         ):
             return True

@@ -87,3 +87,21 @@ def has_star_kwargs(node: ast.Call) -> bool:
     return any(k.arg is None for k in node.keywords) or any(
         isinstance(a, ast.Starred) for a in node.args
     )
+
+
+def structure(node: ast.AST) -> tuple[object, ...]:
+    """A hashable key equal for two expressions written the same way, load or store alike
+    (`self.cache[k]` stored equals `self.cache[k]` read). Not `ast.dump`: its nested
+    formatter is a closure over itself, a reference cycle per call that only the cyclic
+    collector frees."""
+    parts: list[object] = [type(node).__name__]
+    for name, value in ast.iter_fields(node):
+        if name == "ctx":
+            continue
+        if isinstance(value, ast.AST):
+            parts.append(structure(value))
+        elif isinstance(value, list):
+            parts.append(tuple(structure(v) if isinstance(v, ast.AST) else v for v in value))
+        else:
+            parts.append(value)
+    return tuple(parts)
