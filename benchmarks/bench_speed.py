@@ -90,9 +90,8 @@ def flake8_venv(cache: Path) -> Path:
 
 
 def compile_gpulint() -> None:
-    import gpulint.rules
-
     import gpulint
+    import gpulint.rules
 
     for root in {Path(gpulint.__file__).parent, Path(gpulint.rules.__file__).parent}:
         subprocess.run([sys.executable, "-m", "compileall", "-q", str(root)], check=True)

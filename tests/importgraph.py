@@ -39,7 +39,7 @@ PACKAGE = "gpulint"
 def module_files(root: Path = ROOT) -> dict[str, Path]:
     """Module name -> file, for gpulint's own source and its rules."""
     out: dict[str, Path] = {}
-    for base, prefix in ((root / "src" / PACKAGE, PACKAGE), (root / "rules", f"{PACKAGE}.rules")):
+    for base, prefix in ((root / "src" / PACKAGE, PACKAGE),):
         for path in sorted(base.rglob("*.py")):
             if "__pycache__" in path.parts:
                 continue

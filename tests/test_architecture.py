@@ -60,8 +60,8 @@ def test_the_cycle_finder_finds_each_kind_of_cycle(tmp_path):
             "src/gpulint/pkg/__init__.py": "from .g import G\n",
             "src/gpulint/pkg/g.py": "class G:\n    from gpulint.pkg import h\n",
             "src/gpulint/pkg/h.py": "from gpulint.pkg.g import G\n",  # g <-> h via a class body
-            "rules/__init__.py": "",
-            "rules/gpu999_x.py": "from gpulint.a import x\n",
+            "src/gpulint/rules/__init__.py": "",
+            "src/gpulint/rules/gpu999_x.py": "from gpulint.a import x\n",
         },
     )
     graph = importgraph.build(tmp_path)

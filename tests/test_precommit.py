@@ -132,7 +132,7 @@ def test_fix_hook_rewrites_the_file(project, hooks_source, env):
 
 def test_cuda_noqa_in_the_hook(project, hooks_source, env):
     if not (hooks_source / "src" / "gpulint" / "frontends" / "cuda").is_dir() or not list(
-        (hooks_source / "rules").glob("gpu802_*.py")
+        (hooks_source / "src" / "gpulint" / "rules").glob("gpu802_*.py")
     ):
         pytest.skip("the CUDA front-end and GPU802 are not committed at HEAD yet")
     rc, out = try_repo(project, hooks_source, env, "gpulint", {"kernels/scale.cu": KERNEL % ""})

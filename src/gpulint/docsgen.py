@@ -23,7 +23,9 @@ REGENERATE = "python -m gpulint.docsgen"
 def default_out() -> Path:
     """docs/rules of the checkout gpulint runs from (src layout), else of the working directory."""
     checkout = Path(__file__).resolve().parents[2]
-    if (checkout / "pyproject.toml").is_file() and (checkout / "rules").is_dir():
+    if (checkout / "pyproject.toml").is_file() and (
+        checkout / "src" / "gpulint" / "rules"
+    ).is_dir():
         return checkout / "docs" / "rules"
     return Path("docs/rules")
 
@@ -32,7 +34,7 @@ def index_markdown(rules: tuple[type[Rule], ...]) -> str:
     lines = [
         "# gpulint rules",
         "",
-        f"> Generated from each rule's own source (its class in `rules/`: metadata, documentation, "
+        f"> Generated from each rule's own source (its class in `src/gpulint/rules/`: metadata, documentation, "
         f"examples) and the measured bench figures; do not edit by hand. Regenerate with "
         f"`{REGENERATE}`; `{REGENERATE} --check` (run in CI by tests/test_docs_fresh.py) fails "
         f"when a page is stale.",

@@ -1,6 +1,6 @@
 """The rule base class and rule discovery.
 
-A rule is one module in ``rules/`` (installed as ``gpulint.rules``) holding one ``Rule`` subclass.
+A rule is one module in ``src/gpulint/rules/`` holding one ``Rule`` subclass.
 Everything about the rule lives on that class: code, name, severity, language, the textual
 triggers without which it cannot fire, the bench that backs it, its message, its documentation
 (the class docstring, with ruff's headings) and its VALID/INVALID examples, which the test suite

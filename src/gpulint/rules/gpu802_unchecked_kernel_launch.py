@@ -1,7 +1,5 @@
 import re
 
-from gpulint.rules._cuda_conventions import checks_launches
-
 from gpulint.diagnostics import Severity
 from gpulint.frontends import MemoKey
 from gpulint.frontends.cuda.file import CudaFile
@@ -13,6 +11,7 @@ from gpulint.frontends.cuda.idioms import (
 )
 from gpulint.frontends.cuda.project import launch_checked_in
 from gpulint.rule import Rule
+from gpulint.rules._cuda_conventions import checks_launches
 
 _RUNTIME_CALL = re.compile(r"\bcuda[A-Z]\w*\s*\(")
 

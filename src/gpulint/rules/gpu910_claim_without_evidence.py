@@ -1,9 +1,8 @@
-from gpulint.rules._claim_rule import ClaimRule
-
 from gpulint import claims
 from gpulint.claims import EVIDENCE_WORDS, SPEED_WORDS, THROUGHPUT_WORDS
 from gpulint.diagnostics import Severity
 from gpulint.rule import Invalid
+from gpulint.rules._claim_rule import ClaimRule
 
 
 class ClaimWithoutEvidence(ClaimRule):

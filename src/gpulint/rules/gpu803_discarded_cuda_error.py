@@ -1,5 +1,3 @@
-from gpulint.rules._cuda_conventions import unchecked_by_convention
-
 from gpulint.diagnostics import Severity
 from gpulint.frontends.cuda.file import CudaFile
 from gpulint.frontends.cuda.idioms import (
@@ -8,6 +6,7 @@ from gpulint.frontends.cuda.idioms import (
     fix_for,
 )
 from gpulint.rule import Rule
+from gpulint.rules._cuda_conventions import unchecked_by_convention
 
 
 class DiscardedCudaError(Rule):
@@ -171,7 +170,7 @@ void f(float** d, float** e, size_t n) {
 """,
     ]
 
-    grades = ("corrupting",)
+    grades: tuple[str, ...] = ("corrupting",)
     house_message = ""  # GPU811's
 
     def visit_call_expression(self, node, file: CudaFile):

@@ -1,8 +1,7 @@
-from gpulint.rules._claim_rule import ClaimRule
-
 from gpulint import claims
 from gpulint.claims import SPEED_WORDS
 from gpulint.diagnostics import Severity
+from gpulint.rules._claim_rule import ClaimRule
 
 
 class BareRatio(ClaimRule):

@@ -1,6 +1,5 @@
-from gpulint.rules.gpu803_discarded_cuda_error import DiscardedCudaError
-
 from gpulint.diagnostics import Severity
+from gpulint.rules.gpu803_discarded_cuda_error import DiscardedCudaError
 
 
 class DiscardedCudaStatus(DiscardedCudaError):

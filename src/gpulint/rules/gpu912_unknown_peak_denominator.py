@@ -1,7 +1,6 @@
-from gpulint.rules._claim_rule import ClaimRule
-
 from gpulint import claims
 from gpulint.diagnostics import Severity
+from gpulint.rules._claim_rule import ClaimRule
 
 
 class UnknownPeakDenominator(ClaimRule):

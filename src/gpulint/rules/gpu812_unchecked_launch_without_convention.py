@@ -1,6 +1,5 @@
-from gpulint.rules.gpu802_unchecked_kernel_launch import UncheckedKernelLaunch
-
 from gpulint.diagnostics import Severity
+from gpulint.rules.gpu802_unchecked_kernel_launch import UncheckedKernelLaunch
 
 
 class UncheckedLaunchWithoutConvention(UncheckedKernelLaunch):
