@@ -120,6 +120,13 @@ import torch
 from project.utils import TORCH_2_4
 scaler = torch.amp.GradScaler("cuda") if TORCH_2_4 else torch.cuda.amp.GradScaler()
 """,
+        # a backend's compatibility layer patches the old names; it does not call them
+        """
+import torch
+def apply_hijacks(get_dtype):
+    torch.get_autocast_gpu_dtype = get_dtype
+    torch.cuda.amp.GradScaler = torch.amp.GradScaler
+""",
     ]
     INVALID = [
         Invalid(
@@ -163,6 +170,8 @@ scaler = torch.amp.GradScaler("cuda") if TORCH_2_4 else torch.cuda.amp.GradScale
         parent = file.parent(node)
         if isinstance(parent, ast.Attribute):
             return  # part of a longer chain; the chain itself is checked
+        if isinstance(node.ctx, (ast.Store, ast.Del)):
+            return  # `torch.cuda.amp.X = ...` patches the old name (a compatibility layer)
         if _in_version_shim(node, file):
             return
         if qualified in REPLACED_BY:
