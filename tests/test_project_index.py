@@ -83,8 +83,24 @@ def test_a_callee_in_another_module_is_reported_at_the_call_in_the_step_loop(tre
         in finding["message"]
     )
     assert "through summarize()" in finding["message"]
+    # The chain down to the sync: the call in `log_metrics()`, then the readback, with spans.
     assert finding["related"] == [
-        {"path": "pkg/metrics.py", "line": 10, "col": 16, "message": "`.item()` syncs here"}
+        {
+            "path": "pkg/metrics.py",
+            "line": 6,
+            "col": 12,
+            "end_line": 6,
+            "end_col": 30,
+            "message": "`log_metrics()` calls `summarize()` here",
+        },
+        {
+            "path": "pkg/metrics.py",
+            "line": 10,
+            "col": 16,
+            "end_line": 10,
+            "end_col": 24,
+            "message": "`.item()` syncs here",
+        },
     ]
 
 
@@ -93,9 +109,37 @@ def test_sarif_carries_the_callee_line_as_a_related_location(tree):
     with contextlib.redirect_stdout(out):
         main(["check", "--format", "sarif", "--select", "GPU101", "--no-cache", "."])
     (result,) = json.loads(out.getvalue())["runs"][0]["results"]
-    (related,) = result["relatedLocations"]
-    assert related["physicalLocation"]["artifactLocation"]["uri"] == "pkg/metrics.py"
-    assert related["physicalLocation"]["region"]["startLine"] == 10
+    call, sync = result["relatedLocations"]
+    assert sync["physicalLocation"]["artifactLocation"]["uri"] == "pkg/metrics.py"
+    assert sync["physicalLocation"]["region"] == {
+        "startLine": 10,
+        "startColumn": 16,
+        "endLine": 10,
+        "endColumn": 24,
+    }
+    assert sync["message"]["text"] == "`.item()` syncs here"
+    assert call["physicalLocation"]["region"]["startLine"] == 6
+    # GitHub's convention: the message links each related location by its id.
+    assert result["message"]["text"].endswith(
+        f"(see [metrics.py:6]({call['id']}), [metrics.py:10]({sync['id']}))"
+    )
+
+
+def test_text_output_prints_the_chain_as_notes_under_the_finding(tree):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        main(["check", "--select", "GPU101", "--no-cache", "--jobs", "1", "-q", "."])
+    assert out.getvalue().splitlines()[1:] == [
+        "pkg/metrics.py:6:12: note: `log_metrics()` calls `summarize()` here",
+        "pkg/metrics.py:10:16: note: `.item()` syncs here",
+    ]
+    assert out.getvalue().startswith("train.py:13:")
+
+
+def test_cached_findings_keep_their_chain(tree):
+    first = check()
+    assert check() == first  # the second run is served from the cache
+    assert len(first[0]["related"]) == 2
 
 
 def test_a_changed_callee_invalidates_its_callers_cached_results(tree):

@@ -114,7 +114,19 @@ def test_results_carry_what_github_reads(fixtures_log, fixtures_json):
     for result, finding in zip(results, fixtures_json, strict=True):
         assert rules[result["ruleIndex"]]["id"] == result["ruleId"] == finding["code"]
         assert result["level"] in LEVELS
-        assert result["message"]["text"] == finding["message"]
+        related = finding.get("related") or []
+        if related:
+            # the message, its brackets escaped, then a link to each related location by id
+            escaped = finding["message"].replace("[", "\\[").replace("]", "\\]")
+            assert result["message"]["text"].startswith(escaped + " (see [")
+            ids = [r["id"] for r in result["relatedLocations"]]
+            assert ids == list(range(1, len(related) + 1))
+            assert all(f"]({i})" in result["message"]["text"] for i in ids)
+            assert [r["message"]["text"] for r in result["relatedLocations"]] == [
+                r["message"] for r in related
+            ]
+        else:
+            assert result["message"]["text"] == finding["message"]
         location = result["locations"][0]["physicalLocation"]
         artifact = location["artifactLocation"]
         assert artifact["uriBaseId"] == "%SRCROOT%"

@@ -181,6 +181,43 @@ async def test_open_see_diagnostics_fix_them_and_see_them_go(client: LanguageCli
     assert [x for x in after if x.code == "GPU201"] == []
 
 
+CHAIN = """import torch
+
+
+def log_step(loss):
+    return report(loss)
+
+
+def report(loss):
+    return {"loss": loss.item()}
+
+
+def train(model, loader, optimizer):
+    for x, y in loader:
+        loss = model(x.cuda(), y.cuda())
+        loss.backward()
+        optimizer.step()
+        log_step(loss)
+"""
+
+
+@pytest.mark.asyncio
+async def test_a_sync_reached_through_helpers_carries_its_chain(client: LanguageClient, tmp_path):
+    path = tmp_path / "project" / "chain.py"
+    uri = path.as_uri()
+    diagnostics = await published(client, uri, open_doc(client, path, CHAIN))
+    (d,) = [x for x in diagnostics if x.code == "GPU101"]
+    assert d.range.start == lsp.Position(line=16, character=8)  # the call in the step loop
+    assert [
+        (r.location.uri, r.location.range.start.line, r.location.range.start.character, r.message)
+        for r in d.related_information or []
+    ] == [
+        (uri, 4, 11, "`log_step()` calls `report()` here"),
+        (uri, 8, 20, "`.item()` syncs here"),
+    ]
+    assert d.related_information[1].location.range.end == lsp.Position(line=8, character=31)
+
+
 @pytest.mark.asyncio
 async def test_noqa_action_silences_the_finding(client: LanguageClient, tmp_path):
     path = tmp_path / "project" / "amp.py"

@@ -16,7 +16,7 @@ from pathlib import Path
 from gpulint import __version__
 from gpulint.diagnostics import Finding
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: related locations carry their end
 MAX_CACHE_BYTES = 512 * 1024 * 1024
 RESTAMPS_WRITTEN = 16  # see ResultCache.save
 

@@ -42,12 +42,38 @@ class Fix:
 
 @dataclass(frozen=True)
 class Related:
-    """Another place that explains a finding: the line in a callee that syncs."""
+    """Another place that explains a finding: a call on the way down to it, the line in a
+    callee that syncs. 1-based line and code-point column, end exclusive, as a finding's."""
 
     path: str
     line: int
     col: int
     message: str
+    end_line: int | None = None
+    end_col: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "path": self.path,
+            "line": self.line,
+            "col": self.col,
+            "message": self.message,
+        }
+        if self.end_line:
+            out["end_line"] = self.end_line
+            out["end_col"] = self.end_col
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Related:
+        return cls(
+            str(d["path"]),
+            int(d["line"]),
+            int(d["col"]),
+            str(d["message"]),
+            d.get("end_line"),
+            d.get("end_col"),
+        )
 
 
 @dataclass(frozen=True)
@@ -90,10 +116,7 @@ class Finding:
         if self.trace:
             out["trace"] = self.trace
         if self.related:
-            out["related"] = [
-                {"path": r.path, "line": r.line, "col": r.col, "message": r.message}
-                for r in self.related
-            ]
+            out["related"] = [r.to_dict() for r in self.related]
         return out
 
     @classmethod
@@ -115,10 +138,7 @@ class Finding:
             end_line=d.get("end_line"),
             end_col=d.get("end_col"),
             fix=fix,
-            related=tuple(
-                Related(r["path"], r["line"], r["col"], r["message"])
-                for r in d.get("related") or ()
-            ),
+            related=tuple(Related.from_dict(r) for r in d.get("related") or ()),
         )
 
 

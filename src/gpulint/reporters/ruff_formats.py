@@ -52,6 +52,20 @@ def render_rdjson(
             "severity": _RD_SEVERITY[f.severity],
             "code": {"value": f.code, "url": rule_url(f.code)},
         }
+        if f.related:
+            item["related_locations"] = [
+                {
+                    "message": r.message,
+                    "location": {
+                        "path": r.path,
+                        "range": {
+                            "start": position(r.path, r.line, r.col),
+                            "end": position(r.path, r.end_line or r.line, r.end_col or r.col),
+                        },
+                    },
+                }
+                for r in f.related
+            ]
         src = source(f.path) if f.fix is not None else None
         if f.fix is not None and src is not None:
             item["suggestions"] = [

@@ -215,11 +215,7 @@ def render(
         line_text = src.line_text(f.line) if src else ""
         key = (uri, f.code, " ".join(line_text.split()))
         seen[key] += 1
-        region = {"startLine": f.line, "startColumn": f.col}
-        if f.end_line:
-            region["endLine"] = f.end_line
-            if f.end_col:
-                region["endColumn"] = f.end_col
+        region = _region(f.line, f.col, f.end_line, f.end_col)
         result = {
             "ruleId": f.code,
             "ruleIndex": index.get(f.code, 0),
@@ -236,16 +232,19 @@ def render(
             "partialFingerprints": {FINGERPRINT_KEY: _line_hash(f, line_text, seen[key])},
         }
         if f.related:
+            # GitHub's convention: the result's message links each related location by its id
+            # (`[text](id)`), literal brackets in the text escaped.
+            result["message"] = {"text": _linked_message(f)}
             result["relatedLocations"] = [
                 {
                     "id": i,
                     "physicalLocation": {
                         "artifactLocation": _artifact(r.path, base),
-                        "region": {"startLine": r.line, "startColumn": r.col},
+                        "region": _region(r.line, r.col, r.end_line, r.end_col),
                     },
                     "message": {"text": r.message},
                 }
-                for i, r in enumerate(f.related)
+                for i, r in enumerate(f.related, 1)
             ]
         if f.fix is not None and src is not None:
             result["fixes"] = [_sarif_fix(f, artifact, src)]
@@ -283,6 +282,31 @@ def render(
         ],
     }
     return json.dumps(log, indent=2) + "\n"
+
+
+def _region(line: int, col: int, end_line: int | None, end_col: int | None) -> dict:
+    region = {"startLine": line, "startColumn": col}
+    if end_line:
+        region["endLine"] = end_line
+        if end_col:
+            region["endColumn"] = end_col
+    return region
+
+
+def _linked_message(f: Finding) -> str:
+    """The message, then a link to each related location (SARIF 3.11.6: embedded links; literal
+    brackets of the text escaped with a backslash)."""
+    text = _escaped(f.message)
+    links = ", ".join(f"[{_place(r.path)}:{r.line}]({i})" for i, r in enumerate(f.related, 1))
+    return f"{text} (see {links})"
+
+
+def _place(path: str) -> str:
+    return _escaped(path.rsplit("/", 1)[-1])
+
+
+def _escaped(text: str) -> str:
+    return text.replace("[", "\\[").replace("]", "\\]")
 
 
 def _notification(note: Finding, base: Path, index: dict[str, int]) -> dict:

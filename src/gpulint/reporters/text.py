@@ -1,7 +1,11 @@
 """Text for people: `concise` (one finding per line, `path:line:col: CODE message`, as flake8
 prints and the pre-commit hook shows), `full` (each finding with its source line and a caret
 under the span, as ruff's default) and `grouped` (findings under their file). Colour only when
-asked (the CLI decides: a terminal, no NO_COLOR); `quiet` drops the summary line."""
+asked (the CLI decides: a terminal, no NO_COLOR); `quiet` drops the summary line.
+
+A finding's related locations (the calls down to the sync a step loop pays for) follow it as
+compilers print theirs: `path:line:col: note: message`, one line each; no code, so a reader of
+`path:line:col: CODE` lines never takes one for a finding."""
 
 from __future__ import annotations
 
@@ -48,6 +52,15 @@ def _head(f: Finding, paint: _Paint) -> str:
     )
 
 
+def _notes(f: Finding, paint: _Paint, indent: str = "") -> list[str]:
+    """`path:line:col: note: message` for each related location, in order."""
+    return [
+        f"{indent}{paint(escape(r.path), _BOLD)}{paint(':', _CYAN)}{r.line}{paint(':', _CYAN)}"
+        f"{r.col}{paint(':', _CYAN)} {paint('note', _BOLD, _CYAN)}: {escape(r.message)}"
+        for r in f.related
+    ]
+
+
 def _finish(lines: list[str], findings, files_checked, paint, quiet: bool) -> str:
     if not quiet:
         lines.append(_summary(findings, files_checked, paint))
@@ -65,7 +78,10 @@ def render(
     # One finding per line, whatever a file name or an analysed file holds (escape sequences,
     # newlines): printed escaped.
     paint = _Paint(color)
-    lines = [f"{_head(f, paint)} {escape(f.message)}" for f in findings]
+    lines: list[str] = []
+    for f in findings:
+        lines.append(f"{_head(f, paint)} {escape(f.message)}")
+        lines.extend(_notes(f, paint))
     return _finish(lines, findings, files_checked, paint, quiet)
 
 
@@ -96,6 +112,7 @@ def render_grouped(
             f"  {where:<{width}} {paint(f.code, _BOLD, _SEVERITY_COLOR[f.severity])} "
             f"{mark}{escape(f.message)}"
         )
+        lines.extend(_notes(f, paint, " " * (width + 3)))
     if lines:
         lines.append("")
     return _finish(lines, findings, files_checked, paint, quiet)
@@ -151,5 +168,6 @@ def render_full(
             lines.append(paint(f"{gutter} |", _BLUE))
             if f.fix is not None:
                 lines.append(f"{gutter} = {paint('help', _BOLD)}: {escape(f.fix.description)}")
+        lines.extend(_notes(f, paint))
         lines.append("")
     return _finish(lines, findings, files_checked, paint, quiet)

@@ -326,9 +326,9 @@ for x, y in loader:
             related = tuple(
                 Related(
                     file.display_path,
-                    _line(s.at),
-                    getattr(s.at, "col_offset", 0) + 1,
+                    *file.span(s.at)[:2],
                     f"{s.what}: the host already waited at line {head}",
+                    *file.span(s.at)[2:],
                 )
                 for s in others
             )
@@ -406,7 +406,7 @@ for x, y in loader:
             "chain": f" (through {site.via})" if site.via else "",
             "loop": loop.lineno,
         }
-        related = (Related(site.path, site.line, site.col, f"{site.what} syncs here"),)
+        related = site.chain(f"{site.what} syncs here")
         return _Site(
             node,
             f"`{callee}()`",

@@ -1,7 +1,7 @@
 import ast
 from collections.abc import Iterator
 
-from gpulint.diagnostics import Finding, Related
+from gpulint.diagnostics import Finding
 from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.loops import LOOPS, filled_once, under_branch
 from gpulint.frontends.python.model import MemoKey
@@ -201,7 +201,7 @@ class Net(nn.Module):
             where=f"{_short(site.path, file.display_path)}:{site.line}",
             chain=chain,
             loop=loop.lineno,
-            related=(Related(site.path, site.line, site.col, "built on the host and copied here"),),
+            related=site.chain("built on the host and copied here"),
         )
 
     @staticmethod

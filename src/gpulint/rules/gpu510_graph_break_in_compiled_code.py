@@ -1,3 +1,4 @@
+from gpulint.diagnostics import Related
 from gpulint.frontends.python.compiled import graph_breaks, label, outside_targets
 from gpulint.frontends.python.file import PythonFile
 from gpulint.rule import Rule
@@ -162,6 +163,10 @@ class GraphBreakInCompiledCode(Rule):
                 gb_id=first.gb_id,
                 gb_type=first.gb_type,
                 more=f" and {more} more" if more else "",
+                related=tuple(
+                    Related(found.relpath, s.line, 1, f"graph break: {s.what} in `{s.function}`")
+                    for s in found.sites
+                ),
             )
 
     def _here(self, file: PythonFile):
@@ -181,4 +186,12 @@ class GraphBreakInCompiledCode(Rule):
                 gb_id=found.gb_id,
                 gb_type=found.gb_type,
                 instead=found.fix,
+                related=(
+                    Related(
+                        file.display_path,
+                        *file.span(reached.entry.site)[:2],
+                        f"compiled here (`{label(file, reached.entry.function)}`)",
+                        *file.span(reached.entry.site)[2:],
+                    ),
+                ),
             )

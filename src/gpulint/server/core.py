@@ -52,6 +52,8 @@ class LintResult:
     # passed verification (by id) and every fix of the file as one edit. None: not yet.
     verified_fixes: set[int] | None = None
     fix_all: Edit | None = None
+    # the folder `shown` and the findings' related paths are relative to (the config's root)
+    root: Path | None = None
 
     @functools.cached_property
     def source(self) -> SourceText:
@@ -198,7 +200,13 @@ def lint_text(
     bom = text.startswith("\ufeff")
     body = text[1:] if bom else text
     frontend = frontend_for(shown)
-    result = LintResult(shown, body, bom=bom, language=frontend.language if frontend else None)
+    result = LintResult(
+        shown,
+        body,
+        bom=bom,
+        language=frontend.language if frontend else None,
+        root=Path(linter.config.root) if path is not None else None,
+    )
     if frontend is None:
         return result
     # In a supervised worker: a document that would take the analysis past the budget costs

@@ -194,7 +194,7 @@ class GpulintServer(LanguageServer):
     def _publish(self, uri: str, version: int | None, result: LintResult) -> None:
         if self.pull:  # the client asks (textDocument/diagnostic); pushing too would show twice
             return
-        diagnostics = [self.diagnostic(result, f) for f in result.findings]
+        diagnostics = [self.diagnostic(result, f, uri=uri) for f in result.findings]
         self.text_document_publish_diagnostics(
             lsp.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=version)
         )
@@ -249,7 +249,7 @@ class GpulintServer(LanguageServer):
         import hashlib
 
         result = await self.result(uri)
-        items = [self.diagnostic(result, f) for f in result.findings] if result else []
+        items = [self.diagnostic(result, f, uri=uri) for f in result.findings] if result else []
         digest = hashlib.sha256(
             repr([(d.range, d.code, d.message, d.severity) for d in items]).encode()
         ).hexdigest()[:16]
@@ -282,7 +282,7 @@ class GpulintServer(LanguageServer):
                 f_range = self.finding_range(result, f)
                 if not _overlaps(f_range, wanted):
                     continue
-                diagnostic = self.diagnostic(result, f, f_range)
+                diagnostic = self.diagnostic(result, f, f_range, uri)
                 if f.fix is not None and f.fix.edits and id(f.fix) in verified:
                     edits = [self.text_edit(result, e) for e in sorted(set(f.fix.edits))]
                     actions.append(
@@ -355,7 +355,11 @@ class GpulintServer(LanguageServer):
 
     # -- LSP objects ----------------------------------------------------------------------------
     def diagnostic(
-        self, result: LintResult, f: Finding, f_range: lsp.Range | None = None
+        self,
+        result: LintResult,
+        f: Finding,
+        f_range: lsp.Range | None = None,
+        uri: str | None = None,
     ) -> lsp.Diagnostic:
         rule = rule_by_code(f.code)
         tags = [lsp.DiagnosticTag.Deprecated] if rule and "deprecated" in rule.tags else None
@@ -368,7 +372,41 @@ class GpulintServer(LanguageServer):
             source=SOURCE,
             tags=tags,
             data={"fixable": f.fix is not None, "line": f.line, "col": f.col, "trace": f.trace},
+            related_information=self.related(result, f, uri) or None,
         )
+
+    def related(
+        self, result: LintResult, f: Finding, uri: str | None
+    ) -> list[lsp.DiagnosticRelatedInformation]:
+        """The finding's related locations (the calls down to a helper's sync): in this document
+        at its positions, in another file of the tree by its path under the config's root."""
+        out = []
+        for r in f.related:
+            if r.path == result.shown and uri is not None:
+                start = self.position(result, r.line, r.col)
+                end = (
+                    self.position(result, r.end_line, r.end_col)
+                    if r.end_line and r.end_col
+                    else start
+                )
+                target = uri
+            elif result.root is not None:
+                # Another file, not open here: its columns as code points (exact for ASCII).
+                start = lsp.Position(line=max(r.line - 1, 0), character=max(r.col - 1, 0))
+                end_line, end_col = (
+                    (r.end_line, r.end_col) if r.end_line and r.end_col else (r.line, r.col)
+                )
+                end = lsp.Position(line=max(end_line - 1, 0), character=max(end_col - 1, 0))
+                target = (result.root / r.path).resolve().as_uri()
+            else:
+                continue
+            out.append(
+                lsp.DiagnosticRelatedInformation(
+                    location=lsp.Location(uri=target, range=lsp.Range(start=start, end=end)),
+                    message=r.message,
+                )
+            )
+        return out
 
     def edit(self, uri: str, version: int | None, edits: list[lsp.TextEdit]) -> lsp.WorkspaceEdit:
         return lsp.WorkspaceEdit(

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from gpulint.diagnostics import Related
 from gpulint.frontends import BackLink
 from gpulint.frontends.python.loops import is_step_marker
 from gpulint.frontends.python.model import FUNCTIONS, Function, MemoKey
@@ -37,14 +38,43 @@ class SyncSite:
     line: int
     col: int
     via: str = ""  # the callee chain below the summarised function, if the sync is not its own
+    # The calls on the way down, outermost first (`helper()` calls `inner()` at utils.py:40),
+    # then, as the last, the site itself with its span: a finding's related locations.
+    hops: tuple[Related, ...] = ()
+    end_line: int | None = None
+    end_col: int | None = None
+
+    def chain(self, last: str) -> tuple[Related, ...]:
+        """The related locations of a finding at a call that reaches this site: each call on the
+        way down, then the site (`last`: "`.item()` syncs here")."""
+        site = Related(self.path, self.line, self.col, last, self.end_line, self.end_col)
+        return (*self.hops, site)
 
     def to_list(self) -> list:
-        return [self.what, self.path, self.line, self.col, self.via]
+        return [
+            self.what,
+            self.path,
+            self.line,
+            self.col,
+            self.via,
+            [h.to_dict() for h in self.hops],
+            self.end_line,
+            self.end_col,
+        ]
 
     @classmethod
     def from_list(cls, data: list) -> SyncSite:
-        what, path, line, col, via = data
-        return cls(str(what), str(path), int(line), int(col), str(via))
+        what, path, line, col, via, hops, end_line, end_col = data
+        return cls(
+            str(what),
+            str(path),
+            int(line),
+            int(col),
+            str(via),
+            tuple(Related.from_dict(h) for h in hops),
+            end_line,
+            end_col,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,15 +87,18 @@ class Summary:
     # builds a tensor on the host with a torch factory and moves it to the device, every call
     upload: SyncSite | None = None
 
-    def merge(self, callee: Summary, callee_name: str) -> Summary:
+    def merge(self, callee: Summary, callee_name: str, hop: Related | None = None) -> Summary:
+        """This summary with what calling `callee` adds; `hop` is the call's own place, the
+        first related location of a finding that reaches the callee's sync through it."""
         sync = self.sync
+        hops = (hop,) if hop is not None else ()
         if sync is None and callee.sync is not None:
             via = f"{callee_name}()" + (f" -> {callee.sync.via}" if callee.sync.via else "")
-            sync = replace(callee.sync, via=via)
+            sync = replace(callee.sync, via=via, hops=hops + callee.sync.hops)
         upload = self.upload
         if upload is None and callee.upload is not None:
             via = f"{callee_name}()" + (f" -> {callee.upload.via}" if callee.upload.via else "")
-            upload = replace(callee.upload, via=via)
+            upload = replace(callee.upload, via=via, hops=hops + callee.upload.hops)
         return Summary(
             sync,
             self.steps or callee.steps,
@@ -228,8 +261,10 @@ class Summaries:
                     and _branch(file, node, f) is None
                     and not _moved_later(file, f, node, read)
                 ):
-                    line, col, _, _ = file.span(node)
-                    site = SyncSite(what, file.display_path, line, col)
+                    line, col, end_line, end_col = file.span(node)
+                    site = SyncSite(
+                        what, file.display_path, line, col, end_line=end_line, end_col=end_col
+                    )
                     if not device_rooted(file, read, 0, own=False):
                         # Only through `self` (`self.steps.item()`, maybe a CPU counter): kept
                         # only to be replaced by a sync of a model's or a parameter's tensor.
@@ -272,8 +307,10 @@ class Summaries:
             and not _moved_later(file, f, at, at)
         ):
             return None
-        line, col, _, _ = file.span(at)
-        return SyncSite(_lower_first(what), file.display_path, line, col)
+        line, col, end_line, end_col = file.span(at)
+        return SyncSite(
+            _lower_first(what), file.display_path, line, col, end_line=end_line, end_col=end_col
+        )
 
     def _upload(self, f: Function, node: ast.Call) -> SyncSite | None:
         """`torch.eye(n, dtype=torch.bool).to(device)` on every call of `f`."""
@@ -287,9 +324,9 @@ class Summaries:
         if factory.rsplit(".", 1)[-1] in HOST_DATA_FACTORIES:
             # `torch.tensor(loss_value).cuda()`: the data is on the host; `device=` still copies
             return None
-        line, col, _, _ = file.span(node)
+        line, col, end_line, end_col = file.span(node)
         what = f"`{factory}(...).{terminal_name(node.func)}()`"
-        return SyncSite(what, file.display_path, line, col)
+        return SyncSite(what, file.display_path, line, col, end_line=end_line, end_col=end_col)
 
     def _solve(self, functions: list[Function]) -> None:
         final = self._final
@@ -325,11 +362,17 @@ class Summaries:
                             # Both sides sync: name the `else` side's line, the one a flag off
                             # by default (`if self.use_fp16:`) leaves running.
                             other = replace(other, sync=None)
-                    merged = current.merge(other, callee_name)
+                    merged = current.merge(other, callee_name, self._hop(f, site.call, callee_name))
                     if merged != current:
                         current = merged
                         changed = True
                 final[key] = current
+
+    def _hop(self, caller: Function, call: ast.Call, callee_name: str) -> Related:
+        """The call in `caller` on the way to a callee's sync: a related location."""
+        line, col, end_line, end_col = self.file.span(call)
+        message = f"`{caller.name}()` calls `{callee_name}()` here"
+        return Related(self.file.display_path, line, col, message, end_line, end_col)
 
     def _both_branches_sync(self, key: int, branch: tuple, final: dict[int, Summary]) -> bool:
         """`if use_fp16: self.opt_fp16() else: self.opt_normal()` where both sides sync: the
