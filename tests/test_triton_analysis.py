@@ -1,4 +1,4 @@
-"""The shared Triton analysis (frontends/python/triton.py) the GPU7xx rules build on."""
+"""The shared Triton analysis (frontends/python/triton/) the GPU7xx rules build on."""
 
 from __future__ import annotations
 

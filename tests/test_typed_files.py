@@ -140,7 +140,7 @@ def test_the_checks_catch_what_they_are_for(tmp_path):
 _ASSIGNMENT_WALKS_ALLOWED = {
     # Triton kernels' value-flow analysis (which bits a value carries along the kernel's
     # statements, branch by branch): a dataflow engine over kernel code, not a name lookup.
-    "src/gpulint/frontends/python/triton.py:OffsetFlow._stmt",
+    "src/gpulint/frontends/python/triton/offsets.py:OffsetFlow._stmt",
     # GPU103: names derived from the batch by unpacking, followed forward in source order.
     "src/gpulint/rules/gpu103_pinned_batch_blocking_copy.py:_derive",
 }

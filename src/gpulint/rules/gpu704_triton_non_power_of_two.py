@@ -79,11 +79,11 @@ configs = [triton.Config({'BK': bk}, num_warps=w) for bk in [32, 64] for w in [2
             ):
                 continue
             try:
-                bindings = list(tt._comprehension_bindings(file, comp.generators, {}))
+                bindings = list(tt.comprehension_bindings(file, comp.generators, {}))
             except tt.Unknown:
                 continue
             for b in bindings:
-                warps = tt._one_config(file, comp.elt, b).num_warps
+                warps = tt.one_config(file, comp.elt, b).num_warps
                 if warps is not None and not tt.is_power_of_two(warps):
                     seen.add(id(comp.elt))
                     yield self._warps(file, comp.elt, warps)
