@@ -982,7 +982,7 @@ def test_an_extension_a_plain_helper_loads_is_the_harness_of_the_scripts_importi
 
 
 def test_import_lines_answer_every_import_pattern_as_the_whole_text():
-    from gpulint.frontends.cuda.project import _import_lines, _imports
+    from gpulint.frontends.cuda.harness import _import_lines, _imports
 
     text = (
         b'"""Uses toy_relu (import toy_relu to try it)."""\n'

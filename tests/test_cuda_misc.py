@@ -7,7 +7,8 @@ from pathlib import Path
 
 from gpulint.config import Config
 from gpulint.engine import Linter
-from gpulint.frontends.cuda.project import CudaProject, uncalled_device_printers
+from gpulint.frontends.cuda.callgraph import uncalled_device_printers
+from gpulint.frontends.cuda.project import CudaProject
 from gpulint.testing import lint_text
 
 TILE_H = """#pragma once

@@ -2,6 +2,7 @@ import re
 
 from gpulint.diagnostics import Severity
 from gpulint.frontends import MemoKey
+from gpulint.frontends.cuda.conventions import launch_checked_in
 from gpulint.frontends.cuda.file import CudaFile
 from gpulint.frontends.cuda.idioms import (
     fixed_safe_config,
@@ -9,7 +10,6 @@ from gpulint.frontends.cuda.idioms import (
     launch_check_for,
     runtime_shared_memory,
 )
-from gpulint.frontends.cuda.project import launch_checked_in
 from gpulint.rule import Rule
 from gpulint.rules._cuda_conventions import checks_launches
 
@@ -463,7 +463,7 @@ def _functor_checked_by_users(file: CudaFile, function, configured) -> bool:
 
 
 def _class_uses_checked(file: CudaFile, owner, name: bytes, configured) -> bool:
-    from gpulint.frontends.cuda.project import last_check_end
+    from gpulint.frontends.cuda.conventions import last_check_end
 
     seen = 0
     for m in re.finditer(rb"\b" + re.escape(name) + rb"\b", file.data):

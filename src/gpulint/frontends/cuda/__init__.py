@@ -32,10 +32,10 @@ from collections.abc import Iterable, Sequence
 
 from gpulint.diagnostics import Finding
 from gpulint.frontends import ParseError, decode, noqa_by_line, run_rules
+from gpulint.frontends.cuda.conventions import LAST_CHECK_END
 from gpulint.frontends.cuda.file import CudaFile
 from gpulint.frontends.cuda.grammar import node_types, parser
 from gpulint.frontends.cuda.idioms import blank_strings_and_comments
-from gpulint.frontends.cuda.project import LAST_CHECK_END
 from gpulint.settings import Settings
 
 # Alignment attributes the grammar does not know (`struct __align__(16) S`, `__shared__
@@ -295,8 +295,9 @@ class CudaFrontend:
         """The CudaProject of the checked tree (frontends/cuda/project.py), built once per run
         before any file is linted: a file's findings may depend on its callers elsewhere.
         Per-file facts are kept in `store_dir` (the result cache's folder) between runs."""
-        from gpulint.frontends.cuda.project import CudaProject, FactStore, build, file_facts
-        from gpulint.frontends.cuda.project import macro_checks as project_macros
+        from gpulint.frontends.cuda.conventions import macro_checks as project_macros
+        from gpulint.frontends.cuda.factstore import FactStore, file_facts
+        from gpulint.frontends.cuda.project import CudaProject, build
 
         configured = tuple(settings.option("cuda", "check-macros", []))
         # The project's checking macros (`#define CHECKLAUNCH() C10_CUDA_CHECK(cudaGetLastError())`
@@ -334,7 +335,7 @@ class CudaFrontend:
     @staticmethod
     def index_reads(paths: list[str]) -> list[str]:
         """The folders `index` may read in beyond the files it is given (gpulint.projectcache)."""
-        from gpulint.frontends.cuda.project import python_reads
+        from gpulint.frontends.cuda.harness import python_reads
 
         return python_reads(paths)
 

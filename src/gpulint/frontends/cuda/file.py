@@ -316,7 +316,8 @@ class CudaFile:
         """The CudaProject this file is judged in (frontends/cuda/project.py): the checked tree's
         when the engine built one, else one made of this file's own facts."""
         if self._project is None:
-            from gpulint.frontends.cuda.project import CudaProject, file_facts, merge
+            from gpulint.frontends.cuda.factstore import file_facts
+            from gpulint.frontends.cuda.project import CudaProject, merge
 
             # (the facts' own questions meanwhile see an empty project, not this one again)
             self._project = CudaProject()
