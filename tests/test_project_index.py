@@ -335,3 +335,49 @@ def test_fp32_steps_through_the_projects_compiled_rasterizer(tmp_path, monkeypat
         main(["check", "--format", "json", "--select", "GPU202", "--jobs", "1", "--no-cache", "."])
     codes = [f["code"] for f in json.loads(out.getvalue())["findings"]]
     assert codes == ([] if compiled else ["GPU202"])
+
+
+EVAL = """
+import torch
+from pkg.data import build_eval_split
+
+
+def evaluate(model, cfg):
+    holdout = build_eval_split(cfg)  # the held-out loader
+    for x, y in holdout:
+        out = model(x.cuda())
+        print((out.argmax(-1) == y.cuda()).float().mean().item())
+"""
+DATA = """
+from torch.utils.data import DataLoader
+
+
+def build_eval_split(cfg):
+    return _loader(cfg.dataset, cfg.batch_size)
+
+
+def _loader(dataset, batch_size):
+    split = DataLoader(dataset, batch_size=batch_size, num_workers=4, pin_memory=True)
+    return split
+
+
+def build_eval_list(cfg):
+    return [cfg.example]
+"""
+
+
+def test_a_loader_returned_by_another_module_makes_its_loop_a_step_loop(tmp_path, monkeypatch):
+    # `holdout` is named like nothing: the summary of `build_eval_split` (through `_loader`)
+    # says it returns a DataLoader, so the loop over it is an evaluation loop. (The file must
+    # pass GPU101's text gate: `loader` or a training call somewhere in it, here a comment.)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "data.py").write_text(textwrap.dedent(DATA))
+    (tmp_path / "evaluate.py").write_text(textwrap.dedent(EVAL))
+    assert [f["line"] for f in check("--no-cache")] == [10]
+    # the same loop over what another helper returns (a list): no loader, no step loop
+    (tmp_path / "evaluate.py").write_text(
+        textwrap.dedent(EVAL).replace("build_eval_split", "build_eval_list")
+    )
+    assert check("--no-cache") == []

@@ -13,12 +13,12 @@ loop of a step loop still runs every step.
 from __future__ import annotations
 
 import ast
-import functools
 import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from gpulint.frontends import BackLink
+from gpulint.frontends.python.loaders import is_loader
 from gpulint.frontends.python.model import end_position, position
 from gpulint.frontends.python.names import structure, terminal_name
 
@@ -107,32 +107,23 @@ class LoopModel:
         self._step: dict[int, bool] = {}
         self._basic: dict[int, bool] = {}
 
-    @functools.cached_property
-    def loader_names(self) -> set[str]:
-        """Names (and attribute names) bound to a `DataLoader(...)` call anywhere in the file."""
-        file = self.file
-        names: set[str] = set()
-        for call in file.nodes(ast.Call):
-            targets = file.model.targets_of(call)  # a parent lookup: cheaper than the qualname
-            q = file.qualname(call) if targets else None
-            if q is None or not q.endswith("DataLoader"):
-                continue
-            for target in targets:
-                if isinstance(target, ast.Name):
-                    names.add(target.id)
-                elif isinstance(target, ast.Attribute):
-                    names.add(target.attr)
-        return names
-
     def iterates_loader(self, loop: ast.AST) -> bool:
+        """The loop iterates a data loader: a value the dataflow says is one (`loaders`:
+        built by `DataLoader(...)`, returned by a function that returns one, stored on the
+        object, passed by the callers), directly or wrapped (`enumerate(...)`, `tqdm(...)`,
+        `metric_logger.log_every(data_loader, 10)`); else, where the dataflow cannot tell (a
+        loader from a library or a module outside the tree), a name that says so."""
         if not isinstance(loop, (ast.For, ast.AsyncFor)):
             return False
         it = _unwrap_iterable(loop.iter)
+        candidates = [it]
         if isinstance(it, ast.Call) and it.args:
             # `metric_logger.log_every(data_loader, 10)`, `prefetcher(loader)`: a loader wrapped.
-            it = it.args[0]
-        name = terminal_name(it)
-        return bool(name and (_LOADER.search(name) or name in self.loader_names))
+            candidates.append(it.args[0])
+        if any(is_loader(self.file, c) for c in candidates):
+            return True
+        name = terminal_name(candidates[-1])
+        return bool(name and _LOADER.search(name))
 
     def is_step_loop(self, loop: Loop) -> bool:
         """Its own body steps (backward, optimizer step), directly or through a function it

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from gpulint.diagnostics import Related
 from gpulint.frontends import BackLink
+from gpulint.frontends.python.loaders import annotates_loader, builds_loader
 from gpulint.frontends.python.loops import is_step_marker
 from gpulint.frontends.python.model import FUNCTIONS, Function, MemoKey
 from gpulint.frontends.python.names import terminal_name
@@ -86,10 +87,22 @@ class Summary:
     times: bool = False  # reads a clock before and after calling a callable it was given, no sync
     # builds a tensor on the host with a torch factory and moves it to the device, every call
     upload: SyncSite | None = None
+    # returns a data loader: `DataLoader(...)`, a name bound to one, or what a callee that
+    # returns one gives back (`return build_loader(cfg)`), through the same fixed point
+    loader: bool = False
+    # the positions of a returned tuple that are loaders (`return train_dl, valid_dl`)
+    loader_items: tuple[int, ...] = ()
 
-    def merge(self, callee: Summary, callee_name: str, hop: Related | None = None) -> Summary:
+    def merge(
+        self,
+        callee: Summary,
+        callee_name: str,
+        hop: Related | None = None,
+        returned: bool = False,
+    ) -> Summary:
         """This summary with what calling `callee` adds; `hop` is the call's own place, the
-        first related location of a finding that reaches the callee's sync through it."""
+        first related location of a finding that reaches the callee's sync through it;
+        `returned`: the function returns what the call gives back."""
         sync = self.sync
         hops = (hop,) if hop is not None else ()
         if sync is None and callee.sync is not None:
@@ -106,6 +119,8 @@ class Summary:
             self.moves or callee.moves,
             self.times,
             upload,
+            self.loader or (returned and callee.loader),
+            self.loader_items or (callee.loader_items if returned else ()),
         )
 
     def to_list(self) -> list:
@@ -116,11 +131,13 @@ class Summary:
             self.moves,
             self.times,
             self.upload.to_list() if self.upload else None,
+            self.loader,
+            list(self.loader_items),
         ]
 
     @classmethod
     def from_list(cls, data: list) -> Summary:
-        sync, steps, launches, moves, times, upload = data
+        sync, steps, launches, moves, times, upload, loader, items = data
         return cls(
             SyncSite.from_list(sync) if sync else None,
             bool(steps),
@@ -128,6 +145,8 @@ class Summary:
             bool(moves),
             bool(times),
             SyncSite.from_list(upload) if upload else None,
+            bool(loader),
+            tuple(int(i) for i in items),
         )
 
 
@@ -219,6 +238,8 @@ class Summaries:
         timed = False  # a parameter called between two clock reads
         waits = False  # anything that waits for the device
         called_at = 0
+        returned = _returned_calls(file, f)  # ids of calls whose value `f` returns
+        loader, loader_items = _returns_loaders(file, f)
         for node in file.model.members(f):
             if type(node) in _IMPLICIT_KINDS:
                 if sync is None or sync is weak:
@@ -279,14 +300,21 @@ class Summaries:
                 # A call in a step loop of `f` is reported there (GPU101): not `f`'s own sync.
                 quiet = _guarded(file, node, f) or _in_step_loop(file, node, f)
                 calls.append(
-                    _Call(node, callee, quiet, _in_loop(file, node, f), _branch(file, node, f))
+                    _Call(
+                        node,
+                        callee,
+                        quiet,
+                        _in_loop(file, node, f),
+                        _branch(file, node, f),
+                        id(node) in returned,
+                    )
                 )
         if sync is weak:
             # Read through `self` only (`int(self.steps.item())`, a step counter buffer that
             # may never leave the CPU): not evidence enough to blame the caller's loop.
             sync = None
         times = timed and not waits and sync is None
-        return Summary(sync, steps, launches, moves, times, upload), calls
+        return Summary(sync, steps, launches, moves, times, upload, loader, loader_items), calls
 
     def _implicit(self, f: Function, node: ast.AST) -> SyncSite | None:
         """An implicit sync of `f`'s own (`if torch.min(y) < -1.:`, `x[mask]`), where it runs
@@ -341,6 +369,19 @@ class Summaries:
                 key = id(f)
                 current = final[key]
                 for site in self._calls[key]:
+                    if site.returned and site.callee is not f:
+                        # what `f` returns is what this call returns, under an `if` or not
+                        returned = self._returned_summary(site, final)
+                        if returned is not None and (
+                            (returned.loader and not current.loader)
+                            or (returned.loader_items and not current.loader_items)
+                        ):
+                            current = replace(
+                                current,
+                                loader=current.loader or returned.loader,
+                                loader_items=current.loader_items or returned.loader_items,
+                            )
+                            changed = True
                     if site.guarded or site.callee is f:
                         continue
                     if site.callee is not None:
@@ -367,6 +408,11 @@ class Summaries:
                         current = merged
                         changed = True
                 final[key] = current
+
+    def _returned_summary(self, site: _Call, final: dict[int, Summary]) -> Summary | None:
+        if site.callee is not None:
+            return final.get(id(site.callee), EMPTY)
+        return self._external_summary(site.call)
 
     def _hop(self, caller: Function, call: ast.Call, callee_name: str) -> Related:
         """The call in `caller` on the way to a callee's sync: a related location."""
@@ -411,6 +457,67 @@ class _Call:
     branch: tuple | None = (
         None  # (the `if`, 0 body / 1 else) when under one `if` of `f`; see _branch
     )
+    returned: bool = False  # `f` returns the call's value (`return build_loader(cfg)`)
+
+
+def _returned_values(file: PythonFile, f: Function) -> list[ast.expr]:
+    """What `f` may return: each `return` value, and for a returned name the values assigned
+    to it in `f` (`loader = DataLoader(...)`; `return loader`)."""
+    out: list[ast.expr] = []
+    for node in file.model.members(f):
+        if not isinstance(node, ast.Return) or node.value is None:
+            continue
+        value = node.value
+        out.append(value)
+        if isinstance(value, ast.Name):
+            out.extend(
+                b.value
+                for b in file.model.reaching(value.id, value)
+                if b.is_assignment and b.value is not None
+            )
+    return out
+
+
+def _returns_loaders(file: PythonFile, f: Function) -> tuple[bool, tuple[int, ...]]:
+    """(whether `f` returns a loader it builds, the positions of a returned tuple that are
+    loaders it builds), by the `return` values and the return annotation (`-> DataLoader`,
+    `-> Tuple[DataLoader, DataLoader]`)."""
+    loader = False
+    items: set[int] = set()
+    for value in _returned_values(file, f):
+        if isinstance(value, ast.Call) and builds_loader(file, value):
+            loader = True
+        elif isinstance(value, ast.Tuple):
+            for i, element in enumerate(value.elts):
+                if any(
+                    isinstance(v, ast.Call) and builds_loader(file, v)
+                    for v in _values_of(file, element)
+                ):
+                    items.add(i)
+    annotation = f.returns
+    if annotation is not None:
+        if annotates_loader(file, annotation):
+            loader = True
+        elif isinstance(annotation, ast.Subscript) and isinstance(annotation.slice, ast.Tuple):
+            # `Tuple[DataLoader, DataLoader]`, `tuple[DataLoader, int]`
+            for i, element in enumerate(annotation.slice.elts):
+                if annotates_loader(file, element):
+                    items.add(i)
+    return loader, tuple(sorted(items))
+
+
+def _values_of(file: PythonFile, expr: ast.expr) -> list[ast.expr]:
+    if not isinstance(expr, ast.Name):
+        return [expr]
+    return [
+        b.value
+        for b in file.model.reaching(expr.id, expr)
+        if b.is_assignment and b.value is not None
+    ]
+
+
+def _returned_calls(file: PythonFile, f: Function) -> set[int]:
+    return {id(v) for v in _returned_values(file, f) if isinstance(v, ast.Call)}
 
 
 # Statements and expressions that may sync with no readback call (`syncs.implicit_sync`).
