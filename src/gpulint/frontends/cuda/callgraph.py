@@ -7,14 +7,16 @@ text. `CudaProject` (project.py) joins these across translation units."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gpulint.frontends import MemoKey
 from gpulint.frontends.cuda.idioms import function_name, on_path_after
 
 if TYPE_CHECKING:
+    from tree_sitter import Node
+
     from gpulint.frontends.cuda.file import CudaFile
 
 # How many callers up a launch is followed (launcher <- helper <- op <- layer ...): bounded,
@@ -41,7 +43,7 @@ class CallSite:
     via: str = ""
 
 
-def is_method(file: CudaFile, function) -> bool:
+def is_method(file: CudaFile, function: Node) -> bool:
     """A member function: defined in a class body, or out of line as `Cls::name`."""
     if file.macro_name(function) is not None:
         return False
@@ -64,7 +66,7 @@ _DEAD_STATEMENTS: MemoKey[dict[int, frozenset[int]]] = MemoKey("cuda.dead_statem
 _PARAMETERS: MemoKey[dict[int, list[str]]] = MemoKey("cuda.parameters")
 
 
-def unreachable(file: CudaFile, call, function) -> bool:
+def unreachable(file: CudaFile, call: Node, function: Node) -> bool:
     """`call` follows, in its own block or one around it, a statement that never returns (a
     call placed after `FT_CHECK(false);` is dead code: no caller of anything)."""
     blocks = file.memo.get(_DEAD_STATEMENTS, dict)
@@ -96,7 +98,7 @@ def unreachable(file: CudaFile, call, function) -> bool:
 _NULL = frozenset({"nullptr", "NULL", "0"})
 
 
-def null_args(file: CudaFile, call, function) -> list[list]:
+def null_args(file: CudaFile, call: Node, function: Node) -> list[list[Any]]:
     """[positions of the arguments of `call` written as a null pointer, [position, parameter
     index] of those that pass a parameter of the caller on unchanged]."""
     args = call.child_by_field_name("arguments")
@@ -154,7 +156,7 @@ def null_exits(file: CudaFile) -> dict[str, list[int]]:
     return {n: sorted(v) for n, v in sorted(out.items())}
 
 
-def method_called(file: CudaFile, call) -> str | None:
+def method_called(file: CudaFile, call: Node) -> str | None:
     """`forward` of `layer_->forward(...)` / `layer.forward(...)`."""
     fn = call.child_by_field_name("function")
     if fn is not None and fn.type == "field_expression":
@@ -170,7 +172,7 @@ _BRANCHES = frozenset(
 )
 
 
-def runs_after(file: CudaFile, call, later) -> bool:
+def runs_after(file: CudaFile, call: Node, later: Node) -> bool:
     """`later` runs whenever `call` has run, no branch (runtime or preprocessor) around it."""
     return on_path_after(file, call, later, _BRANCHES)
 
@@ -199,7 +201,7 @@ def last_error_readers(file: CudaFile) -> list[str]:
     return sorted(out)
 
 
-def _class_of(file: CudaFile, function) -> str:
+def _class_of(file: CudaFile, function: Node) -> str:
     """The class a method belongs to: `Cls` of `Cls<T>::run`, or the class around it."""
     declarator = file.function_name_node(function)
     inner = declarator.child_by_field_name("declarator") if declarator is not None else None
@@ -246,7 +248,7 @@ def _object_classes(file: CudaFile) -> dict[str, str]:
     }
 
 
-def classes_of(file: CudaFile, call, function, objects: dict[str, str]) -> list[str]:
+def classes_of(file: CudaFile, call: Node, function: Node, objects: dict[str, str]) -> list[str]:
     """[the class of the calling method or "", the class whose method the call reaches or ""]."""
     owner = _class_of(file, function) if is_method(file, function) else ""
     fn = call.child_by_field_name("function")
@@ -265,14 +267,14 @@ def classes_of(file: CudaFile, call, function, objects: dict[str, str]) -> list[
     return [owner, ""]
 
 
-def _ancestors_to(file: CudaFile, node, stop):
+def _ancestors_to(file: CudaFile, node: Node, stop: Node) -> Iterator[Node]:
     for a in file.ancestors(node):
         if a == stop:
             return
         yield a
 
 
-def _parameters(file: CudaFile, function) -> list[str]:
+def _parameters(file: CudaFile, function: Node) -> list[str]:
     """The parameter names of `function`, in order ("" for an unnamed one)."""
     memo = file.memo.get(_PARAMETERS, dict)
     found = memo.get(function.start_byte)
@@ -281,7 +283,7 @@ def _parameters(file: CudaFile, function) -> list[str]:
     return found
 
 
-def _parameter_names(file: CudaFile, function) -> list[str]:
+def _parameter_names(file: CudaFile, function: Node) -> list[str]:
     declarator = file.function_name_node(function)
     params = declarator.child_by_field_name("parameters") if declarator is not None else None
     out = []

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gpulint.frontends import MemoKey
 from gpulint.frontends.cuda.callgraph import CALLED_BYTES
@@ -16,6 +16,8 @@ from gpulint.frontends.cuda.idioms import api_kind, folders_of, is_check_name, l
 from gpulint.source import is_driver_path
 
 if TYPE_CHECKING:
+    from tree_sitter import Node
+
     from gpulint.frontends.cuda.file import CudaFile
     from gpulint.frontends.cuda.project import CudaProject
 
@@ -24,7 +26,7 @@ LAST_CHECK_END: MemoKey[dict[tuple[int, int, tuple[str, ...]], int]] = MemoKey(
 )
 
 
-def last_check_end(file: CudaFile, scope, configured=()) -> int:
+def last_check_end(file: CudaFile, scope: Node, configured: tuple[str, ...] = ()) -> int:
     """Byte offset just past the last launch check in `scope` (a function, or the file): -1
     when none. The text, not the tree: a check inside a region tree-sitter could not parse
     still counts. Computed once per scope."""
@@ -54,7 +56,7 @@ def last_check_end(file: CudaFile, scope, configured=()) -> int:
     return found
 
 
-def status_checked(file: CudaFile, call) -> bool:
+def status_checked(file: CudaFile, call: Node) -> bool:
     """The call's result is checked where it is made: `CUDA_CHECK(launch(...))`,
     `if (launch(...) != cudaSuccess)`, `cudaError_t e = launch(...)` (a launcher that returns
     `cudaGetLastError()`). Returning or storing a tensor is not a check."""
@@ -76,7 +78,9 @@ _STATEMENT_CONTAINERS_OR_FUNCTION = {
 }
 
 
-def checks_after(file: CudaFile, scope, node, configured=()) -> set[str]:
+def checks_after(
+    file: CudaFile, scope: Node | None, node: Node, configured: tuple[str, ...] = ()
+) -> set[str]:
     """The names of the launch checks after `node` in `scope` (as `last_check_end` finds
     them): which checks cover it, for the project's convention (a debug-only one is none)."""
     if scope is None:
@@ -103,13 +107,17 @@ def _release_checked(via: str, debug: frozenset[str]) -> bool:
     return not via or not debug or any(n not in debug for n in via.split(","))
 
 
-def launch_checked_in(file: CudaFile, launch, function, configured=()) -> bool:
+def launch_checked_in(
+    file: CudaFile, launch: Node, function: Node, configured: tuple[str, ...] = ()
+) -> bool:
     """A launch check follows `launch` in `function`."""
-    return last_check_end(file, function, configured) > launch.end_byte
+    return bool(last_check_end(file, function, configured) > launch.end_byte)
 
 
 def count_convention(
-    project: CudaProject, facts_by_path: dict[str, dict], skip: frozenset[str] = frozenset()
+    project: CudaProject,
+    facts_by_path: dict[str, dict[str, Any]],
+    skip: frozenset[str] = frozenset(),
 ) -> None:
     """The project's launch-checking convention and its per-kind runtime-call counts. A
     launcher's unchecked launches count as checked when library callers are found and every

@@ -40,10 +40,12 @@ from gpulint.frontends.cuda.idioms import (
 )
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from gpulint.frontends.cuda.file import CudaFile
 
 
-def file_facts(file: CudaFile, configured: tuple[str, ...] = ()) -> dict:
+def file_facts(file: CudaFile, configured: tuple[str, ...] = ()) -> dict[str, Any]:
     """One file's contribution to the project (JSON-able; a function of the file's bytes and
     the configured check macros only, so it can be stored by content)."""
     launchers: dict[str, set[int]] = {}  # name -> start bytes of its definitions that launch
@@ -83,7 +85,7 @@ def file_facts(file: CudaFile, configured: tuple[str, ...] = ()) -> dict:
             defs[name] = defs.get(name, 0) + 1
             if is_method(file, fn):
                 methods.add(name)
-    calls: list[tuple[str, str, int, bool, list]] = []
+    calls: list[tuple[str, str, int, bool, list[Any]]] = []
     nodes = []  # the call of each entry of `calls`
     objects: dict[str, str] = {}  # (filled on the first call through an object)
     for call in file.all_calls:
@@ -205,16 +207,16 @@ class FactStore:
 
     MAX_BYTES = 64 * 1024 * 1024
 
-    def __init__(self, directory, configured: tuple[str, ...]):
+    def __init__(self, directory: Path | None, configured: tuple[str, ...]) -> None:
         from gpulint.engine import _code_stamp
 
         self.directory = directory
         stamp = hashlib.sha256(f"{_code_stamp()}".encode()).hexdigest()[:16]
         self.path = directory / f"cuda-facts-{stamp}.json" if directory is not None else None
         self.salt = json.dumps(sorted(configured))
-        self.old: dict[str, dict] = {}
-        self.new: dict[str, dict] = {}
-        if self.path is not None:
+        self.old: dict[str, dict[str, Any]] = {}
+        self.new: dict[str, dict[str, Any]] = {}
+        if self.path is not None and directory is not None:
             from gpulint.safeio import Unreadable, read_text
 
             try:
@@ -227,18 +229,18 @@ class FactStore:
     def key(self, data: bytes) -> str:
         return hashlib.sha256(data + self.salt.encode()).hexdigest()
 
-    def get(self, key: str) -> dict | None:
+    def get(self, key: str) -> dict[str, Any] | None:
         found = self.new.get(key) or self.old.get(key)
         if not _valid(found):
             return None
         self.new[key] = found
         return found
 
-    def put(self, key: str, facts: dict) -> None:
+    def put(self, key: str, facts: dict[str, Any]) -> None:
         self.new[key] = facts
 
     def save(self) -> None:
-        if self.path is None or self.new.keys() == self.old.keys():
+        if self.path is None or self.directory is None or self.new.keys() == self.old.keys():
             return
         import os
         import tempfile
@@ -253,7 +255,7 @@ class FactStore:
             pass  # a store that cannot be written is only a slower next run
 
 
-def _valid(facts: object) -> TypeGuard[dict]:
+def _valid(facts: object) -> TypeGuard[dict[str, Any]]:
     return (
         isinstance(facts, dict)
         and isinstance(facts.get("launchers"), dict)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Any
 
 from gpulint.safeio import read_side
 from gpulint.source import is_driver_path
@@ -66,7 +67,7 @@ MAIN_BYTES = re.compile(rb"(?m)^\s*(?:int|void|auto)\s+main\s*\(")
 
 
 def harness_headers(
-    facts_by_path: dict[str, dict], paths: list[str], drivers: Iterable[str] = ()
+    facts_by_path: dict[str, dict[str, Any]], paths: list[str], drivers: Iterable[str] = ()
 ) -> frozenset[str]:
     """Headers `#include`d only from standalone programs' code: each `#include "x/y.h"` is
     resolved to the checked file ending in `x/y.h` nearest the including file (two

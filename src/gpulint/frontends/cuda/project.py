@@ -16,6 +16,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 from gpulint.frontends.cuda.callgraph import (
     DEPTH,
@@ -108,7 +109,7 @@ class CudaProject:
         self,
         name: str,
         depth: int = 0,
-        seen=None,
+        seen: set[tuple[str, str]] | None = None,
         path: str | None = None,
         owner: str = "",
     ) -> CallSite | None:
@@ -120,7 +121,7 @@ class CudaProject:
         self,
         name: str,
         depth: int = 0,
-        seen=None,
+        seen: set[tuple[str, str]] | None = None,
         path: str | None = None,
         owner: str = "",
     ) -> list[CallSite] | None:
@@ -258,10 +259,10 @@ class CudaProject:
         }
         return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()[:16]
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """The project as plain JSON data (`from_json` gives it back equal): kept between runs
         by gpulint.projectcache. A field of a kind not handled here raises TypeError."""
-        out: dict = {}
+        out: dict[str, Any] = {}
         for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, frozenset) and all(isinstance(v, str) for v in value):
@@ -290,9 +291,9 @@ class CudaProject:
         return out
 
     @classmethod
-    def from_json(cls, data: dict) -> CudaProject:
+    def from_json(cls, data: dict[str, Any]) -> CudaProject:
         """The project `to_json` gave; ValueError where `data` is not one."""
-        values: dict = {}
+        values: dict[str, Any] = {}
         sites = [
             (g.name, {"str": str, "int": int, "bool": bool}[str(g.type)]) for g in fields(CallSite)
         ]
@@ -351,7 +352,7 @@ class CudaProject:
         return out
 
 
-def _site_key(site: CallSite) -> tuple:
+def _site_key(site: CallSite) -> tuple[str, str, int, bool, str, str, str, str]:
     return (
         site.caller,
         site.path,
@@ -365,7 +366,9 @@ def _site_key(site: CallSite) -> tuple:
 
 
 def merge(
-    facts_by_path: dict[str, dict], count: bool = True, bases: frozenset[str] = frozenset()
+    facts_by_path: dict[str, dict[str, Any]],
+    count: bool = True,
+    bases: frozenset[str] = frozenset(),
 ) -> CudaProject:
     launchers: dict[str, str] = {}
     launching: dict[str, int] = {}
@@ -475,7 +478,9 @@ def merge(
     return project
 
 
-def _readers(facts_by_path: dict[str, dict], defs: dict[str, int], last_error) -> frozenset:
+def _readers(
+    facts_by_path: dict[str, dict[str, Any]], defs: dict[str, int], last_error: Iterable[str]
+) -> frozenset[str]:
     from gpulint.frontends.cuda.idioms import LAST_ERROR_CHECKS
 
     reading = set(last_error) | LAST_ERROR_CHECKS
@@ -489,13 +494,13 @@ def _readers(facts_by_path: dict[str, dict], defs: dict[str, int], last_error) -
 
 
 def build(
-    files: Iterable[tuple[str, bytes]], facts_of: Callable[[str, bytes], dict]
+    files: Iterable[tuple[str, bytes]], facts_of: Callable[[str, bytes], dict[str, Any]]
 ) -> CudaProject:
     """The project of a checked tree. Files that launch kernels (`<<<`) are read first; then
     only the files that mention one of their launchers. `facts_of(path, data)` gives a file's
     facts (parsed, or from the facts store)."""
     files = files if isinstance(files, list) else list(files)  # (read twice)
-    facts: dict[str, dict] = {}
+    facts: dict[str, dict[str, Any]] = {}
     rest: list[tuple[str, bytes]] = []
     drivers: set[str] = set()  # sources defining `main`, which other files may `#include`
     extension_sources: list[str] = []  # launching sources that mention torch (GPU804's files)

@@ -97,7 +97,9 @@ def _configs(file: PythonFile, node: ast.AST, env: dict[str, object], depth: int
     raise Unknown
 
 
-def comprehension_bindings(file: PythonFile, generators, env) -> Iterator[dict[str, object]]:
+def comprehension_bindings(
+    file: PythonFile, generators: list[ast.comprehension], env: dict[str, object]
+) -> Iterator[dict[str, object]]:
     combos = [dict(env)]
     for gen in generators:
         if gen.is_async:

@@ -144,7 +144,7 @@ def _host_value(
     return _host_value(file, scope, found, line, depth + 1)
 
 
-def _host_int(file: PythonFile, scope, node: ast.AST, line: int) -> int | None:
+def _host_int(file: PythonFile, scope: ast.AST, node: ast.AST, line: int) -> int | None:
     """An integer the host code fixes (literals, constants of the launcher or the module)."""
     env: dict[str, object] = {}
     for n in ast.walk(node):
@@ -162,7 +162,9 @@ def _host_int(file: PythonFile, scope, node: ast.AST, line: int) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _checked_multiples(file: PythonFile, scope, call: ast.Call) -> list[tuple[ast.AST, int]]:
+def _checked_multiples(
+    file: PythonFile, scope: ast.AST, call: ast.Call
+) -> list[tuple[ast.AST, int]]:
     """`(dim, C)` for each `dim % C == 0` the launcher makes sure of before the launch:
     `assert dim % C == 0`, `torch._check(dim % C == 0)`, `if dim % C: raise ...`."""
     out: list[tuple[ast.AST, int]] = []
@@ -255,7 +257,7 @@ def _divides_dim(file: PythonFile, value: ast.AST) -> ast.expr | None:
 
 
 def _rounded_to(
-    file: PythonFile, scope, node: ast.expr, line: int, depth: int = 0
+    file: PythonFile, scope: ast.AST, node: ast.expr, line: int, depth: int = 0
 ) -> list[ast.expr]:
     """The multiples a host size is rounded up to: `cdiv(n, B) * B`, `((n + B - 1) // B) * B`,
     `math.ceil(n / B) * B`, `n + (B - n % B) % B`, `n + -n % B`, through local names."""
@@ -297,7 +299,7 @@ def _rounded_to(
 _ALLOCATORS = ("empty", "zeros", "ones", "full", "new_empty", "new_zeros", "new_ones", "new_full")
 
 
-def _allocated_dims(file: PythonFile, scope, node: ast.expr, line: int) -> list[ast.expr]:
+def _allocated_dims(file: PythonFile, scope: ast.AST, node: ast.expr, line: int) -> list[ast.expr]:
     """The sizes of a buffer allocated in the launcher (`torch.empty((a, b), ...)`)."""
     value = _host_value(file, scope, node, line)
     if not isinstance(value, ast.Call) or not isinstance(value.func, (ast.Attribute, ast.Name)):
@@ -313,7 +315,7 @@ def _allocated_dims(file: PythonFile, scope, node: ast.expr, line: int) -> list[
     return list(shape.elts) if isinstance(shape, (ast.Tuple, ast.List)) else []
 
 
-def _same_size(file: PythonFile, scope, a: ast.expr, b: ast.expr, line: int) -> bool:
+def _same_size(file: PythonFile, scope: ast.AST, a: ast.expr, b: ast.expr, line: int) -> bool:
     """Whether block `b` divides `a`: the same expression, or integers with `a % b == 0`."""
     if label(_host_value(file, scope, a, line)) == label(_host_value(file, scope, b, line)):
         return True

@@ -6,7 +6,8 @@ stay silent on unknowns."""
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from gpulint.frontends import MemoKey
 
@@ -58,12 +59,17 @@ def _module_constants(file: PythonFile) -> dict[str, ast.expr]:
     return out
 
 
-def evaluate(node: ast.AST, env: dict[str, object], file: PythonFile | None = None, depth: int = 0):
+def evaluate(
+    node: ast.AST, env: dict[str, object], file: PythonFile | None = None, depth: int = 0
+) -> Any:
     """Evaluate a literal expression (numbers, strings, lists, tuples, + - * // ** %, names in
     `env` or module constants). Raises Unknown otherwise."""
     if depth > 20:
         raise Unknown
-    ev = lambda n: evaluate(n, env, file, depth + 1)  # noqa: E731
+
+    def ev(n: ast.AST) -> Any:
+        return evaluate(n, env, file, depth + 1)
+
     if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, str, bool)):
         return node.value
     if isinstance(node, ast.Name):
@@ -84,7 +90,7 @@ def evaluate(node: ast.AST, env: dict[str, object], file: PythonFile | None = No
         return -ev(node.operand)
     if isinstance(node, ast.BinOp):
         left, right = ev(node.left), ev(node.right)
-        ops = {
+        ops: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
             ast.Add: lambda a, b: a + b,
             ast.Sub: lambda a, b: a - b,
             ast.Mult: lambda a, b: a * b,
@@ -101,7 +107,7 @@ def evaluate(node: ast.AST, env: dict[str, object], file: PythonFile | None = No
             raise Unknown from None
     if isinstance(node, ast.Compare) and len(node.ops) == 1:
         left, right = ev(node.left), ev(node.comparators[0])
-        compare = {
+        compares: dict[type[ast.cmpop], Callable[[Any, Any], Any]] = {
             ast.Lt: lambda a, b: a < b,
             ast.LtE: lambda a, b: a <= b,
             ast.Gt: lambda a, b: a > b,
@@ -110,7 +116,8 @@ def evaluate(node: ast.AST, env: dict[str, object], file: PythonFile | None = No
             ast.NotEq: lambda a, b: a != b,
             ast.In: lambda a, b: a in b,
             ast.NotIn: lambda a, b: a not in b,
-        }.get(type(node.ops[0]))
+        }
+        compare = compares.get(type(node.ops[0]))
         if compare is None:
             raise Unknown
         try:

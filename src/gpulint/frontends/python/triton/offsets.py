@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -41,13 +42,13 @@ class Offsets:
     label, which dimensions are tiled, and which have a compile-time shape."""
 
     bits: int = 0
-    origins: frozenset = frozenset()  # of an INDEX: PROGRAM / LOOP
-    starts: frozenset = frozenset()  # of a START: (X, origin)
-    sizes: frozenset = frozenset()  # of an ARANGE: X
-    tiles: frozenset = frozenset()  # of a TILE: (X, origin)
-    bp_blocks: tuple = ()  # of a BLOCKPTR: the block label of each dimension
-    bp_tiles: frozenset = frozenset()  # (dimension, X, origin)
-    bp_exact: frozenset = frozenset()  # dimensions whose shape is a compile-time constant
+    origins: frozenset[str] = frozenset()  # of an INDEX: PROGRAM / LOOP
+    starts: frozenset[tuple[str, str]] = frozenset()  # of a START: (X, origin)
+    sizes: frozenset[str] = frozenset()  # of an ARANGE: X
+    tiles: frozenset[tuple[str, str]] = frozenset()  # of a TILE: (X, origin)
+    bp_blocks: tuple[str, ...] = ()  # of a BLOCKPTR: the block label of each dimension
+    bp_tiles: frozenset[tuple[int, str, str]] = frozenset()  # (dimension, X, origin)
+    bp_exact: frozenset[int] = frozenset()  # dimensions whose shape is a compile-time constant
 
     def __or__(self, o: Offsets) -> Offsets:
         return Offsets(
@@ -63,16 +64,15 @@ class Offsets:
 
     def keep(self, bits: int) -> Offsets:
         b = self.bits & bits
-        empty: frozenset[object] = frozenset()
         return Offsets(
             b,
-            self.origins if b & INDEX else empty,
-            self.starts if b & START else empty,
-            self.sizes if b & ARANGE else empty,
-            self.tiles if b & TILE else empty,
+            self.origins if b & INDEX else frozenset(),
+            self.starts if b & START else frozenset(),
+            self.sizes if b & ARANGE else frozenset(),
+            self.tiles if b & TILE else frozenset(),
             self.bp_blocks if b & BLOCKPTR else (),
-            self.bp_tiles if b & BLOCKPTR else empty,
-            self.bp_exact if b & BLOCKPTR else empty,
+            self.bp_tiles if b & BLOCKPTR else frozenset(),
+            self.bp_exact if b & BLOCKPTR else frozenset(),
         )
 
     @property
@@ -80,7 +80,7 @@ class Offsets:
         return bool(self.bits & INDEX) and not self.bits & (ARANGE | START | TILE | BLOCKPTR)
 
     @property
-    def bounded_sizes(self) -> frozenset:
+    def bounded_sizes(self) -> frozenset[str]:
         """The tile sizes a mask built from this value bounds."""
         return self.sizes | frozenset(x for x, _ in self.tiles)
 
@@ -131,9 +131,13 @@ def range_args(file: PythonFile, it: ast.AST) -> tuple[ast.AST, ast.AST, ast.AST
 class _Def:
     pos: tuple[int, int]  # where the new value becomes visible (after the statement)
     kind: str  # "assign", "aug", "for"
-    node: ast.AST  # the value (assign), the AugAssign, or the For
-    loops: tuple  # the loops (For/While) the definition sits in, innermost last
+    node: ast.AST | None  # the value (assign; None: unknown), the AugAssign, or the For
+    loops: tuple[ast.stmt, ...]  # the loops (For/While) the definition sits in, innermost last
     at: tuple[int, int] = (0, 0)  # where the statement starts
+
+
+# (name, use position, the constexpr branch values in force there)
+_UseKey = tuple[str, tuple[int, int], frozenset[tuple[str, object]]]
 
 
 class OffsetFlow:
@@ -160,17 +164,19 @@ class OffsetFlow:
         self._walk(kernel.node.body, ())
         for entries in self.defs.values():
             entries.sort(key=lambda d: d.pos)
-        self._memo: dict[tuple, Offsets] = {}
-        self._active: set[tuple] = set()
+        self._memo: dict[_UseKey, Offsets] = {}
+        self._active: set[_UseKey] = set()
         self._ctx: dict[str, object] = {}
         self._params: dict[str, Offsets] = {}
 
     # definitions ------------------------------------------------------------------------
-    def _walk(self, body, loops: tuple) -> None:
+    def _walk(
+        self, body: Sequence[ast.stmt | ast.excepthandler], loops: tuple[ast.stmt, ...]
+    ) -> None:
         for stmt in body:
             self._stmt(stmt, loops)
 
-    def _stmt(self, stmt: ast.stmt, loops: tuple) -> None:
+    def _stmt(self, stmt: ast.stmt | ast.excepthandler, loops: tuple[ast.stmt, ...]) -> None:
         end = (stmt.end_lineno or stmt.lineno, stmt.end_col_offset or 0)
         self._at = (stmt.lineno, stmt.col_offset)
         if isinstance(stmt, ast.If):
@@ -197,11 +203,18 @@ class OffsetFlow:
         for field_name in ("body", "orelse", "finalbody", "handlers"):
             inner = getattr(stmt, field_name, None)
             if isinstance(inner, list):
-                self._walk([s for s in inner if isinstance(s, ast.AST)], loops)
+                self._walk([s for s in inner if isinstance(s, ast.stmt | ast.excepthandler)], loops)
         if isinstance(stmt, ast.ExceptHandler):
             self._walk(stmt.body, loops)
 
-    def _target(self, target, value, kind, end, loops) -> None:
+    def _target(
+        self,
+        target: ast.expr,
+        value: ast.expr | None,
+        kind: str,
+        end: tuple[int, int],
+        loops: tuple[ast.stmt, ...],
+    ) -> None:
         if isinstance(target, ast.Name):
             self.defs.setdefault(target.id, []).append(_Def(end, kind, value, loops, self._at))
         elif isinstance(target, (ast.Tuple, ast.List)):
@@ -266,7 +279,9 @@ class OffsetFlow:
         self._memo[key] = out
         return out
 
-    def reaching(self, name: str, pos: tuple[int, int], use: dict | None = None) -> list[_Def]:
+    def reaching(
+        self, name: str, pos: tuple[int, int], use: dict[str, object] | None = None
+    ) -> list[_Def]:
         """The definitions of `name` that reach a use at `pos`: the last one above it, and
         those later in a loop that holds the use (carried round to the next iteration)."""
         use = self._specialised(pos) if use is None else use
@@ -277,7 +292,7 @@ class OffsetFlow:
         ]
         return before[-1:] + carried
 
-    def _name_value(self, name: str, pos: tuple[int, int], use: dict) -> Offsets:
+    def _name_value(self, name: str, pos: tuple[int, int], use: dict[str, object]) -> Offsets:
         defs = self.reaching(name, pos, use)
         if not defs or defs[0].pos > pos:
             out = self.param_value(name) if name in self.kernel.params else NOTHING

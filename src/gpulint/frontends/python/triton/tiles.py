@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gpulint.frontends import MemoKey
 from gpulint.frontends.python.triton.autotune import Config, is_config_call
@@ -31,6 +31,7 @@ from gpulint.frontends.python.triton.offsets import (
 
 if TYPE_CHECKING:
     from gpulint.frontends.python.file import PythonFile
+    from gpulint.hardware import Arch
 
 _FILE_TILES: MemoKey[frozenset[str]] = MemoKey("triton.file_tiles")
 _TILES: MemoKey[dict[int, frozenset[str]]] = MemoKey("triton.tiles")
@@ -130,7 +131,7 @@ def block_role(name: str) -> str | None:
     return m.group(1) if m else None
 
 
-def pipeline_buffers(arch, num_stages: int, block_m: int) -> int:
+def pipeline_buffers(arch: Arch, num_stages: int, block_m: int) -> int:
     """How many A/B tile buffers Triton's software pipeline allocates for `num_stages`.
 
     Measured with Triton 3.6.0 (compiled `metadata.shared` of a tutorial matmul, fp16 and fp8,
@@ -206,7 +207,7 @@ def dot_operand_tiles(file: PythonFile, kernel: Kernel) -> list[SmemTile] | None
 
 
 def _feeding_loads(
-    file: PythonFile, f: OffsetFlow, expr: ast.AST, depth: int, seen: set
+    file: PythonFile, f: OffsetFlow, expr: ast.AST, depth: int, seen: set[int]
 ) -> list[ast.Call]:
     if depth > 8:
         return []
@@ -283,7 +284,7 @@ class SmemEstimate:
     element_bytes: int
 
     def explain(self) -> str:
-        def tiles(ts):
+        def tiles(ts: list[tuple[tuple[int, ...], str]]) -> str:
             return " + ".join("×".join(map(str, dims)) for dims, _ in ts)
 
         text = (
@@ -299,9 +300,9 @@ def shared_memory_estimate(
     file: PythonFile,
     kernel: Kernel,
     config: Config,
-    arch,
+    arch: Arch,
     nbytes: int,
-    env_extra: dict | None = None,
+    env_extra: dict[str, Any] | None = None,
 ) -> SmemEstimate | None:
     """Shared memory Triton allocates for a matmul-like kernel under one config: every tile
     that feeds a `tl.dot` in its loop, once per pipeline buffer, plus dot operands loaded
@@ -330,7 +331,7 @@ def shared_memory_estimate(
     block_m = next((v for k, v in env.items() if block_role(k) == "M" and isinstance(v, int)), 64)
     buffers = pipeline_buffers(arch, config.num_stages, block_m)
 
-    def elems(ts):
+    def elems(ts: list[tuple[tuple[int, ...], str]]) -> int:
         total = 0
         for dims, _ in ts:
             n = 1
