@@ -196,6 +196,7 @@ FLOOR = {
     "gpulint.frontends.python.triton.*",
     "gpulint.frontends.cuda.callgraph",
     "gpulint.frontends.cuda.conventions",
+    "gpulint.frontends.cuda.errorstate",
     "gpulint.frontends.cuda.factstore",
     "gpulint.frontends.cuda.harness",
     "gpulint.frontends.cuda.project",

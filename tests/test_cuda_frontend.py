@@ -794,8 +794,10 @@ def test_a_later_wrapped_last_error_check_covers_an_attribute_call_but_a_bare_on
     )
     assert [f for f in lint_text(text, "attn.cu") if f.code == "GPU803"] == []
     bare = text.replace("CUDA_CHECK(cudaGetLastError());", "cudaGetLastError();")
-    [finding] = [f for f in lint_text(bare, "attn.cu") if f.code == "GPU803"]
-    assert finding.line == 4
+    attribute, clear = [f for f in lint_text(bare, "attn.cu") if f.code == "GPU803"]
+    assert attribute.line == 4
+    # ... and the bare clear itself drops the launch's error (errorstate.swallowed)
+    assert clear.line == 7 and "the launch of `k` (line 5)" in clear.message
 
 
 QUERY_FIXTURE = Path(__file__).resolve().parent.parent / (

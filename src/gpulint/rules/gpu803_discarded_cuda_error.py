@@ -1,4 +1,9 @@
-from gpulint.diagnostics import Severity
+from collections.abc import Iterator
+
+from tree_sitter import Node
+
+from gpulint.diagnostics import Finding, Related, Severity
+from gpulint.frontends.cuda.errorstate import is_bare_clear, swallowed
 from gpulint.frontends.cuda.file import CudaFile
 from gpulint.frontends.cuda.idioms import (
     attribute_needs_no_check,
@@ -40,6 +45,16 @@ class DiscardedCudaError(Rule):
     mismatch; debugging helpers (`print_*`, `dump_*`, `debug_*` functions); and debug-only
     code (the first branch of `#if DEBUG_GUARDS`, `#ifdef MY_DEBUG`, `#ifndef NDEBUG`), a
     diagnostic aid rather than the product.
+
+    Also a bare `cudaGetLastError();` (its result dropped) after a kernel launch, or after a
+    dropped call of these kinds that a later check of the last error would have reported, on
+    its straight-line path in the same function with nothing reading a status in between: it
+    reads the failure, resets the error state to `cudaSuccess` and drops it, so the failure
+    goes unreported and a check after it sees success. Left alone: a clear after a status the
+    code has read (`if (err != cudaSuccess) { cudaGetLastError(); throw ...; }`), at the top of
+    a function, right after a call allowed to fail (`cudaHostRegister(...);
+    cudaGetLastError();`), a reset a comment on its line says is meant (`// reset`), and in
+    the programs and harness code left alone above (a benchmark timing the call this way).
 
     Only for a kind of call (copies, memsets, allocations, attribute and limit calls, API
     launches, graph launches) the code checks by convention: the file, where it makes at least
@@ -172,8 +187,16 @@ void f(float** d, float** e, size_t n) {
 
     grades: tuple[str, ...] = ("corrupting",)
     house_message = ""  # GPU811's
+    clear_message = (
+        "`cudaGetLastError();` reads and drops the error of {what} (line {line}){more}, "
+        "resetting the error state: that failure goes unreported{later}; check it: `{suggest}`"
+    )
 
     def visit_call_expression(self, node, file: CudaFile):
+        if is_bare_clear(file, node):
+            if "corrupting" in self.grades:
+                yield from self._swallowing_clear(file, node)
+            return
         found = discarded_call(file, node)
         if found is None:
             return
@@ -212,3 +235,43 @@ void f(float** d, float** e, size_t n) {
             )
             return
         yield self.report(file, node, name=name, suggest=fix_for(file, call))
+
+    def _swallowing_clear(self, file: CudaFile, node: Node) -> Iterator[Finding]:
+        """A bare `cudaGetLastError();` after launches or dropped runtime calls whose failure
+        nothing read: it reads that failure, resets the state and drops it."""
+        if file.is_driver or file.in_program(node):
+            return  # a test, benchmark or demo program (a benchmark times the call this way)
+        if file.display_path.replace("\\", "/") in file.project.harness:
+            return
+        found = swallowed(file, node)
+        if found is None:
+            return
+        first = found.lost[0]
+        if file.launch_config(first) is not None:
+            what = f"the launch of `{file.call_name(first) or 'the kernel'}`"
+        else:
+            what = f"`{file.call_name(first)}`"
+        others = len(found.lost) - 1
+        more = f" and of {others} more call{'s' if others > 1 else ''} before it" if others else ""
+        later = ""
+        related = [
+            Related(file.display_path, *file.span(c)[:2], "its failure is lost here")
+            for c in found.lost[:3]
+        ]
+        if found.later_check is not None:
+            line = file.span(found.later_check)[0]
+            later = f", and the check at line {line} sees success"
+            related.append(
+                Related(file.display_path, line, file.span(found.later_check)[1], "sees success")
+            )
+        yield self.report(
+            file,
+            node,
+            self.clear_message,
+            related=tuple(related),
+            what=what,
+            line=file.span(first)[0],
+            more=more,
+            later=later,
+            suggest=fix_for(file, "cudaGetLastError()"),
+        )
