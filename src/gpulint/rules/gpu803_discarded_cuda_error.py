@@ -31,10 +31,13 @@ class DiscardedCudaError(Rule):
     a host-to-host copy (`cudaMemcpyHostToHost`), an explicit `(void)` cast,
     the project's own wrappers (`cudaFreeCheck(p)`, functions the project defines with a
     runtime-like name), device code, and standalone programs with their harness code, where a
-    failure shows as soon as the program runs: a file that defines `main` (or the `#if` branch
-    that holds it, such as `#ifdef RUN_MAIN`, and the functions of the file only it calls), a
+    failure shows as soon as the program runs: `main` (or the `#if` branch that holds it, such
+    as `#ifdef RUN_MAIN`) and the functions of the file only it calls, two levels down, a
     header the project includes only from such code, and files under test, benchmark, demo or
-    example paths, and the sources of a PyTorch extension only scripts use (see GPU802); and
+    example paths, and the sources of a PyTorch extension only scripts use (see GPU802). The
+    other functions of a file that defines `main` are checked: library code beside a self-test
+    `main` that never calls it (benchmark drivers and tutorial exercises, whose helpers `main`
+    calls, stay left alone); and
     a `cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, n)` where `n` is a
     compile-time constant of at most 48 KB (the default limit: the call changes nothing), or
     where a launch of `k` follows on its path and that launch is checked, after it or by every
@@ -207,7 +210,7 @@ void f(float** d, float** e, size_t n) {
             return  # a no-op (<= 48 KB), or the launch that needs it is checked
         house = unchecked_by_convention(file, name) if grade == "corrupting" else None
         if grade == "corrupting":
-            if file.is_driver or file.in_program(node):
+            if file.is_driver or file.run_by_main(node) or file.is_harness_header:
                 return  # a test, benchmark or demo program: a failure shows when it runs
             if file.display_path.replace("\\", "/") in file.project.harness:
                 return  # an extension only scripts use: the benchmark run shows a failure
@@ -239,7 +242,7 @@ void f(float** d, float** e, size_t n) {
     def _swallowing_clear(self, file: CudaFile, node: Node) -> Iterator[Finding]:
         """A bare `cudaGetLastError();` after launches or dropped runtime calls whose failure
         nothing read: it reads that failure, resets the state and drops it."""
-        if file.is_driver or file.in_program(node):
+        if file.is_driver or file.run_by_main(node) or file.is_harness_header:
             return  # a test, benchmark or demo program (a benchmark times the call this way)
         if file.display_path.replace("\\", "/") in file.project.harness:
             return

@@ -500,6 +500,32 @@ class CudaFile:
         return bool(_MAIN.search(self.text))
 
     @functools.cached_property
+    def main_ranges(self) -> list[tuple[int, int]]:
+        """Byte ranges of `main` itself: each definition outside any `#if`, else the `#if`
+        branch that holds one (as `program_ranges`, without the rest of the file)."""
+        spans = []
+        for fn in self.nodes("function_definition"):
+            name = self.function_name_node(fn)
+            name = name.child_by_field_name("declarator") if name is not None else None
+            if name is None or self.node_text(name) != "main":
+                continue
+            branch = next((a for a in self.ancestors(fn) if a.type in _PREPROC_BRANCHES), None)
+            if branch is None:
+                spans.append((fn.start_byte, fn.end_byte))
+                continue
+            alternative = branch.child_by_field_name("alternative")
+            end = alternative.start_byte if alternative is not None else branch.end_byte
+            spans.append((branch.start_byte, end))
+        return _merge(spans)
+
+    def run_by_main(self, node: Node) -> bool:
+        """`node` is what a standalone program runs: in `main` (see `main_ranges`), or in a
+        function of this file called only from there, two levels down (a harness's loader,
+        timer or checker). Not a function beside `main` that it never calls: library code
+        other programs link (`in_program` takes the whole file)."""
+        return bool(self.main_ranges) and self._in_program(node, 0, self.main_ranges)
+
+    @functools.cached_property
     def program_ranges(self) -> list[tuple[int, int]]:
         """Byte ranges of standalone-program code: the whole file when it defines `main` outside
         any `#if`, else each `#if`/`#ifdef`/`#else` branch that holds a `main` definition (a
@@ -526,7 +552,7 @@ class CudaFile:
 
     def in_program_code(self, node: Node) -> bool:
         """`in_program` judged from this file alone (what the project's facts record)."""
-        return bool(self.program_ranges) and self._in_program(node, 0)
+        return bool(self.program_ranges) and self._in_program(node, 0, self.program_ranges)
 
     @functools.cached_property
     def is_harness_header(self) -> bool:
@@ -535,8 +561,8 @@ class CudaFile:
         path = self.display_path.replace("\\", "/")
         return path in getattr(self.project, "harness_headers", ())
 
-    def _in_program(self, node: Node, depth: int) -> bool:
-        if _overlaps(self.program_ranges, node.start_byte, node.end_byte):
+    def _in_program(self, node: Node, depth: int, ranges: list[tuple[int, int]]) -> bool:
+        if _overlaps(ranges, node.start_byte, node.end_byte):
             return True
         function = self.enclosing_function(node)
         declarator = self.function_name_node(function) if function is not None else None
@@ -547,7 +573,7 @@ class CudaFile:
         calls = [c for c in self.all_calls if self.call_name(c) == text]
         return bool(calls) and all(
             not function.start_byte <= c.start_byte < function.end_byte
-            and self._in_program(c, depth + 1)
+            and self._in_program(c, depth + 1, ranges)
             for c in calls
         )
 
