@@ -244,3 +244,31 @@ def test_flags_passed_after_a_starred_argument_fill_the_last_parameters():
         "def run(x, m):\n    k[(1,)](x, *x.stride(), m, 128, m % 128 != 0)\n"
     )
     assert tt.divisibility_flags(f, kernel) == {"M_MASK": False}
+
+
+def test_constexpr_arithmetic_of_a_tile_is_a_tile():
+    known = frozenset({"BLOCK_N", "BLOCK"})
+    assert tt.is_tile("BLOCK_N", known)
+    assert tt.is_tile("BLOCK_N // 8", known) and tt.is_tile("BLOCK * 2", known)
+    assert tt.is_tile("2 * BLOCK", known)
+    assert not tt.is_tile("D // 2", known)  # not a tile to begin with
+    assert not tt.is_tile("BLOCK // n", known)  # a run-time factor
+    assert not tt.is_tile("BLOCK + 1", known) and not tt.is_tile("2 // BLOCK", known)
+
+
+def test_a_start_scaled_by_a_literal_steps_by_the_scaled_size():
+    file = parse(
+        "import triton\nimport triton.language as tl\n"
+        "@triton.jit\n"
+        "def k(x, BLOCK: tl.constexpr):\n"
+        "    pid = tl.program_id(0)\n"
+        "    a = pid * BLOCK // 2 + tl.arange(0, BLOCK // 2)\n"
+        "    b = pid * BLOCK * 2 + tl.arange(0, BLOCK * 2)\n"
+        "    c = pid * BLOCK // n + tl.arange(0, BLOCK // 2)\n"
+    )
+    (kernel,) = tt.kernels(file)
+    flow = tt.flow(file, kernel)
+    body = {s.targets[0].id: s.value for s in kernel.node.body if isinstance(s, ast.Assign)}
+    assert flow.of(body["a"]).tiles == {("BLOCK // 2", tt.PROGRAM)}
+    assert flow.of(body["b"]).tiles == {("BLOCK * 2", tt.PROGRAM)}
+    assert not flow.of(body["c"]).tiles  # divided by a run-time value: no step known

@@ -17,7 +17,9 @@ class TritonUnmaskedTileAccess(Rule):
     iteration of a loop over `cdiv(n, X)` blocks (the K loop of a matmul, the KV loop of an
     attention kernel). A program-id tile counts where the code treats `X` as a tile of a larger
     extent: an autotuned meta-parameter, a divisor of `cdiv` (in the kernel or its launch grid),
-    a loop step, or a size the kernel's own masks bound; `row * D + tl.arange(0, D)` with none
+    a loop step, or a size the kernel's own masks bound, or constexpr arithmetic of one by a
+    literal (`pid * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2)`, the packed bytes of a fp4
+    tile; `pid * BLOCK * 2 + tl.arange(0, BLOCK * 2)`); `row * D + tl.arange(0, D)` with none
     of these is a whole row and is left alone. Block pointers are checked the same way: a
     `tl.make_block_ptr` whose offsets are tiled by a program id, or that `tl.advance` moves by
     its block in such a loop, needs `boundary_check` on that dimension unless the dimension's
@@ -238,7 +240,10 @@ def k(x_ptr, n, BLOCK: tl.constexpr):
                     tiles = [(x, o) for _, x, o in unchecked]
                 else:
                     unchecked = None
-                    tiles = sorted((x, o) for x, o in value.tiles if o == tt.LOOP or x in known)
+                    tiles = sorted(
+                        ((x, o) for x, o in value.tiles if o == tt.LOOP or tt.is_tile(x, known)),
+                        key=lambda t: (t[0] not in known, t),  # a size as written first
+                    )
                     if not tiles or value.bits & tt.PADDED:
                         continue
                     mask = tt.access_mask(call, op)

@@ -462,6 +462,13 @@ class OffsetFlow:
                     if idx.pure_index and not size.bits & ~PADDED:
                         starts = frozenset((label(size_node), o) for o in idx.origins)
                         return Offsets(START | size.bits, starts=starts)
+                for start, factor, text in (
+                    (left, node.right, "{x} * {c}"),
+                    (right, node.left, "{c} * {x}"),
+                ):
+                    scaled = _scaled_start(start, factor, text)
+                    if scaled is not None:
+                        return scaled  # `pid * BLOCK * 2`: a start stepping by `BLOCK * 2`
                 return (left | right).keep(ARANGE | START | TILE | PADDED)  # scaled by a stride
             if isinstance(node.op, ast.Mod):
                 # Wrapped: bounded. A program index modulo a run-time count stays an index (the
@@ -471,6 +478,9 @@ class OffsetFlow:
                     keep |= INDEX
                 return left.keep(keep)
             if isinstance(node.op, ast.FloorDiv):
+                scaled = _scaled_start(left, node.right, "{x} // {c}")
+                if scaled is not None:
+                    return scaled  # `pid * BLOCK // 2`: a start stepping by `BLOCK // 2`
                 return left.keep(INDEX)
             return (left | right).keep(ARANGE)
         return NOTHING
@@ -547,6 +557,20 @@ class OffsetFlow:
 
 
 _PARAM_STACK: list[tuple[str, str]] = []
+
+
+def _scaled_start(value: Offsets, factor: ast.AST, text: str) -> Offsets | None:
+    """A start `index * X` scaled by a literal `c` (`* c`, `// c`) steps by `X * c` / `X // c`,
+    spelled as `tl.arange(0, X // 2)` spells it; None for anything else (a stride, a run-time
+    factor, a start of a composite size)."""
+    if not value.bits & START or value.bits & (ARANGE | TILE | BLOCKPTR):
+        return None
+    if not (isinstance(factor, ast.Constant) and type(factor.value) is int and factor.value > 1):
+        return None
+    if not value.starts or not all(x.isidentifier() for x, _ in value.starts):
+        return None
+    starts = frozenset((text.format(x=x, c=factor.value), o) for x, o in value.starts)
+    return Offsets(START | (value.bits & PADDED), starts=starts)
 
 
 def _factors(node: ast.AST) -> list[ast.AST]:

@@ -95,6 +95,32 @@ def _rounds_up(node: ast.AST) -> bool:
     return f == "next_power_of_2"
 
 
+def is_tile(size: str, known: frozenset[str]) -> bool:
+    """`size` is one of the `known` tile sizes (`tile_sizes`), or constexpr arithmetic of one
+    by a literal: `BLOCK_N // 8` (the packed columns of a BLOCK_N tile), `BLOCK * 2`, `2 * BK`.
+    A tile scaled by a constant covers a scaled extent in as many blocks, and overruns it the
+    same way."""
+    if size in known:
+        return True
+    try:
+        node = ast.parse(size, mode="eval").body
+    except SyntaxError:
+        return False
+    if not isinstance(node, ast.BinOp) or not isinstance(node.op, ast.Mult | ast.FloorDiv):
+        return False
+    sides = [(node.left, node.right)]
+    if isinstance(node.op, ast.Mult):
+        sides.append((node.right, node.left))
+    return any(
+        isinstance(base, ast.Name)
+        and base.id in known
+        and isinstance(c, ast.Constant)
+        and type(c.value) is int
+        and c.value > 1
+        for base, c in sides
+    )
+
+
 def tile_sizes(file: PythonFile, kernel: Kernel) -> frozenset[str]:
     """Sizes the code itself treats as tiles of a larger extent, so that a program-id tile of
     that size can overrun: autotuned meta-parameters, divisors of a ceiling division anywhere in
