@@ -20,7 +20,10 @@ class TritonUnmaskedTileAccess(Rule):
     a loop step, or a size the kernel's own masks bound, or constexpr arithmetic of one by a
     literal (`pid * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2)`, the packed bytes of a fp4
     tile; `pid * BLOCK * 2 + tl.arange(0, BLOCK * 2)`); `row * D + tl.arange(0, D)` with none
-    of these is a whole row and is left alone. Block pointers are checked the same way: a
+    of these is a whole row and is left alone. A kernel with no launch in its file (its
+    launcher lives elsewhere) that is passed a size it never reads (the textbook
+    `add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE)` with its masks left out; not a
+    pointer or a stride, by their names) has its constexpr blocks taken as tiles of it. Block pointers are checked the same way: a
     `tl.make_block_ptr` whose offsets are tiled by a program id, or that `tl.advance` moves by
     its block in such a loop, needs `boundary_check` on that dimension unless the dimension's
     shape is a compile-time constant.
@@ -213,6 +216,10 @@ def k(x_ptr, n, BLOCK: tl.constexpr):
                 continue
             flow = tt.flow(file, kernel)
             known = tt.tile_sizes(file, kernel)
+            if not tt.launches(file, kernel) and tt.unread_sizes(kernel):
+                # Launched from elsewhere, and a size it is passed goes unread (the textbook
+                # `n_elements` of a kernel with no mask): its constexpr blocks tile that size.
+                known = known | frozenset(kernel.constexprs)
             divided = tt.launch_divided_tiles(file, kernel)
             flags = tt.divisibility_flags(file, kernel)
             returns_before = _early_return_lines(file, kernel, flow)

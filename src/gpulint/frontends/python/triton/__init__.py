@@ -34,6 +34,7 @@ from gpulint.frontends.python.triton.kernels import (
     kernel_calls,
     kernel_of,
     kernels,
+    unread_sizes,
 )
 from gpulint.frontends.python.triton.launches import (
     divisibility_flags,
@@ -134,4 +135,5 @@ __all__ = [
     "tile_bytes",
     "tile_sizes",
     "tl_name",
+    "unread_sizes",
 ]

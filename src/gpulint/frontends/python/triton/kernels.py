@@ -5,6 +5,7 @@ another (a `@triton.jit` helper called from other kernels)."""
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -77,6 +78,25 @@ def _kernels(file: PythonFile) -> list[Kernel]:
         ]
         found.append(Kernel(fn, autotune, heur, _constexprs(file, fn)))
     return found
+
+
+# Named as a pointer or a stride: not a size a mask could bound against.
+_NOT_A_SIZE = re.compile(r"(?i)ptr|pointer|stride")
+
+
+def unread_sizes(kernel: Kernel) -> frozenset[str]:
+    """Run-time parameters the kernel's body never reads, other than pointers and strides (by
+    their names) and constexprs: the `n_elements` of a kernel that forgot its masks."""
+    read = {
+        n.id
+        for n in ast.walk(kernel.node)
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+    }
+    return frozenset(
+        p
+        for p in kernel.params
+        if p not in read and p not in kernel.constexprs and not _NOT_A_SIZE.search(p)
+    )
 
 
 def kernel_of(file: PythonFile, node: ast.AST) -> Kernel | None:
