@@ -197,6 +197,28 @@ def test_device_from_configuration_makes_gpu_code_and_cpu_defaults_do_not():
     assert not parse("x = 1\n").uses_cuda
 
 
+def test_accelerators_handed_in_config_mappings_and_trainer_frameworks_make_gpu_code():
+    # an accelerator object the file is handed, not builds
+    assert parse(
+        "from accelerate import Accelerator\n"
+        "def train(model, accelerator: Accelerator):\n    accelerator.backward(model())\n"
+    ).uses_cuda
+    assert parse(
+        "from deepspeed.accelerator import get_accelerator\nname = get_accelerator().device_name()\n"
+    ).uses_cuda
+    assert parse("def f(m, cfg):\n    m.to(cfg['device'])\n").uses_cuda
+    assert parse("def f(m, cfg):\n    m.to(cfg.get('device'))\n").uses_cuda
+    lightning = "import pytorch_lightning as pl\nclass M(pl.LightningModule):\n    pass\n"
+    assert parse(lightning).uses_cuda
+    hf = "from transformers import Trainer, TrainingArguments\nt = Trainer(m, TrainingArguments('o'))\n"
+    assert parse(hf).uses_cuda
+    # the CPU chosen for the framework: CPU code; and a class named Trainer of one's own is not one
+    assert not parse(lightning + "trainer = pl.Trainer(accelerator='cpu')\n").uses_cuda
+    assert not parse(hf.replace("('o')", "('o', use_cpu=True)")).uses_cuda
+    assert not parse("class Trainer:\n    pass\ntrainer = Trainer()\n").uses_cuda
+    assert not parse("def f(m, cfg):\n    m.to(cfg['dtype'])\n").uses_cuda
+
+
 def test_reaching_drops_bindings_a_later_assignment_always_overwrites():
     file = parse(
         """

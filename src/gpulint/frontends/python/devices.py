@@ -4,7 +4,12 @@ A module is GPU code when its text says `cuda`, or when it moves tensors or mode
 that is not provably the CPU, whatever the device's spelling: `x.to(args.device)`,
 `device=cfg.device`, `torch.device(device_type)`, an `Accelerator()`/`Fabric()` object or its
 `.device`, `torch.accelerator.current_accelerator()`, a trainer built with
-`accelerator="gpu"`. A device is provably the CPU when every
+`accelerator="gpu"`, a parameter or attribute annotated as an accelerator object
+(`accelerator: Accelerator`), DeepSpeed's `get_accelerator()`, a device read from a mapping
+(`x.to(cfg["device"])`), and a trainer framework that runs on the GPU unless told otherwise (a
+`LightningModule`, a Lightning or Hugging Face `Trainer` and their subclasses), where nothing in
+the file chooses the CPU (`accelerator="cpu"`, `use_cpu=True`, `no_cuda=True`). A device is
+provably the CPU when every
 value that reaches it is the constant "cpu" (or "meta"): `def run(x, device="cpu"): x.to(device)`
 with no other device stays CPU code, as do `device = "cpu"` scripts. A TPU (`xm.xla_device()`),
 MPS or XPU device is not a CUDA GPU either: such a module is CUDA code only if its text says so.
@@ -24,7 +29,7 @@ if TYPE_CHECKING:
 _CUDA_TEXT = re.compile(r"\bcuda\b")
 # Cheap gate before any tree is looked at: each device spelling below contains one of these
 # (any case; found in the lower-cased text: an IGNORECASE alternation scans 7x slower).
-_DEVICE_WORDS = ("device", "rank", "gpu", "accelerat", "fabric")
+_DEVICE_WORDS = ("device", "rank", "gpu", "accelerat", "fabric", "lightning", "trainer")
 _DEVICE_NAME = re.compile(r"device|^dev$|gpu|rank$|accelerator", re.IGNORECASE)
 # Devices that are not CUDA GPUs: the host, and other accelerators whose code the CUDA rules do
 # not describe (a TPU through torch_xla, Apple's MPS, Intel's XPU, Habana's HPU, Ascend's NPU).
@@ -43,6 +48,14 @@ _ACCELERATOR_OBJECTS = {
 }
 
 
+# Trainer frameworks that put the model on the GPU when there is one (Lightning's
+# `accelerator="auto"`, the Hugging Face Trainer's default device): their modules, trainers
+# and subclasses are GPU code unless the file chooses the CPU.
+_FRAMEWORK_ROOTS = ("pytorch_lightning", "lightning", "transformers", "trl")
+_FRAMEWORK_CLASSES = re.compile(r"(^|\.)(LightningModule|\w*Trainer)$")
+_CPU_CHOICES = {"use_cpu", "no_cuda"}  # `TrainingArguments(use_cpu=True)`
+
+
 def uses_gpu(file: PythonFile) -> bool:
     if _CUDA_TEXT.search(file.text):
         return True
@@ -51,13 +64,23 @@ def uses_gpu(file: PythonFile) -> bool:
         return False
     if any(q.startswith("torch_xla") for q in file.bindings.values()):
         return False  # XLA code (a TPU): its devices are XLA's whatever their spelling
+    if _annotated_accelerator(file):
+        return True
     qualname = file.qualname
+    framework = False  # a trainer framework's class used or subclassed
+    cpu = False
+    for cls in file.nodes(ast.ClassDef):
+        framework = framework or any(_framework_class(qualname(b)) for b in cls.bases)
     for call in file.nodes_by_type.get(ast.Call, ()):
         assert isinstance(call, ast.Call)
         func = call.func
         q = qualname(func)
-        if q in _ACCELERATOR_OBJECTS:
+        if q in _ACCELERATOR_OBJECTS or (q is not None and _deepspeed_accelerator(q)):
             return True
+        # `Trainer(accelerator="cpu")`, `TrainingArguments(use_cpu=True)`: the framework's
+        # default device is not the one used
+        cpu = cpu or _chooses_cpu(call)
+        framework = framework or _framework_class(q)
         if q == "torch.device":
             arg = call.args[0] if call.args else getattr(keyword(call, "type"), "value", None)
             if arg is not None and not provably_host(file, arg):
@@ -77,8 +100,65 @@ def uses_gpu(file: PythonFile) -> bool:
             return True
         if isinstance(func, ast.Attribute) and func.attr == "to" and call.args:
             target = call.args[0]
-            name = terminal_name(target)
+            name = terminal_name(target) or _mapping_key(target)
             if name and _DEVICE_NAME.search(name) and not provably_host(file, target):
+                return True
+    return framework and not cpu
+
+
+def _framework_class(q: str | None) -> bool:
+    return (
+        q is not None
+        and q.split(".", 1)[0] in _FRAMEWORK_ROOTS
+        and bool(_FRAMEWORK_CLASSES.search(q))
+    )
+
+
+def _deepspeed_accelerator(q: str) -> bool:
+    """`deepspeed.accelerator.get_accelerator()`: the accelerator DeepSpeed runs on."""
+    return q.endswith("accelerator.get_accelerator")
+
+
+def _chooses_cpu(call: ast.Call) -> bool:
+    for kw in call.keywords:
+        value = kw.value
+        if not isinstance(value, ast.Constant):
+            continue
+        if kw.arg in _CPU_CHOICES and value.value is True:
+            return True
+        if kw.arg == "accelerator" and value.value == "cpu":
+            return True
+    return False
+
+
+def _mapping_key(target: ast.AST) -> str | None:
+    """`"device"` in `cfg["device"]`, `config.get("device")`: a device read from a mapping."""
+    if isinstance(target, ast.Subscript):
+        key = target.slice
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            return key.value
+    if (
+        isinstance(target, ast.Call)
+        and isinstance(target.func, ast.Attribute)
+        and target.func.attr == "get"
+        and target.args
+        and isinstance(target.args[0], ast.Constant)
+        and isinstance(target.args[0].value, str)
+    ):
+        return target.args[0].value
+    return None
+
+
+def _annotated_accelerator(file: PythonFile) -> bool:
+    """`def train(model, accelerator: Accelerator)`, `self.fabric: Fabric`: an accelerator object
+    the file is handed rather than builds."""
+    annotations: list[ast.expr] = [
+        a.annotation for a in file.nodes(ast.arg) if a.annotation is not None
+    ]
+    annotations += [a.annotation for a in file.nodes(ast.AnnAssign)]
+    for annotation in annotations:
+        if isinstance(annotation, (ast.Name, ast.Attribute)):
+            if file.qualname(annotation) in _ACCELERATOR_OBJECTS:
                 return True
     return False
 
