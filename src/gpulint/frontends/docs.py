@@ -18,7 +18,7 @@ import bisect
 import fnmatch
 import functools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
@@ -688,57 +688,103 @@ _CITATION_TEXT = re.compile(
 )
 
 
-_SHELL_FENCE = re.compile(
-    r"^ {0,3}(`{3,}|~{3,})\s*(?:bash|sh|shell|console|zsh|shell-session|sh-session)?\s*$",
-    re.IGNORECASE,
-)
+_SHELL_LANGUAGES = {"", "bash", "sh", "shell", "console", "zsh", "shell-session", "sh-session"}
 _PROMPT = re.compile(r"^\s*(?:\$|#|>|\(\S+\)\s*\$)\s+(?=\S)")
 
 
+@functools.lru_cache(maxsize=1)
+def _markdown_parser() -> Any:
+    """CommonMark block structure only (markdown-it-py): the code blocks are what is asked for,
+    so inline parsing (emphasis, links) is never run."""
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt("commonmark")
+    md.disable(["inline", "text_join"], ignoreInvalid=True)
+    return md
+
+
+def code_blocks(source: SourceText) -> list[tuple[str, int, list[tuple[str, int]]]]:
+    """Every code block of a Markdown document, wherever CommonMark puts one (at the top, in a
+    block quote, in a list item, fenced or indented): (language, 1-based line of its first
+    content line, [(content line, column shift)]). A content line is the source line less
+    the containers' markers and indentation; its shift is how many characters those took,
+    so a position in the content is a position in the file."""
+    out = []
+    tokens = _markdown_parser().parse(source.text)
+    for token in tokens:
+        if token.type not in ("fence", "code_block") or token.map is None:
+            continue
+        begin, end = token.map
+        first = begin + 2 if token.type == "fence" else begin + 1  # 1-based
+        info = token.info.strip().split()[0].lower() if token.info.strip() else ""
+        lines = token.content.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        body = []
+        for i, line in enumerate(lines):
+            number = first + i
+            if number > source.line_count:
+                break
+            raw = source.line_text(number)
+            shift = len(raw) - len(line) if raw.endswith(line) else 0
+            body.append((line, shift))
+        out.append((info, first, body))
+    return out
+
+
 def shell_blocks(source: SourceText) -> list[Any]:
-    """Commands in a guide's shell code blocks (```bash, ```console, or no language), placed
-    where they are in the document, so rules about launch commands read a guide as they read a
-    script. `$ ` prompts are dropped; comment-only lines stay comments."""
+    """Commands in a guide's shell code blocks (```bash, ```console, no language, or an
+    indented block), wherever the document holds them (top level, block quotes, list items),
+    placed where they are in the file, so rules about launch commands read a guide as they
+    read a script. `$ ` prompts are dropped; comment-only lines stay comments."""
     from dataclasses import replace
 
     from gpulint.frontends.shell import ShellFile
 
     out = []
-    n, count = 1, source.line_count
-    while n <= count:
-        m = _SHELL_FENCE.match(source.line_text(n))
-        fence = _FENCE.match(source.line_text(n))
-        if fence is None:
-            n += 1
-            continue
-        mark = fence.group(1)
-        body, first = [], n + 1
-        n += 1
-        while n <= count and not source.line_text(n).strip().startswith(mark):
-            body.append(source.line_text(n))
-            n += 1
-        n += 1
-        if m is None:
-            continue  # a fence of another language (python, yaml, text)
-        shifts = []
-        for i, line in enumerate(body):
+    for language, first, block in code_blocks(source):
+        if language not in _SHELL_LANGUAGES:
+            continue  # a block of another language (python, yaml, text)
+        body, shifts = [], []
+        for line, base in block:
             p = _PROMPT.match(line)
             shift = p.end() if p and not line.lstrip().startswith("# ") else 0
-            shifts.append(shift)
-            body[i] = line[shift:]
+            shifts.append(base + shift)
+            body.append(line[shift:])
         shell = ShellFile("", "\n".join(body))
         for node in shell.nodes_by_type["ShellCommand"]:
             shift = shifts[node.line - 1] if node.line - 1 < len(shifts) else 0
+            end_shift = shifts[node.end_line - 1] if node.end_line - 1 < len(shifts) else 0
             out.append(
                 replace(
                     node,
                     line=node.line + first - 1,
                     col=node.col + shift,
                     end_line=node.end_line + first - 1,
-                    end_col=node.end_col + shift,
+                    end_col=node.end_col + end_shift,
                 )
             )
     return out
+
+
+class _Nodes(Mapping[str, list[Any]]):
+    """A document's nodes by kind. The commands of its code blocks are found (a CommonMark
+    parse) only when a rule asks for them: most documents pass no shell rule's text gate."""
+
+    def __init__(self, units: list[Any], commands: Callable[[], list[Any]]):
+        self._found: dict[str, list[Any]] = {"DocUnit": units}
+        self._commands: Callable[[], list[Any]] | None = commands
+
+    def __getitem__(self, kind: str) -> list[Any]:
+        if kind == "ShellCommand" and self._commands is not None:
+            self._found[kind], self._commands = self._commands(), None
+        return self._found[kind]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(("DocUnit", "ShellCommand"))
+
+    def __len__(self) -> int:
+        return 2
 
 
 class DocFile:
@@ -756,10 +802,10 @@ class DocFile:
         masker = Masker(text)
         (mask_rst if self.rst else mask_markdown)(masker)
         units = units_from(masker.text, text, self.source, masker, rst=self.rst)
-        self.nodes_by_type = {
-            "DocUnit": [DocUnit(u, *self.source.position(u.start)) for u in units],
-            "ShellCommand": [] if self.rst else shell_blocks(self.source),
-        }
+        self.nodes_by_type = _Nodes(
+            [DocUnit(u, *self.source.position(u.start)) for u in units],
+            (lambda: []) if self.rst else functools.partial(shell_blocks, self.source),
+        )
 
     def span(self, node: Any) -> tuple[int, int, int, int]:
         if isinstance(node, Claim):
