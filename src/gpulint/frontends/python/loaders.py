@@ -16,7 +16,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from gpulint.frontends import MemoKey
-from gpulint.frontends.python.model import FUNCTIONS, Binding, unpacked_value
+from gpulint.frontends.python.model import FUNCTIONS, Binding, unpacked_index, unpacked_value
 from gpulint.frontends.python.names import terminal_name
 
 if TYPE_CHECKING:
@@ -111,32 +111,17 @@ def _binding_gives_loader(file: PythonFile, b: Binding, depth: int, seen: set[in
     node = b.node
     if isinstance(node, ast.AnnAssign) and annotates_loader(file, node.annotation):
         return True  # `self.loader: DataLoader = ...`, `loader: DataLoader`
-    if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-        call = node.value
-        # `train_dl, valid_dl = create_dls(cfg)`: a function returning a tuple of loaders
-        position = _unpacked_position(node, b.name)
-        if position is not None and position in _returned_items(file, call):
-            return True
-        # `model, opt, loader = accelerator.prepare(model, opt, loader)`: the same position
-        if terminal_name(call.func) in _PASS_THROUGH:
-            for target in node.targets:
-                if isinstance(target, (ast.Tuple, ast.List)) and len(target.elts) == len(call.args):
-                    for t, arg in zip(target.elts, call.args, strict=True):
-                        if isinstance(t, ast.Name) and t.id == b.name:
-                            return _is_loader(file, arg, depth + 1, seen)
-    return False
-
-
-def _unpacked_position(node: ast.Assign, name: str) -> int | None:
-    """The position of `name` in a flat tuple target of `node` (`a, b = f()`)."""
-    for target in node.targets:
-        if isinstance(target, (ast.Tuple, ast.List)) and not any(
-            isinstance(e, ast.Starred) for e in target.elts
-        ):
-            for i, element in enumerate(target.elts):
-                if isinstance(element, ast.Name) and element.id == name:
-                    return i
-    return None
+    index = unpacked_index(b)
+    value = getattr(node, "value", None)
+    if index is None or not isinstance(value, ast.Call):
+        return False
+    # `model, opt, loader = accelerator.prepare(model, opt, loader)`: the same position
+    if terminal_name(value.func) in _PASS_THROUGH:
+        if len(value.args) > index and not any(isinstance(a, ast.Starred) for a in value.args):
+            return _is_loader(file, value.args[index], depth + 1, seen)
+        return False
+    # `train_dl, valid_dl = create_dls(cfg)`: a function returning a tuple of loaders
+    return index in _returned_items(file, value)
 
 
 def _returned_items(file: PythonFile, call: ast.Call) -> tuple[int, ...]:

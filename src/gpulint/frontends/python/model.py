@@ -73,6 +73,27 @@ def unpacked_value(binding: Binding) -> ast.expr | None:
     return None
 
 
+def unpacked_index(binding: Binding) -> int | None:
+    """The position of `binding`'s name in the flat tuple it is unpacked from (`a, b = f()`
+    binds `b` at 1), for an assignment whose value is not a literal tuple (`unpacked_value`
+    answers those); None when not unpacked, or nested or starred."""
+    node = binding.node
+    if not isinstance(node, ast.Assign):
+        return None
+    for target in node.targets:
+        if isinstance(target, (ast.Tuple, ast.List)) and not any(
+            isinstance(e, ast.Starred) for e in target.elts
+        ):
+            for i, element in enumerate(target.elts):
+                if (
+                    isinstance(element, ast.Name)
+                    and element.id == binding.name
+                    and position(element) == binding.position
+                ):
+                    return i
+    return None
+
+
 def _matched(target: ast.expr, value: ast.expr, name: str, at: Position) -> ast.expr | None:
     if isinstance(target, ast.Name):
         return value if target.id == name and position(target) == at else None
