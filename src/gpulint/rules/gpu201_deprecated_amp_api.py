@@ -28,8 +28,9 @@ REPLACED_BY = {
     "torch.get_autocast_gpu_dtype": 'torch.get_autocast_dtype("cuda")',
     "torch.get_autocast_cpu_dtype": 'torch.get_autocast_dtype("cpu")',
 }
-# The first torch release with each replacement: a declared range admitting an older one gets
-# the finding without the autofix, which would break that release.
+REPLACED_SINCE = (2, 4)  # torch.get_autocast_dtype, torch.amp.autocast_mode._cast(.., device)
+# The first torch release with each replacement: a project whose declared range admits an
+# older one still supports a torch without it, so the old call is not reported there.
 REPLACEMENT_SINCE = {
     "autocast": (1, 10),
     "GradScaler": (2, 3),
@@ -54,9 +55,10 @@ class DeprecatedAmpApi(Rule):
 
     A project that declares only torch releases before 2.4 (`torch==2.3.0` in its requirements,
     `pytorch=1.11.0` in its conda environment, or `torch-version` in `[tool.gpulint]`) is left
-    alone: nothing is deprecated there. Where the declared range admits a release that lacks the
-    replacement (`torch.amp.GradScaler` is new in 2.3, `torch.amp.custom_fwd(device_type=)` and
-    `torch.get_autocast_dtype` in 2.4), the finding stays but no autofix is offered.
+    alone: nothing is deprecated there. So is a use whose replacement is newer than the oldest
+    release the project declares (`torch>=1.10` and `torch.cuda.amp.GradScaler`:
+    `torch.amp.GradScaler` is new in 2.3, `torch.amp.custom_fwd(device_type=)` and
+    `torch.get_autocast_dtype` in 2.4): moving to it would drop releases the project supports.
 
     ## Why is this bad?
     PyTorch deprecated these in favour of the device-generic `torch.amp` API; every call emits a
@@ -174,8 +176,10 @@ def apply_hijacks(get_dtype):
             return  # `torch.cuda.amp.X = ...` patches the old name (a compatibility layer)
         if _in_version_shim(node, file):
             return
+        declared = torch_range(self.settings)
         if qualified in REPLACED_BY:
-            yield self.report(file, node, old=qualified, new=REPLACED_BY[qualified])
+            if declared is None or declared.all_at_least(REPLACED_SINCE):
+                yield self.report(file, node, old=qualified, new=REPLACED_BY[qualified])
             return
         device, attr, style = DEPRECATED[qualified]
         new = (
@@ -183,11 +187,9 @@ def apply_hijacks(get_dtype):
             if style == "first"
             else f'torch.amp.{attr}(device_type="{device}")'
         )
-        declared = torch_range(self.settings)
         if declared is not None and not declared.all_at_least(REPLACEMENT_SINCE[attr]):
-            fix = None
-        else:
-            fix = self._fix(node, file, device, attr, style)
+            return  # the project still supports a torch without the replacement
+        fix = self._fix(node, file, device, attr, style)
         yield self.report(file, node, old=qualified, new=new, fix=fix)
 
     def _fix(self, node, file: PythonFile, device, attr, style) -> Fix | None:
