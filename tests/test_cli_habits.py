@@ -94,8 +94,8 @@ def test_stdin_fix_prints_the_fixed_file_and_findings_on_stderr(project):
 def test_statistics_counts_per_code(project):
     proc = gpulint(project, "--statistics", ".")
     rows = [line.split("\t") for line in proc.stdout.splitlines()]
-    assert rows[0] == ["2", "GPU101", "[ ] host-sync-in-step-loop", "default"]
-    assert ["1", "GPU201", "[*] deprecated-amp-api", "default"] in rows
+    assert rows[0] == ["2", "GPU101", "[ ] host-sync-in-step-loop", "pedantic"]
+    assert ["1", "GPU201", "[*] deprecated-amp-api", "pedantic"] in rows
     assert {r[1] for r in rows} == {"GPU101", "GPU201", "GPU501", "GPU801", "GPU809"}
     assert proc.returncode == 1
 

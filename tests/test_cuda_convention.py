@@ -66,7 +66,9 @@ def test_one_file_that_checks_is_its_own_style_not_the_projects(tmp_path, monkey
     assert [f.code for f in _run(tmp_path) if f.code in ("GPU802", "GPU812")] == ["GPU802"]
 
 
-def test_a_project_that_checks_none_gets_the_opt_in_gpu812(tmp_path, monkeypatch):
+def test_a_project_that_checks_none_gets_the_opt_in_gpu812(
+    tmp_path, monkeypatch, default_tier_only
+):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "ops.cu").write_text(KERNELS + "".join(_unchecked(f"op{i}") for i in range(5)))
     assert {f.code for f in _run(tmp_path, default=True)} & {"GPU802", "GPU812"} == set()

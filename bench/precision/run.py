@@ -36,6 +36,7 @@ sys.path.insert(0, str(HERE))
 from fetch import corpus_dir, load_corpus, slug  # noqa: E402
 
 JUDGMENTS = HERE / "judgments.jsonl"
+MEASURED = HERE / "measured.json"  # what tests/test_tiers.py holds the default tier to
 VERDICTS = ("right", "wrong", "unsure")
 CONTEXT = 6  # source lines shown either side of a sampled finding
 
@@ -328,7 +329,26 @@ def cmd_table(args) -> int:
         wanted = {slug(r) for r in args.repos.split(",")}
         findings = [f for f in findings if slug(f["repo"]) in wanted]
     summary = Path(args.summary) if args.summary else None
-    return report(findings, rule_catalog(), load_judgments(Path(args.judgments)), summary)
+    judgments = load_judgments(Path(args.judgments))
+    code = report(findings, rule_catalog(), judgments, summary)
+    if args.record:
+        record(findings, judgments, Path(args.record))
+    return code
+
+
+def record(findings: list[dict], judgments: dict[str, dict], path: Path) -> None:
+    """The measurement the tiers are decided by (MEASURED, committed): per code the corpus
+    volume and the judged verdicts, without the tiers themselves (those live on the rules)."""
+    summary = summarise(findings, judgments, {})
+    keys = ("volume", "repos", "judged", "right", "wrong", "unsure")
+    out = {
+        "gpulint_commit": gpulint_commit(),
+        "judgments": len(judgments),
+        "findings": summary["findings"],
+        "codes": {r["code"]: {k: r[k] for k in keys} for r in summary["rows"]},
+    }
+    path.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
+    print(f"measurement written to {path}")
 
 
 # -- sample ------------------------------------------------------------------------------------
@@ -573,6 +593,7 @@ def main(argv: list[str] | None = None) -> int:
     t = common(sub.add_parser("table", help="the table from a saved findings.jsonl"))
     t.add_argument("--findings", default=f"{default_out}/findings.jsonl")
     t.add_argument("--summary", help="also write the summary JSON here")
+    t.add_argument("--record", help=f"write the per-code measurement here (e.g. {MEASURED})")
     m = common(sub.add_parser("sample", help="a stratified sample of unjudged findings"))
     m.add_argument("--findings", default=f"{default_out}/findings.jsonl")
     m.add_argument("--n", type=int, default=440)

@@ -41,6 +41,17 @@ def _short(value: Any) -> str:
 # Tier selectors: a name in `select`/`extend-select` that selects every rule of that tier, as
 # clippy's `clippy::pedantic` group. Preview is a mode (`preview = true`), as in ruff, not a group.
 TIER_SELECTORS = ("PEDANTIC",)
+# Tiers whose rules run as default-tier ones (comma-separated, e.g. "pedantic"): a CI job or an
+# editor session turns on the full review without editing the project's files, and an explicit
+# `--select GPU501` still means that rule alone.
+DEFAULT_TIERS_ENV = "GPULINT_DEFAULT_TIERS"
+
+
+def env_default_tiers() -> tuple[str, ...]:
+    """The tiers named in $GPULINT_DEFAULT_TIERS; unknown words are ignored, not fatal (the
+    variable may be set for a newer gpulint)."""
+    words = os.environ.get(DEFAULT_TIERS_ENV, "").split(",")
+    return tuple(w.strip().lower() for w in words if w.strip().upper() in TIER_SELECTORS)
 
 
 def _codes(key: str, value: Any, selectors: bool = False) -> list[str]:
@@ -292,6 +303,8 @@ class Config:
         selected = max(specificity(self.select), specificity(self.extend_select))
         if selected < 0 or specificity(self.ignore) >= selected:
             return False
+        if tier in env_default_tiers():
+            return True
         if tier == "pedantic":
             return selected > len("GPU") or "PEDANTIC" in (*self.select, *self.extend_select)
         if tier == "preview":
@@ -323,6 +336,7 @@ class Config:
             "select": self.select,
             "ignore": self.ignore,
             "extend_select": self.extend_select,
+            "default_tiers": env_default_tiers(),
             "preview": self.preview,
             "skip_vendored": self.skip_vendored,
             "per_file_ignores": self.per_file_ignores,

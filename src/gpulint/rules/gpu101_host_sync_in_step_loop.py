@@ -116,6 +116,7 @@ class HostSyncInStepLoop(Rule):
     """
 
     code = "GPU101"
+    tier = "pedantic"  # judged precision below 0.9, or unmeasured: bench/precision
     name = "host-sync-in-step-loop"
     bench = "sync"
     # A step loop cannot exist without one of these.

@@ -47,6 +47,7 @@ class PerSampleDeviceTransfer(Rule):
     """
 
     code = "GPU102"
+    tier = "pedantic"  # judged precision below 0.9, or unmeasured: bench/precision
     name = "per-sample-device-transfer"
     triggers = (".to(", ".cuda(")
     requires = ("loader", "Loader", "batches")  # it judges loops over a data loader

@@ -48,6 +48,7 @@ class PinnedBatchBlockingCopy(Rule):
     """
 
     code = "GPU103"
+    tier = "pedantic"  # judged precision below 0.9, or unmeasured: bench/precision
     name = "pinned-batch-blocking-copy"
     bench = "h2d"
     triggers = ("pin_memory",)

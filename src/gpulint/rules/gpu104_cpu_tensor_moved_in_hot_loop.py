@@ -68,6 +68,7 @@ class CpuTensorMovedInHotLoop(Rule):
     """
 
     code = "GPU104"
+    tier = "pedantic"  # judged precision below 0.9, or unmeasured: bench/precision
     name = "cpu-tensor-moved-in-hot-loop"
     # A move must be there: in this file, or in a helper of the tree a step loop here calls
     # (its factory may be in another module, so no second gate on the factory's name).

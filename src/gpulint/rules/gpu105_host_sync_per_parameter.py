@@ -48,6 +48,7 @@ class HostSyncPerParameter(Rule):
     """
 
     code = "GPU105"
+    tier = "pedantic"  # judged precision below 0.9, or unmeasured: bench/precision
     name = "host-sync-per-parameter"
     triggers = ("grad",)
     requires = ("item", "cpu", "tolist", "numpy", "float(", "int(")

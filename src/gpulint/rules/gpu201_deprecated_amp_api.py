@@ -91,6 +91,7 @@ class DeprecatedAmpApi(Rule):
     """
 
     code = "GPU201"
+    tier = "pedantic"  # judged precision below 0.9, or unmeasured: bench/precision
     torch_since = (2, 4)  # deprecated in torch 2.4
     name = "deprecated-amp-api"
     triggers = ("cuda.amp", "cpu.amp", "import amp", "get_autocast_")

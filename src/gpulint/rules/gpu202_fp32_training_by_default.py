@@ -85,6 +85,7 @@ class Fp32TrainingByDefault(Rule):
     """
 
     code = "GPU202"
+    tier = "pedantic"  # judged precision below 0.9, or unmeasured: bench/precision
     name = "fp32-training-by-default"
     bench = "train-step"
     # A training loop cannot exist without one of these.

@@ -58,6 +58,7 @@ class Fp16AutocastWithoutGradScaler(Rule):
     """
 
     code = "GPU203"
+    tier = "pedantic"  # judged precision below 0.9, or unmeasured: bench/precision
     name = "fp16-autocast-without-grad-scaler"
     severity = Severity.ERROR
     triggers = ("autocast",)

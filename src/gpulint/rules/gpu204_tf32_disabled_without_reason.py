@@ -71,6 +71,7 @@ class Tf32DisabledWithoutReason(Rule):
     """
 
     code = "GPU204"
+    tier = "pedantic"  # judged precision below 0.9, or unmeasured: bench/precision
     name = "tf32-disabled-without-reason"
     severity = Severity.INFO
     bench = "train-step"

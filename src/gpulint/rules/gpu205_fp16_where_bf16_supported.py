@@ -57,6 +57,7 @@ class Fp16WhereBf16Supported(Rule):
     """
 
     code = "GPU205"
+    tier = "pedantic"  # judged precision below 0.9, or unmeasured: bench/precision
     name = "fp16-where-bf16-supported"
     triggers = ("autocast", "half", "float16")
     message = (

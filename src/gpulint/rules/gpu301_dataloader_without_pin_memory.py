@@ -206,6 +206,7 @@ class DataLoaderWithoutPinMemory(Rule):
     """
 
     code = "GPU301"
+    tier = "pedantic"  # judged precision below 0.9, or unmeasured: bench/precision
     name = "dataloader-without-pin-memory"
     bench = "dataloader"
     bench_claim = "pin_memory"

@@ -222,6 +222,7 @@ class DataLoaderWithoutWorkers(Rule):
     """
 
     code = "GPU302"
+    tier = "pedantic"  # judged precision below 0.9, or unmeasured: bench/precision
     name = "dataloader-without-workers"
     bench = "dataloader"
     bench_claim = "workers"

@@ -67,6 +67,7 @@ class WorkersNotPersistent(Rule):
     """
 
     code = "GPU303"
+    tier = "pedantic"  # judged precision below 0.9, or unmeasured: bench/precision
     torch_since = (1, 7)  # persistent_workers is new in torch 1.7
     name = "workers-not-persistent"
     bench = "dataloader"

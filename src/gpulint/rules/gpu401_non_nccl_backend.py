@@ -51,6 +51,7 @@ class NonNcclBackend(Rule):
     """
 
     code = "GPU401"
+    tier = "pedantic"  # judged precision below 0.9, or unmeasured: bench/precision
     name = "non-nccl-backend"
     bench = "nccl"
     triggers = ("init_process_group",)

@@ -61,6 +61,7 @@ class DataParallel(Rule):
     """
 
     code = "GPU402"
+    tier = "pedantic"  # judged precision below 0.9, or unmeasured: bench/precision
     name = "data-parallel"
     triggers = ("DataParallel", "data_parallel")
     message = (

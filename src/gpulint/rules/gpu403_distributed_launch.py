@@ -59,6 +59,7 @@ class DistributedLaunch(Rule):
     """
 
     code = "GPU403"
+    tier = "pedantic"  # judged precision below 0.9, or unmeasured: bench/precision
     torch_since = (1, 10)  # torchrun is new in torch 1.10
     name = "distributed-launch"
     language = ("python", "shell", "yaml", "markdown")  # scripts, `run:` blocks, guides

@@ -50,6 +50,7 @@ class DdpWithoutDeviceIds(Rule):
     """
 
     code = "GPU404"
+    tier = "pedantic"  # judged precision below 0.9, or unmeasured: bench/precision
     name = "ddp-without-device-ids"
     severity = Severity.INFO
     triggers = ("DistributedDataParallel",)

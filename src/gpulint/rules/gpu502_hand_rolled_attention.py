@@ -153,6 +153,7 @@ class HandRolledAttention(Rule):
     """
 
     code = "GPU502"
+    tier = "pedantic"  # judged precision below 0.9, or unmeasured: bench/precision
     torch_since = (2, 0)  # scaled_dot_product_attention is new in torch 2.0
     name = "hand-rolled-attention"
     bench = "attention"

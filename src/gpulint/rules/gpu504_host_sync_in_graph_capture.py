@@ -45,6 +45,7 @@ class HostSyncInGraphCapture(Rule):
     """
 
     code = "GPU504"
+    tier = "pedantic"  # judged precision below 0.9, or unmeasured: bench/precision
     name = "host-sync-in-graph-capture"
     severity = Severity.ERROR
     triggers = ("cuda.graph", "graphs.graph", "import graph")

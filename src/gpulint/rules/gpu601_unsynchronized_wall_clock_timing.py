@@ -88,6 +88,7 @@ class UnsynchronizedWallClockTiming(Rule):
     """
 
     code = "GPU601"
+    tier = "pedantic"  # judged precision below 0.9, or unmeasured: bench/precision
     name = "unsynchronized-wall-clock-timing"
     triggers = (*CLOCK_TRIGGERS, "timeit")
     helper_message = (

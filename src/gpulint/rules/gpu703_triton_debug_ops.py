@@ -60,6 +60,7 @@ class TritonDebugOps(Rule):
     """
 
     code = "GPU703"
+    tier = "pedantic"  # judged precision below 0.9, or unmeasured: bench/precision
     name = "triton-debug-ops"
     triggers = ("triton", "TRITON_INTERPRET")
     message = (

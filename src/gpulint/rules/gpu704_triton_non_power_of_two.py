@@ -38,6 +38,7 @@ class TritonNonPowerOfTwo(Rule):
     """
 
     code = "GPU704"
+    tier = "pedantic"  # judged precision below 0.9, or unmeasured: bench/precision
     name = "triton-non-power-of-two"
     severity = Severity.ERROR
     triggers = ("num_warps", "arange")

@@ -41,6 +41,7 @@ class BlockSizeNotWarpMultiple(Rule):
     """
 
     code = "GPU801"
+    tier = "pedantic"  # judged precision below 0.9, or unmeasured: bench/precision
     name = "block-size-not-warp-multiple"
     severity = Severity.WARNING
     language = "cuda"

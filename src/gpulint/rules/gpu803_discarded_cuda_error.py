@@ -97,6 +97,7 @@ class DiscardedCudaError(Rule):
     """
 
     code = "GPU803"
+    tier = "pedantic"  # judged precision below 0.9, or unmeasured: bench/precision
     severity = Severity.ERROR  # an unnoticed failure corrupts results
     name = "discarded-cuda-error"
     language = "cuda"

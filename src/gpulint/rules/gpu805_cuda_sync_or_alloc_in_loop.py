@@ -77,6 +77,7 @@ class CudaSyncOrAllocInLoop(Rule):
     """
 
     code = "GPU805"
+    tier = "pedantic"  # judged precision below 0.9, or unmeasured: bench/precision
     name = "cuda-sync-or-alloc-in-loop"
     language = "cuda"
     triggers = (

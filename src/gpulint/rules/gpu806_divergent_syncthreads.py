@@ -51,6 +51,7 @@ class DivergentSyncthreads(Rule):
     """
 
     code = "GPU806"
+    tier = "pedantic"  # judged precision below 0.9, or unmeasured: bench/precision
     name = "divergent-syncthreads"
     severity = Severity.ERROR
     language = "cuda"

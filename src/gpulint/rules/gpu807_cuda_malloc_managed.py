@@ -51,6 +51,7 @@ class CudaMallocManaged(Rule):
     """
 
     code = "GPU807"
+    tier = "pedantic"  # judged precision below 0.9, or unmeasured: bench/precision
     name = "cuda-malloc-managed"
     language = "cuda"
     triggers = ("cudaMallocManaged",)

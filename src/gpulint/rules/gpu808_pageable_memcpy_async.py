@@ -86,6 +86,7 @@ class PageableMemcpyAsync(Rule):
     """
 
     code = "GPU808"
+    tier = "pedantic"  # judged precision below 0.9, or unmeasured: bench/precision
     name = "pageable-memcpy-async"
     language = "cuda"
     triggers = ("cudaMemcpyAsync",)

@@ -71,6 +71,7 @@ class PrintfInDeviceCode(Rule):
     """
 
     code = "GPU809"
+    tier = "pedantic"  # judged precision below 0.9, or unmeasured: bench/precision
     name = "printf-in-device-code"
     language = "cuda"
     triggers = ("printf",)

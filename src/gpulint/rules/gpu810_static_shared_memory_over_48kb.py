@@ -44,6 +44,7 @@ class StaticSharedMemoryOver48KB(Rule):
     """
 
     code = "GPU810"
+    tier = "pedantic"  # judged precision below 0.9, or unmeasured: bench/precision
     name = "static-shared-memory-over-48kb"
     severity = Severity.ERROR
     language = "cuda"

@@ -264,6 +264,7 @@ class RefutedLever(Rule):
     """
 
     code = "GPU901"
+    tier = "pedantic"  # judged precision below 0.9, or unmeasured: bench/precision
     name = "refuted-lever"
     language = ("python", "yaml", "shell")
     triggers = ()  # from the registry: see trigger_bytes

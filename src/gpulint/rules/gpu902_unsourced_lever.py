@@ -46,6 +46,7 @@ class UnsourcedLever(Rule):
     """
 
     code = "GPU902"
+    tier = "pedantic"  # judged precision below 0.9, or unmeasured: bench/precision
     name = "unsourced-lever"
     severity = Severity.INFO  # advice: cite the refuting fact
     language = "toml"

@@ -50,6 +50,7 @@ class NcclTuningWithoutReason(EnvSettingVisits, Rule):
     """
 
     code = "GPU904"
+    tier = "pedantic"  # judged precision below 0.9, or unmeasured: bench/precision
     name = "nccl-tuning-without-reason"
     severity = Severity.INFO
     language = ("python", "shell", "env", "yaml")

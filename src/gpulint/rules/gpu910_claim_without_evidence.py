@@ -81,6 +81,7 @@ class ClaimWithoutEvidence(ClaimRule):
     """
 
     code = "GPU910"
+    tier = "pedantic"  # judged precision below 0.9, or unmeasured: bench/precision
     claim_kind = claims.UNSUPPORTED
     name = "claim-without-evidence"
     severity = Severity.INFO  # advice; a dangling or drifted citation is a warning

@@ -38,6 +38,7 @@ class BareRatio(ClaimRule):
     """
 
     code = "GPU911"
+    tier = "pedantic"  # judged precision below 0.9, or unmeasured: bench/precision
     claim_kind = claims.BARE_RATIO
     name = "bare-ratio"
     severity = Severity.INFO

@@ -39,6 +39,7 @@ class UnknownPeakDenominator(ClaimRule):
     """
 
     code = "GPU912"
+    tier = "pedantic"  # judged precision below 0.9, or unmeasured: bench/precision
     claim_kind = claims.DENOMINATOR
     name = "unknown-peak-denominator"
     severity = Severity.WARNING

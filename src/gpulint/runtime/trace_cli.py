@@ -496,6 +496,9 @@ def static_findings(root: pathlib.Path) -> tuple[list[dict], dict[str, str]]:
     from gpulint.engine import Linter
 
     config = load_config(root)
+    # The pedantic tier too: its costs are often negligible on real code, which is what a
+    # trace measures; a finding the run confirms is worth reading whatever its tier.
+    config.extend_select = [*config.extend_select, "PEDANTIC"]
     linter = Linter(config, {})
     report = linter.run([root], jobs=1)
     out = []
