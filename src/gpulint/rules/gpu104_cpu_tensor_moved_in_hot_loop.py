@@ -26,7 +26,7 @@ class CpuTensorMovedInHotLoop(Rule):
     """
     ## What it does
     Finds a tensor built on the CPU by a `torch` factory and moved to the GPU at once, such as
-    `torch.zeros(n).cuda()` or `torch.tensor(x).to(device)`, where it runs on every iteration of
+    `torch.zeros(n).cuda()` or `torch.tensor([0.0]).to(device)`, where it runs on every iteration of
     a step loop or in a module's `forward`. A helper that does it on every call (a method, a
     closure, a function of another module of the checked tree), called on every step, is
     reported at the call in the loop, naming the line that builds the tensor; a call under an
@@ -40,7 +40,12 @@ class CpuTensorMovedInHotLoop(Rule):
     training step, and is left alone; a loop over a loader or an option's step count is not.
     Nor is a value built once and kept, in a step loop or in `forward` (`if self.table is None:
     self.table = torch.tensor(np_table).to(x.device)`, `if not hasattr(self, "grid"):`, `if
-    key not in cache:`): the copy runs on the first pass, not on every one.
+    key not in cache:`): the copy runs on the first pass, not on every one. Nor is
+    `torch.tensor(lengths).cuda()` of data the host already holds (a name, an attribute, an
+    element): it must cross to the device whatever builds it, and `torch.tensor(...,
+    device=)` copies it all the same. A constant (`torch.tensor([0.0]).cuda()`) is reported
+    with what builds it on the device (`torch.zeros((1,), device=...)`), or, for mixed values,
+    the advice to build it once.
 
     ## Why is this bad?
     The tensor is allocated and filled in host memory, then copied to the device through a
@@ -77,6 +82,11 @@ class CpuTensorMovedInHotLoop(Rule):
         "`{factory}(...)` builds the tensor on the CPU and `{move}` copies it to the GPU {where}; "
         "create it on the device: `{suggest}`"
     )
+    constant_message = (
+        "`{factory}(...)` builds the tensor on the CPU and `{move}` copies it to the GPU {where}; "
+        "`device=` would still copy host data: build it once (a buffer registered in "
+        "`__init__`, or before the loop)"
+    )
     callee_message = (
         "`{callee}()` builds a tensor on the CPU and copies it to the GPU on every call: "
         "{what} at {where}{chain}, in the step loop at line {loop}; create it on the device "
@@ -102,6 +112,14 @@ for x, y in train_loader:
     loss = model(x.cuda(), mask)
     loss.backward()
     optimizer.step()
+""",
+        # Lengths the host holds cross to the device whatever builds the tensor.
+        """
+import torch
+for x, lengths in train_loader:
+    lens = torch.tensor(lengths).cuda()
+    loss = model(x.cuda(), lens)
+    loss.backward()
 """,
         # from_numpy of host data must be copied anyway.
         """
@@ -153,6 +171,8 @@ class Net(nn.Module):
         func = node.func
         assert isinstance(func, ast.Attribute)
         factory = file.qualname(inner) or ""
+        if _existing_host_data(inner, factory):
+            return
         where = self._hot(node, file)
         if where is None:
             return
@@ -161,11 +181,13 @@ class Net(nn.Module):
         else:
             dev = keyword(node, "device")
             device = file.segment(dev.value if dev is not None else node.args[0])
+        suggest = _suggestion(inner, factory, device)
         yield self.report(
             file,
             node,
+            self.message if suggest else self.constant_message,
             factory=factory,
-            suggest=_suggestion(factory, device),
+            suggest=suggest,
             move=f".{func.attr}()",
             where=where,
             device=device,
@@ -222,11 +244,49 @@ class Net(nn.Module):
         return None
 
 
-def _suggestion(factory: str, device: str) -> str:
+def _suggestion(inner: ast.Call, factory: str, device: str) -> str:
+    """What builds the same tensor on the device with no copy; "" for `torch.tensor` of mixed
+    constants, which `device=` still builds on the host and copies."""
     name = factory.split(".")[-1]
     if name in _LEGACY:
         return f"torch.tensor(..., {_LEGACY[name]}device={device})"
-    return f"{factory}(..., device={device})"
+    if name not in ("tensor", "as_tensor"):
+        return f"{factory}(..., device={device})"
+    shape, value = _uniform_literal(_data(inner))
+    if shape is None:
+        return ""
+    if value == 0 and not isinstance(value, bool):
+        return f"torch.zeros({shape}, device={device})"
+    return f"torch.full({shape}, {value!r}, device={device})"
+
+
+def _data(inner: ast.Call) -> ast.expr | None:
+    if inner.args:
+        return inner.args[0]
+    data = keyword(inner, "data")
+    return data.value if data is not None else None
+
+
+def _existing_host_data(inner: ast.Call, factory: str) -> bool:
+    """`torch.tensor(lengths).cuda()`: data the host already holds (a name, an attribute, an
+    element) has to cross to the device whatever builds it; `device=` copies it all the same."""
+    if factory.split(".")[-1] not in ("tensor", "as_tensor"):
+        return False
+    return isinstance(_data(inner), ast.Name | ast.Attribute | ast.Subscript | ast.Starred)
+
+
+def _uniform_literal(data: ast.expr | None) -> tuple[str | None, object]:
+    """`0.0` -> ("()", 0.0); `[1.0, 1.0]` -> ("(2,)", 1.0); anything else -> (None, None)."""
+    if isinstance(data, ast.Constant) and isinstance(data.value, int | float):
+        return "()", data.value
+    if isinstance(data, ast.List | ast.Tuple) and data.elts:
+        values = [e.value if isinstance(e, ast.Constant) else None for e in data.elts]
+        first = values[0]
+        if isinstance(first, int | float) and all(
+            type(v) is type(first) and v == first for v in values
+        ):
+            return f"({len(values)},)", first
+    return None, None
 
 
 def _fallback(file: PythonFile, node: ast.AST, loop: ast.AST) -> bool:
