@@ -381,3 +381,93 @@ def test_a_loader_returned_by_another_module_makes_its_loop_a_step_loop(tmp_path
         textwrap.dedent(EVAL).replace("build_eval_split", "build_eval_list")
     )
     assert check("--no-cache") == []
+
+
+# -- dataset classes read from another module ---------------------------------------------------
+PROMPTS = """
+from torch.utils.data import Dataset
+
+
+class PromptDataset(Dataset):
+    def __init__(self, prompt, num_samples):
+        self.prompt = prompt
+        self.num_samples = num_samples
+
+    def __len__(self):
+        return self.num_samples
+
+    def __getitem__(self, index):
+        return {"prompt": self.prompt, "index": index}
+
+
+class ImageDataset(Dataset):
+    def __init__(self, paths, transform):
+        self.paths = paths
+        self.transform = transform
+
+    def __getitem__(self, index):
+        return self.transform(Image.open(self.paths[index]))
+"""
+GENERATE = """
+import torch
+from utils.dataset import {cls}
+
+
+def generate(pipeline, args):
+    loader = torch.utils.data.DataLoader({cls}(args.prompt, args.n), batch_size=4)
+    for batch in loader:
+        pipeline(batch["prompt"]).images[0].save("out.png")
+        loss = pipeline.unet(batch["index"].cuda()).mean()
+        loss.backward()
+"""
+
+
+def _examples(root: Path, cls: str) -> None:
+    """Two example folders, each a script beside its own `utils/dataset.py` (the shape of a
+    repository of examples): `utils.dataset` is ambiguous by suffix, and each script means its
+    own folder's."""
+    for name in ("dreambooth", "lora"):
+        folder = root / "examples" / name
+        (folder / "utils").mkdir(parents=True)
+        (folder / "utils" / "__init__.py").write_text("")
+        (folder / "utils" / "dataset.py").write_text(textwrap.dedent(PROMPTS))
+        (folder / "train.py").write_text(textwrap.dedent(GENERATE.format(cls=cls)))
+
+
+def test_a_dataset_class_from_another_module_is_known_by_what_it_reads(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _examples(tmp_path, "PromptDataset")
+    assert [f for f in check("--select", "GPU302", "--no-cache") if f["code"] == "GPU302"] == []
+    _examples(tmp_path / "other", "ImageDataset")
+    found = check("--select", "GPU302", "--no-cache", paths=("other",))
+    assert sorted(f["path"] for f in found if f["code"] == "GPU302") == [
+        "other/examples/dreambooth/train.py",
+        "other/examples/lora/train.py",
+    ]
+
+
+def test_a_changed_dataset_module_invalidates_the_loader_s_cached_result(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _examples(tmp_path, "PromptDataset")
+    assert check("--select", "GPU302") == []
+    dataset = tmp_path / "examples" / "lora" / "utils" / "dataset.py"
+    dataset.write_text(
+        textwrap.dedent(PROMPTS).replace(
+            'return {"prompt": self.prompt, "index": index}',
+            'return {"prompt": self.tokenizer(self.prompt), "index": index}',
+        )
+    )
+    assert [f["path"] for f in check("--select", "GPU302")] == ["examples/lora/train.py"]
+
+
+def test_an_ambiguous_import_resolves_beside_the_importing_script():
+    index = ProjectIndex.build(
+        [
+            (Path(p), p)
+            for p in ("a/utils/dataset.py", "a/train.py", "b/utils/dataset.py", "b/train.py")
+        ]
+    )
+    assert index.resolve_module("utils.dataset") is None  # two answer: unknown
+    assert index.resolve_module("utils.dataset", "a/train.py") == "a.utils.dataset"
+    assert index.resolve_module("utils.dataset", "b/train.py") == "b.utils.dataset"
+    assert index.resolve_module("utils.dataset", "c/train.py") is None

@@ -82,10 +82,13 @@ class ProjectIndex:
             index.by_last.setdefault(name.rpartition(".")[2], []).append(name)
         return index
 
-    def resolve_module(self, dotted: str) -> str | None:
+    def resolve_module(self, dotted: str, near: str | None = None) -> str | None:
         """Imports name modules from a source root (`src/`, the repository, a sub-project), not
-        from the project root: any unique dotted suffix of a module's path names it (two
-        modules that answer: ambiguous, unknown)."""
+        from the project root: any unique dotted suffix of a module's path names it. Where two
+        modules answer, `near` (the importing file's path) decides if one of them sits in its
+        own folder: a script's folder comes first on `sys.path`, so `utils.dataset` imported by
+        `examples/a/train.py` beside `examples/b/utils/dataset.py` is `examples/a/utils/
+        dataset.py`. Otherwise ambiguous: unknown."""
         if dotted in self.modules:
             return dotted
         found = None
@@ -93,9 +96,24 @@ class ProjectIndex:
         for name in self.by_last.get(dotted.rpartition(".")[2], ()):
             if name.endswith(tail):
                 if found is not None:
-                    return None
+                    return self._beside(dotted, near)
                 found = name
         return found
+
+    def _beside(self, dotted: str, near: str | None) -> str | None:
+        if near is None:
+            return None
+        folder = near.rpartition("/")[0]
+        base = (folder + "/" if folder else "") + dotted.replace(".", "/")
+        for candidate in (base + ".py", base + "/__init__.py"):
+            name = module_name(candidate)
+            if (
+                name is not None
+                and name in self.modules
+                and self.modules[name].relpath == candidate
+            ):
+                return name
+        return None
 
     def session(self, relpath: str) -> ProjectSession:
         return ProjectSession(self, relpath)
@@ -121,6 +139,10 @@ class RemoteBreaks:
 
 # Per process: (module, top-level name) -> the breaks compiling it meets, or None.
 _COMPILED_BREAKS: dict[tuple[str, str], RemoteBreaks | None] = {}
+
+# Per process: (module, class) -> (its samples are read from memory, the module's digest), or
+# None when it cannot be read or parsed.
+_CHEAP_DATASETS: dict[tuple[str, str], tuple[bool, str] | None] = {}
 
 # Per process: module name -> (function summaries by "f" / "Class.m", the modules they were
 # computed from with their digests, itself included), or None when it cannot be read or parsed.
@@ -154,7 +176,7 @@ class ProjectSession:
         imported = self._imported(file, name.id, name)
         if imported is None or imported[1] is None:
             return None
-        module = self.index.resolve_module(imported[0])
+        module = self.index.resolve_module(imported[0], self.relpath)
         info = self.index.modules.get(module) if module else None
         if module is None or info is None:
             return None
@@ -166,6 +188,43 @@ class ProjectSession:
             return None
         self.deps[info.relpath] = found.digest
         return found
+
+    def dataset_items_cheap(self, file: PythonFile, name: ast.Name) -> bool:
+        """The dataset class `name` was imported as (`from utils.dataset import PromptDataset`)
+        reads its samples from memory (`datasets.class_items_cheap`), read from its module in
+        the tree; False where the import leads outside it or to no such class."""
+        imported = self._imported(file, name.id, name)
+        if imported is None or imported[1] is None:
+            return False
+        module = self.index.resolve_module(imported[0], self.relpath)
+        info = self.index.modules.get(module) if module else None
+        if module is None or info is None:
+            return False
+        key = (module, imported[1])
+        if key not in _CHEAP_DATASETS:
+            _CHEAP_DATASETS[key] = self._dataset_items_cheap(info, imported[1])
+        found = _CHEAP_DATASETS[key]
+        if found is None:
+            return False
+        cheap, digest = found
+        self.deps[info.relpath] = digest
+        return cheap
+
+    def _dataset_items_cheap(self, info: _Module, name: str) -> tuple[bool, str] | None:
+        from gpulint.frontends.python import FRONTEND
+        from gpulint.frontends.python.datasets import class_items_cheap
+        from gpulint.safeio import MAX_SOURCE_BYTES, read_bytes
+        from gpulint.settings import Settings
+
+        try:
+            data = read_bytes(info.path, MAX_SOURCE_BYTES, self.index.roots)
+            parsed = FRONTEND.parse(info.relpath, data, Settings())
+            classes = [c for c in parsed.tree.body if isinstance(c, ast.ClassDef)]
+            found = [c for c in classes if c.name == name]
+            cheap = len(found) == 1 and class_items_cheap(parsed, found[0], None)
+        except Exception:  # unreadable, unparsable: that file's own lint reports it
+            return None
+        return cheap, hashlib.sha256(data).hexdigest()
 
     def _compiled_breaks(self, info: _Module, name: str) -> RemoteBreaks | None:
         from gpulint.frontends.python import FRONTEND
@@ -205,7 +264,7 @@ class ProjectSession:
                 return None
             # `from pkg.utils import clip_grads`: module pkg.utils, function clip_grads; or
             # `from pkg import utils` then `utils(...)`: not a function call we know.
-            resolved = self.index.resolve_module(module)
+            resolved = self.index.resolve_module(module, self.relpath)
             return (resolved, attr) if resolved else None
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute):
             # `self.mp_trainer.optimize()` with `self.mp_trainer = MixedPrecisionTrainer(...)`
@@ -213,7 +272,7 @@ class ProjectSession:
             found = self._imported(file, built.id, built) if built is not None else None
             if built is None or found is None or found[1] is None:
                 return None
-            resolved = self.index.resolve_module(found[0])
+            resolved = self.index.resolve_module(found[0], self.relpath)
             return (resolved, f"{found[1]}.{func.attr}") if resolved else None
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
             imported = self._imported(file, func.value.id, call)
@@ -223,11 +282,13 @@ class ProjectSession:
                 found = self._imported(file, built.id, built) if built is not None else None
                 if built is None or found is None or found[1] is None:
                     return None
-                resolved = self.index.resolve_module(found[0])
+                resolved = self.index.resolve_module(found[0], self.relpath)
                 return (resolved, f"{found[1]}.{func.attr}") if resolved else None
             module, attr = imported
             dotted = f"{module}.{attr}" if attr else module
-            resolved = self.index.resolve_module(dotted)  # `import pkg.utils as u; u.f()`
+            resolved = self.index.resolve_module(
+                dotted, self.relpath
+            )  # `import pkg.utils as u; u.f()`
             return (resolved, func.attr) if resolved else None
         return None
 
@@ -263,7 +324,7 @@ class ProjectSession:
             if not (isinstance(stmt, ast.ImportFrom) and stmt.names[0].name == "*"):
                 continue
             base = self._from_module(stmt)
-            resolved = self.index.resolve_module(base) if base else None
+            resolved = self.index.resolve_module(base, self.relpath) if base else None
             if resolved is None:
                 continue
             info = self.index.modules.get(resolved)
@@ -395,6 +456,7 @@ def reset() -> None:
     _IN_PROGRESS.clear()
     _COMPILED_BREAKS.clear()
     _COMPILED_OPS.clear()
+    _CHEAP_DATASETS.clear()
 
 
 # Per process: module name -> (runs compiled extension ops, its digest, the tree modules it
@@ -416,7 +478,7 @@ def _imported_modules(session: ProjectSession, tree: ast.Module) -> list[str]:
             if base is not None:
                 names = [base] + [f"{base}.{alias.name}" for alias in stmt.names]
         for name in names:
-            resolved = index.resolve_module(name)
+            resolved = index.resolve_module(name, session.relpath)
             if resolved is not None and resolved not in out:
                 out.append(resolved)
     return out

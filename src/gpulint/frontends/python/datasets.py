@@ -151,10 +151,30 @@ def items_in_memory(file: PythonFile, call: ast.Call) -> bool:
         if _plain_values(file, expr):
             return True
     for cls, built in _dataset_classes(file, call):
-        getitem = [m for m in _item_methods(cls) if m.name == "__getitem__"]
-        if len(getitem) == 1 and _cheap(file, getitem[0], (cls, built), 0):
+        if class_items_cheap(file, cls, built):
             return True
+    session = file.project
+    if session is None:
+        return False
+    local = {c.name for c in file.nodes(ast.ClassDef)}
+    for expr in dataset_exprs(file, call):
+        # `PromptDataset(args.prompt, n)` imported from the tree's `utils/dataset.py`
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name):
+            if expr.func.id not in local and session.dataset_items_cheap(file, expr.func):
+                return True
     return False
+
+
+def class_items_cheap(file: PythonFile, cls: ast.ClassDef, built: ast.Call | None) -> bool:
+    """The class's one `__getitem__` only indexes, converts and reshapes data in memory.
+    `built`: the call that builds the dataset in this file; None for a class read from
+    another module, whose constructor arguments are then unknown (so not in memory)."""
+    getitem = [m for m in _item_methods(cls) if m.name == "__getitem__"]
+    if len(getitem) != 1:
+        return False
+    if built is None:
+        built = ast.Call(func=ast.Name(id=cls.name, ctx=ast.Load()), args=[], keywords=[])
+    return _cheap(file, getitem[0], (cls, built), 0)
 
 
 def _plain_values(file: PythonFile, expr: ast.AST) -> bool:
