@@ -161,7 +161,76 @@ def test_a_model_from_another_module_is_reported_at_its_compile(tree):
     (finding,) = check("--no-cache")
     assert finding["path"] == "train.py" and finding["line"] == 6
     assert "`torch.compile` of `GPT` (pkg/model.py)" in finding["message"]
-    assert "`print()` at line 11 in `MLP.act` (GB0059" in finding["message"]
+    assert "`print()` at pkg/model.py:11 in `MLP.act` (GB0059" in finding["message"]
+
+
+# taming-transformers' VQGAN discriminator: its layers are a list built under a flag that picks
+# the norm class, `ActNorm` from a third module, whose forward breaks on `.item()`.
+NORM = """
+import torch
+import torch.nn as nn
+
+class ActNorm(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.register_buffer("initialized", torch.tensor(0, dtype=torch.uint8))
+
+    def forward(self, x):
+        if self.training and self.initialized.item() == 0:
+            self.initialized.fill_(1)
+        return x
+"""
+DISC = """
+import torch.nn as nn
+from pkg.norm import ActNorm
+
+class Disc(nn.Module):
+    def __init__(self, n_layers=3, use_actnorm=False):
+        super().__init__()
+        if not use_actnorm:
+            norm_layer = nn.BatchNorm2d
+        else:
+            norm_layer = ActNorm
+        sequence = [nn.Conv2d(3, 16, 4), nn.LeakyReLU(0.2)]
+        for n in range(1, n_layers):
+            sequence += [nn.Conv2d(16, 16, 4), norm_layer(16), nn.LeakyReLU(0.2)]
+        self.main = nn.Sequential(*sequence)
+
+    def forward(self, x):
+        return self.main(x)
+"""
+
+
+def test_a_break_two_modules_away_through_a_flag_chosen_layer_class(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "norm.py").write_text(NORM)
+    (tmp_path / "pkg" / "disc.py").write_text(DISC)
+    (tmp_path / "train.py").write_text(
+        "import torch\nfrom pkg.disc import Disc\n\ndisc = torch.compile(Disc(use_actnorm=True))\n"
+    )
+    (finding,) = check("--no-cache")
+    assert finding["path"] == "train.py" and finding["line"] == 4
+    assert "`torch.compile` of `Disc` (pkg/disc.py)" in finding["message"]
+    assert "`.item()` at pkg/norm.py:11 in `ActNorm.forward` (GB0124" in finding["message"]
+    # An edit to the third module reaches the finding through the cache.
+    (tmp_path / "pkg" / "norm.py").write_text(NORM.replace("self.initialized.item() == 0", "False"))
+    assert check() == []
+
+
+def test_a_layer_class_alias_that_holds_only_torch_classes_is_silent(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "norm.py").write_text(NORM)
+    (tmp_path / "pkg" / "disc.py").write_text(
+        DISC.replace("norm_layer = ActNorm", "norm_layer = nn.InstanceNorm2d")
+    )
+    (tmp_path / "train.py").write_text(
+        "import torch\nfrom pkg.disc import Disc\n\ndisc = torch.compile(Disc(use_actnorm=True))\n"
+    )
+    assert check("--no-cache") == []
 
 
 def test_an_edit_to_the_model_invalidates_the_cached_finding(tree):

@@ -128,6 +128,7 @@ class RemoteBreak:
     gb_type: str
     line: int
     function: str
+    relpath: str  # the module the break is in: the compiled one, or a submodule's
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +136,8 @@ class RemoteBreaks:
     relpath: str
     digest: str  # sha256 of the module's bytes, recorded as a dependency of the asking file
     sites: tuple[RemoteBreak, ...]
+    # (relpath, sha256) of the further modules read: those of submodules' classes
+    deps: tuple[tuple[str, str], ...] = ()
 
 
 # Per process: (module, top-level name) -> the breaks compiling it meets, or None.
@@ -187,6 +190,7 @@ class ProjectSession:
         if found is None:
             return None
         self.deps[info.relpath] = found.digest
+        self.deps.update(found.deps)
         return found
 
     def dataset_items_cheap(self, file: PythonFile, name: ast.Name) -> bool:
@@ -228,7 +232,11 @@ class ProjectSession:
 
     def _compiled_breaks(self, info: _Module, name: str) -> RemoteBreaks | None:
         from gpulint.frontends.python import FRONTEND
-        from gpulint.frontends.python.compiled import breaks_if_compiled, label
+        from gpulint.frontends.python.compiled import (
+            breaks_if_compiled,
+            label,
+            submodules_elsewhere,
+        )
         from gpulint.safeio import MAX_SOURCE_BYTES, read_bytes
         from gpulint.settings import Settings
 
@@ -238,19 +246,31 @@ class ProjectSession:
             found = breaks_if_compiled(parsed, name)
             if found is None:
                 return None
-            sites = tuple(
+            sites = [
                 RemoteBreak(
                     b.what,
                     b.gb_id,
                     b.gb_type,
                     getattr(b.node, "lineno", 0),
                     label(parsed, b.reached.function),
+                    info.relpath,
                 )
                 for b in found
-            )
+            ]
+            deps: dict[str, str] = {}
+            if self.depth + 1 < MAX_DEPTH:
+                # Tracing goes on into the forward of submodules built from imported classes.
+                inner = ProjectSession(self.index, info.relpath, self.depth + 1)
+                for sub in submodules_elsewhere(parsed, name):
+                    more = inner.breaks_if_compiled(parsed, sub)
+                    if more is not None:
+                        sites += [s for s in more.sites if s not in sites]
+                deps = {k: v for k, v in inner.deps.items() if k != info.relpath}
         except Exception:  # unreadable, unparsable: that file's own lint reports it
             return None
-        return RemoteBreaks(info.relpath, hashlib.sha256(data).hexdigest(), sites)
+        return RemoteBreaks(
+            info.relpath, hashlib.sha256(data).hexdigest(), tuple(sites), tuple(deps.items())
+        )
 
     # -- resolving a call to (module, function) ------------------------------------------------
     def _target(self, file: PythonFile, call: ast.Call) -> tuple[str, str] | None:

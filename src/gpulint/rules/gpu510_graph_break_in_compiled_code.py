@@ -4,7 +4,7 @@ from gpulint.frontends.python.file import PythonFile
 from gpulint.rule import Rule
 
 _ELSEWHERE = (
-    "`torch.compile` of `{name}` ({path}) meets a graph break there: {what} at line {line} in "
+    "`torch.compile` of `{name}` ({defined}) meets a graph break: {what} at {path}:{line} in "
     '`{function}` ({gb_id} "{gb_type}"){more}; each break splits the compiled graph'
 )
 
@@ -156,7 +156,8 @@ class GraphBreakInCompiledCode(Rule):
                 target.site,
                 _ELSEWHERE,
                 name=target.name.id,
-                path=found.relpath,
+                defined=found.relpath,
+                path=first.relpath,
                 line=first.line,
                 what=first.what,
                 function=first.function,
@@ -164,7 +165,7 @@ class GraphBreakInCompiledCode(Rule):
                 gb_type=first.gb_type,
                 more=f" and {more} more" if more else "",
                 related=tuple(
-                    Related(found.relpath, s.line, 1, f"graph break: {s.what} in `{s.function}`")
+                    Related(s.relpath, s.line, 1, f"graph break: {s.what} in `{s.function}`")
                     for s in found.sites
                 ),
             )

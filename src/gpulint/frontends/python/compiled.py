@@ -123,6 +123,10 @@ class CompiledCode:
     def __init__(self, file: PythonFile, entries: list[Entry] | None = None):
         self.entries: list[Entry] = _entries(file) if entries is None else entries
         self.reached: dict[int, Reached] = {}
+        # Module classes imported from another module that the reached code calls as
+        # submodules (`self.norm = ActNorm(n)`, `from .util import ActNorm`): where its
+        # tracing goes on, read by the project.
+        self.outside: list[ast.Name] = []
         # Entries that may break first: a function reached from both kinds is judged as the
         # one whose break is a slow path, not a compile error.
         ordered = sorted(self.entries, key=lambda e: e.fullgraph)
@@ -132,7 +136,7 @@ class CompiledCode:
             if id(current.function) in self.reached:
                 continue
             self.reached[id(current.function)] = current
-            for callee in _callees(file, current.function):
+            for callee in _callees(file, current.function, self.outside):
                 if id(callee) not in self.reached and not _disabled(file, callee):
                     stack.append(
                         Reached(callee, current.entry, (*current.via, _label(file, callee)))
@@ -162,6 +166,23 @@ def breaks_if_compiled(file: PythonFile, name: str) -> list[GraphBreak] | None:
     """The graph breaks `torch.compile` would meet in this module's top-level `name`: a
     function, or an `nn.Module` class (its `forward`), as another module compiles it. None when
     the module has no such function or module class."""
+    found = _if_compiled(file, name)
+    return None if found is None else found[0]
+
+
+def submodules_elsewhere(file: PythonFile, name: str) -> list[ast.Name]:
+    """The imported module classes that compiling this module's `name` traces into (their
+    `forward`s are in other modules): one name each, in source order."""
+    found = _if_compiled(file, name)
+    if found is None:
+        return []
+    seen: dict[str, ast.Name] = {}
+    for n in found[1]:
+        seen.setdefault(n.id, n)
+    return list(seen.values())
+
+
+def _if_compiled(file: PythonFile, name: str) -> tuple[list[GraphBreak], list[ast.Name]] | None:
     known = file.memo.get(_IF_COMPILED, dict)
     if name not in known:
         root: Function | None = None
@@ -174,11 +195,13 @@ def breaks_if_compiled(file: PythonFile, name: str) -> list[GraphBreak] | None:
             known[name] = None
         else:
             code = CompiledCode(file, [Entry(root, root, False)])
-            known[name] = _graph_breaks(file, code)
+            known[name] = (_graph_breaks(file, code), code.outside)
     return known[name]
 
 
-_IF_COMPILED: MemoKey[dict[str, list[GraphBreak] | None]] = MemoKey("graph breaks if compiled")
+_IF_COMPILED: MemoKey[dict[str, tuple[list[GraphBreak], list[ast.Name]] | None]] = MemoKey(
+    "graph breaks if compiled"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -647,6 +670,12 @@ def _instance_classes(
         if outside is not None and isinstance(func, ast.Name) and _imported_name(file, func):
             outside.append(func)
             return []
+        if isinstance(func, ast.Name):
+            # `norm_layer = ActNorm if use_actnorm else nn.BatchNorm2d; norm_layer(n)`: the
+            # classes a local alias may hold.
+            aliased = _aliased_classes(file, func, deeper, outside)
+            if aliased is not None:
+                return aliased
         name = terminal_name(func)
         if name in _CONTAINERS:
             return [c for a in expr.args for c in _instance_classes(file, a, at, deeper, outside)]
@@ -685,7 +714,9 @@ def _instance_classes(
                 if isinstance(iterable, ast.Call) and terminal_name(iterable.func) == "enumerate":
                     iterable = iterable.args[0] if iterable.args else None
                 out += _instance_classes(file, iterable, b.node, deeper, outside)
-            elif b.kind in ("assign", "annassign") and not _is_compile_call(file, b.value):
+            elif b.kind in ("assign", "annassign", "augassign") and not _is_compile_call(
+                file, b.value
+            ):
                 out += _instance_classes(file, b.value, b.node, deeper, outside)
         return out
     if isinstance(expr, ast.Attribute):
@@ -695,6 +726,34 @@ def _instance_classes(
         if isinstance(expr.value, ast.Attribute):
             return _member_classes(file, expr.value, expr.attr, at, deeper, outside)
     return []
+
+
+def _aliased_classes(
+    file: PythonFile, name: ast.Name, depth: int, outside: list[ast.Name] | None
+) -> list[ast.ClassDef] | None:
+    """The module classes a local name called as a constructor is bound to (`layer = Block`,
+    `layer = A if flag else B`), or None when no binding is a class reference."""
+    if depth > 12:
+        return None
+    refs: list[ast.AST] = []
+    for b in file.model.reaching(name.id, before=name):
+        if b.kind not in ("assign", "annassign") or b.value is None:
+            continue
+        value = b.value
+        refs += [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
+    out: list[ast.ClassDef] = []
+    seen = False
+    for ref in refs:
+        if isinstance(ref, ast.Name):
+            cls = _local_class(file, ref)
+            if cls is not None:
+                seen = True
+                if _is_module(file, cls):
+                    out.append(cls)
+            elif outside is not None and _imported_name(file, ref):
+                seen = True
+                outside.append(ref)
+    return out if seen else None
 
 
 def _self_stores(
@@ -756,7 +815,9 @@ def _is_compile_call(file: PythonFile, value: ast.AST | None) -> bool:
 # -- what a traced function calls --------------------------------------------------------------
 
 
-def _callees(file: PythonFile, f: Function) -> Iterator[Function]:
+def _callees(
+    file: PythonFile, f: Function, outside: list[ast.Name] | None = None
+) -> Iterator[Function]:
     for node in file.model.members(f):
         if not isinstance(node, ast.Call) or not runs_compiled(file, node, f):
             continue
@@ -768,7 +829,7 @@ def _callees(file: PythonFile, f: Function) -> Iterator[Function]:
         if isinstance(func, ast.Attribute) and func.attr == "forward":
             func = func.value  # `self.block.forward(x)`
         if isinstance(func, (ast.Name, ast.Attribute, ast.Subscript)):
-            for cls in _instance_classes(file, func, node):
+            for cls in _instance_classes(file, func, node, outside=outside):
                 forward = _method(file, cls, "forward")
                 if forward is not None:
                     yield forward
