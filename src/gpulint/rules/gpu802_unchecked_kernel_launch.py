@@ -366,7 +366,7 @@ void forward(float* out, const float* q, int heads, int seq_len, cudaStream_t s)
                 + " (more than the device allows fails it)"
             )
         if function is None:
-            yield self.report(file, node, check=check, **counts)
+            yield self.report(file, file.launch_span(node), check=check, **counts)
             return
         name = function_name(file, function)
         in_macro = file.macro_name(function) is not None
@@ -379,7 +379,7 @@ void forward(float* out, const float* q, int heads, int seq_len, cudaStream_t s)
             known = name in file.project.launchers  # matched to its callers by name
             site = file.project.unchecked_caller(name) if known else None
             if name == "main" or site is not None or not known or not file.project.callers(name):
-                yield self.report(file, node, check=check, **counts)
+                yield self.report(file, file.launch_span(node), check=check, **counts)
             return
         # A launcher (grid arithmetic and a launch, or a macro): its callers must check. A
         # method, or a name other functions share, cannot be matched to its callers: left alone.
@@ -400,7 +400,7 @@ void forward(float* out, const float* q, int heads, int seq_len, cudaStream_t s)
         caller = f"`{site.caller}`" if site.caller else "file-scope code"
         yield self.report(
             file,
-            node,
+            file.launch_span(node),
             self.by_caller,
             check=check,
             caller=caller,

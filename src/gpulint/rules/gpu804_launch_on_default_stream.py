@@ -160,7 +160,7 @@ void run(float* x, cudaStream_t stream) {
                 # built only by a script beside it that never changes streams: the current
                 # stream of every caller is the default stream
                 return
-            yield self.report(file, node, smem=smem)
+            yield self.report(file, file.launch_span(node), smem=smem)
             return
         function = file.enclosing_function(node)
         if function is None or file.is_device_function(function):
@@ -171,7 +171,7 @@ void run(float* x, cudaStream_t stream) {
         if stream is not None:
             yield self.report(
                 file,
-                node,
+                file.launch_span(node),
                 self.in_hand,
                 function=function_name(file, function),
                 stream=stream,

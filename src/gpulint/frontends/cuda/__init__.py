@@ -381,7 +381,20 @@ class CudaFrontend:
         )
 
     def noqa_lines(self, parsed: CudaFile) -> dict[int, frozenset[str]]:
-        return noqa_by_line(parsed.source)
+        found = noqa_by_line(parsed.source)
+        if found and b"<<<" in parsed.data:
+            # a multi-line launch is reported at its `<<<` (CudaFile.launch_span); a noqa on
+            # the kernel's name above it covers it as well
+            for first, reported in parsed.launch_lines().items():
+                if first in found:
+                    codes, here = found[first], found.get(reported)
+                    if here is None:
+                        found[reported] = codes
+                    elif not here or not codes:  # (an empty set is a bare `noqa`: every code)
+                        found[reported] = frozenset()
+                    else:
+                        found[reported] = here | codes
+        return found
 
 
 FRONTEND = CudaFrontend()

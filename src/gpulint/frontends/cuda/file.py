@@ -614,6 +614,30 @@ class CudaFile:
         end_line, end_col = self.source.position(self.char_offset(node.end_byte))
         return line, col, end_line, end_col
 
+    def launch_span(self, call: Node) -> tuple[int, int, int | None, int | None]:
+        """Where a finding about a kernel launch goes: `span(call)`, except that a launch whose
+        `<<<` starts on a later line than its kernel's name (`k<T, BLOCK>` on one line,
+        `<<<grid, block, 0, stream>>>(...)` below) starts at the `<<<`, so the reported line
+        shows the launch; the end is the call's end (the whole launch expression)."""
+        line, col, end_line, end_col = self.span(call)
+        syntax = next((c for c in call.children if c.type == "kernel_call_syntax"), None)
+        if syntax is not None and syntax.start_point[0] > call.start_point[0]:
+            line, col = self.source.position(self.char_offset(syntax.start_byte))
+        return line, col, end_line, end_col
+
+    def launch_lines(self) -> dict[int, int]:
+        """For each launch reported below its first line (`launch_span`), that first line ->
+        the line reported: a `noqa` written on the kernel's name still suppresses it."""
+        out: dict[int, int] = {}
+        for call in self.all_calls:
+            if self.launch_config(call) is None:
+                continue
+            first = self.span(call)[0]
+            reported = self.launch_span(call)[0]
+            if reported != first:
+                out[first] = reported
+        return out
+
     def offsets(self, node: Node) -> tuple[int, int]:
         return self.char_offset(node.start_byte), self.char_offset(node.end_byte)
 
