@@ -51,3 +51,97 @@ def test_sarif_region_of_a_launch_over_lines_is_the_launch(tmp_path, monkeypatch
     result = json.loads(out.getvalue())["runs"][0]["results"][0]
     region = result["locations"][0]["physicalLocation"]["region"]
     assert region == {"startLine": 7, "startColumn": 7, "endLine": 8, "endColumn": 34}
+
+
+LAUNCHER = """#pragma once
+#include <cuda_runtime.h>
+template <typename T> __global__ void scale_kernel(T* x, T a, int n) {}
+template <typename F> __global__ void for_each_kernel(int n, F f) {}
+template <typename T>
+void launch_scale(T* x, T a, int n, cudaStream_t s) {
+  scale_kernel<T>
+      <<<(n + 255) / 256, 256, 0, s>>>(x, a, n);
+}
+template <typename F>
+void parallel_for(int n, cudaStream_t s, F f) {
+  for_each_kernel<F><<<(n + 255) / 256, 256, 0, s>>>(n, f);
+}
+"""
+OPS = """#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+#include "launch.cuh"
+void scale_op(torch::Tensor x, double a) {
+  auto s = at::cuda::getCurrentCUDAStream();
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "scale", [&] {
+    launch_scale<scalar_t>(x.data_ptr<scalar_t>(), (scalar_t)a, x.numel(), s);
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+void add_one(torch::Tensor x) {
+  auto s = at::cuda::getCurrentCUDAStream();
+  float* p = x.data_ptr<float>();
+  parallel_for(x.numel(), s, [=] __device__(int i) { p[i] += 1; });
+  AT_CUDA_CHECK(cudaGetLastError());
+}
+"""
+
+
+def test_launcher_templates_called_from_other_files_that_check_are_silent(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "launch.cuh").write_text(LAUNCHER)
+    (tmp_path / "ops.cu").write_text(OPS)
+    assert not [f for f in _run(tmp_path) if f.code in ("GPU802", "GPU812")]
+
+
+def test_the_unchecked_caller_in_another_file_is_named(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "launch.cuh").write_text(LAUNCHER)
+    (tmp_path / "ops.cu").write_text(OPS)
+    (tmp_path / "more.cpp").write_text(
+        '#include "launch.cuh"\n'
+        "void bump(float* p, int n, cudaStream_t s) {\n"
+        "  parallel_for(n, s, [=] __device__(int i) { p[i] += 2; });\n"
+        "}\n"
+        "void twice(float* x, int n, cudaStream_t s) {\n"
+        "  launch_scale<float>(x, 2.f, n, s);\n"
+        "}\n"
+    )
+    found = sorted(
+        (f.path, f.line, f.message) for f in _run(tmp_path) if f.code in ("GPU802", "GPU812")
+    )
+    assert [(p, line) for p, line, _ in found] == [("launch.cuh", 8), ("launch.cuh", 12)]
+    assert "nor by `twice` (more.cpp:6) that calls function `launch_scale`" in found[0][2]
+    assert "nor by `bump` (more.cpp:3) that calls function `parallel_for`" in found[1][2]
+
+
+def test_an_extension_helper_names_the_caller_that_does_not_check(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ops.cu").write_text(
+        "#include <torch/extension.h>\n"
+        "template <typename T> __global__ void k(T* x, int n) {}\n"
+        "template <typename T> void k_cuda(T* x, int n, cudaStream_t s) {\n"
+        "  k<T><<<(n + 255) / 256, 256, 0, s>>>(x, n);\n"
+        "}\n"
+        "template void k_cuda<float>(float*, int, cudaStream_t);\n"
+    )
+    (tmp_path / "bind.cpp").write_text(
+        "#include <torch/extension.h>\n"
+        "template <typename T> void k_cuda(T* x, int n, cudaStream_t s);\n"
+        "void checked(torch::Tensor x, cudaStream_t s) {\n"
+        "  k_cuda<float>(x.data_ptr<float>(), x.numel(), s);\n"
+        "  C10_CUDA_KERNEL_LAUNCH_CHECK();\n"
+        "}\n"
+        "void fast(torch::Tensor x, cudaStream_t s) {\n"
+        "  k_cuda<float>(x.data_ptr<float>(), x.numel(), s);\n"
+        "}\n"
+    )
+    found = [f for f in _run(tmp_path) if f.code in ("GPU802", "GPU812")]
+    assert [(f.path, f.line) for f in found] == [("ops.cu", 4)]
+    assert "nor by `fast` (bind.cpp:8) that calls function `k_cuda`" in found[0].message
+    bind = (
+        (tmp_path / "bind.cpp")
+        .read_text()
+        .replace("s);\n}\n", "s);\n  C10_CUDA_KERNEL_LAUNCH_CHECK();\n}\n")
+    )
+    (tmp_path / "bind.cpp").write_text(bind)
+    assert not [f for f in _run(tmp_path) if f.code in ("GPU802", "GPU812")]

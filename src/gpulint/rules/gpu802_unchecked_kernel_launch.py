@@ -377,19 +377,24 @@ void forward(float* out, const float* q, int heads, int seq_len, cudaStream_t s)
             # PyTorch checks after every launch; and a function that allocates, copies and
             # launches is where the check belongs, unless every caller of it checks.
             known = name in file.project.launchers  # matched to its callers by name
-            site = file.project.unchecked_caller(name) if known else None
-            if name == "main" or site is not None or not known or not file.project.callers(name):
-                yield self.report(file, file.launch_span(node), check=check, **counts)
-            return
-        # A launcher (grid arithmetic and a launch, or a macro): its callers must check. A
-        # method, or a name other functions share, cannot be matched to its callers: left alone.
-        known = name in file.project.launchers
-        # A macro of a source file is expanded only in that file (a header's is shared).
-        local = in_macro and not file.display_path.endswith((".h", ".cuh", ".hpp", ".hh"))
-        own = file.display_path if local else None
-        chain = file.project.unchecked_chain(name, path=own) if known else None
-        if not chain:
-            return
+            chain = file.project.unchecked_chain(name) if known and name != "main" else None
+            if not chain:
+                if name == "main" or not known or not file.project.callers(name):
+                    yield self.report(file, file.launch_span(node), check=check, **counts)
+                return
+            # (an op helper whose callers are found: the message names the one that does not
+            # check, as for a launcher)
+        else:
+            # A launcher (grid arithmetic and a launch, or a macro): its callers must check. A
+            # method, or a name other functions share, cannot be matched to its callers: left
+            # alone.
+            known = name in file.project.launchers
+            # A macro of a source file is expanded only in that file (a header's is shared).
+            local = in_macro and not file.display_path.endswith((".h", ".cuh", ".hpp", ".hh"))
+            own = file.display_path if local else None
+            chain = file.project.unchecked_chain(name, path=own) if known else None
+            if not chain:
+                return
         # (named: the caller up the chain after which nothing checks, with what it calls)
         site = chain[-1]
         if len(chain) > 1:
