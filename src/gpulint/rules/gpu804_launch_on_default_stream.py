@@ -154,7 +154,7 @@ void run(float* x, cudaStream_t stream) {
             return
         if between_device_syncs(file, node):
             return  # the device is drained before and after it: the order is total anyway
-        if file.is_torch_extension:
+        if file.includes_torch:
             path = file.display_path.replace("\\", "/")
             if path in file.project.script_built or path in file.project.harness_streamless:
                 # built only by a script beside it that never changes streams: the current

@@ -452,6 +452,16 @@ class CudaFile:
         """The file includes torch, ATen or c10 headers (a PyTorch extension)."""
         return any(_TORCH_INCLUDE.match(i) for i in self.includes)
 
+    @property
+    def includes_torch(self) -> bool:
+        """A PyTorch extension's file: it includes torch, ATen or c10 headers itself, or a
+        header of the checked tree that does (`#include "common.h"`; the project's
+        `torch_by_header`)."""
+        if self.is_torch_extension:
+            return True
+        by_header = getattr(self._project, "torch_by_header", ())
+        return bool(by_header) and self.display_path.replace("\\", "/") in by_header
+
     @functools.cached_property
     def torch_is_conditional(self) -> bool:
         """Every torch/ATen/c10 `#include` sits in an `#if` branch (a header guard aside): the

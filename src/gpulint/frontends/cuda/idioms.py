@@ -602,7 +602,7 @@ def launch_check_for(file: CudaFile) -> str:
     own = launch_check_spelling(file) or file.project.launch_check_near(file.display_path)
     if own:
         return own
-    if file.is_torch_extension and not file.torch_is_conditional:
+    if file.includes_torch and not file.torch_is_conditional:
         return "C10_CUDA_KERNEL_LAUNCH_CHECK();"
     macro = house_check_macro(file, default=None)
     if macro is not None:
