@@ -145,3 +145,76 @@ def test_an_extension_helper_names_the_caller_that_does_not_check(tmp_path, monk
     )
     (tmp_path / "bind.cpp").write_text(bind)
     assert not [f for f in _run(tmp_path) if f.code in ("GPU802", "GPU812")]
+
+
+def _tree(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
+KERNEL_FILE = """#include "{header}"
+__global__ void fill_kernel(float* p, int n) {{}}
+void fill_cuda(float* p, int n) {{
+  fill_kernel<<<(n + 255) / 256, 256{stream}>>>(p, n);
+}}
+"""
+
+
+def test_torch_through_a_project_header_makes_the_default_stream_a_finding(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _tree(
+        tmp_path,
+        {
+            "csrc/common/helper.hpp": "#pragma once\n#include <ATen/cuda/CUDAContext.h>\n",
+            "csrc/common.h": '#pragma once\n#include "common/helper.hpp"\n',
+            "csrc/ops/fill.cu": KERNEL_FILE.format(header="../common.h", stream=""),
+        },
+    )
+    found = [f for f in _run(tmp_path) if f.code == "GPU804"]
+    assert [(f.path, f.line) for f in found] == [("csrc/ops/fill.cu", 4)]
+    assert "in a PyTorch extension" in found[0].message
+
+
+def test_no_torch_in_the_project_headers_leaves_plain_cuda_alone(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _tree(
+        tmp_path,
+        {
+            "csrc/common.h": "#pragma once\n#include <cuda_runtime.h>\n",
+            # (another folder's common.h includes torch: not the one this file includes)
+            "other/common.h": "#pragma once\n#include <torch/extension.h>\n",
+            "csrc/fill.cu": KERNEL_FILE.format(header="common.h", stream=""),
+        },
+    )
+    assert not [f for f in _run(tmp_path) if f.code == "GPU804"]
+
+
+def test_torch_through_a_header_on_the_current_stream_is_silent(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _tree(
+        tmp_path,
+        {
+            "csrc/common.h": "#pragma once\n#include <torch/extension.h>\n",
+            "csrc/fill.cu": KERNEL_FILE.format(
+                header="common.h", stream=", 0, at::cuda::getCurrentCUDAStream()"
+            ),
+            "csrc/dead.cu": '#include "common.h"\n__global__ void k(float* p) {}\n'
+            "void clear_cuda(float* p) {\n  return;\n  k<<<1, 256>>>(p);  // switched off\n}\n",
+        },
+    )
+    assert not [f for f in _run(tmp_path) if f.code == "GPU804"]
+
+
+def test_torch_by_header_follows_includes_to_any_depth():
+    from gpulint.frontends.cuda.project import torch_by_header
+
+    files = [
+        ("a/x.cu", b'#include "y.h"\n'),
+        ("a/y.h", b'#include "../b/z.h"\n'),
+        ("b/z.h", b"#include <torch/extension.h>\n"),
+        ("a/direct.cu", b'#include <torch/extension.h>\n#include "y.h"\n'),
+        ("a/plain.cu", b'#include "w.h"\n'),
+        ("a/w.h", b"#include <cuda_runtime.h>\n"),
+    ]
+    assert torch_by_header(files) == frozenset({"a/x.cu", "a/y.h"})

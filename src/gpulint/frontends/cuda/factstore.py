@@ -58,7 +58,7 @@ def file_facts(file: CudaFile, configured: tuple[str, ...] = ()) -> dict[str, An
         function = file.enclosing_function(launch)
         if function is not None and file.is_device_function(function):
             continue
-        if library and not file.in_program_code(launch):
+        if library and not file.run_by_main(launch):
             name = function_name(file, function) if function is not None else ""
             here = launch_checked_in(file, launch, function or file.root, configured)
             counted.setdefault(name or "", [0, 0])[0 if here else 1] += 1

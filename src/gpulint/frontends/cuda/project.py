@@ -559,9 +559,7 @@ def build(
     project.torch_by_header = torch_by_header(files)
     # (a launching source that has torch through a header of the tree is an extension's too)
     extension_sources += [
-        p
-        for p, data in files
-        if b"<<<" in data and p.replace("\\", "/") in project.torch_by_header
+        p for p, data in files if b"<<<" in data and p.replace("\\", "/") in project.torch_by_header
     ]
     project.script_built = script_built(extension_sources)
     project.harness, project.harness_streamless = harness_built(extension_sources)
