@@ -218,3 +218,32 @@ def test_torch_by_header_follows_includes_to_any_depth():
         ("a/w.h", b"#include <cuda_runtime.h>\n"),
     ]
     assert torch_by_header(files) == frozenset({"a/x.cu", "a/y.h"})
+
+
+def test_a_sync_in_a_loop_calling_a_launcher_template_of_another_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _tree(
+        tmp_path,
+        {
+            "step.cuh": "#pragma once\n#include <cuda_runtime.h>\n"
+            "template <typename T> __global__ void step_kernel(T* x, int n) {}\n"
+            "template <typename T> void launch_step(T* x, int n, cudaStream_t s) {\n"
+            "  step_kernel<T><<<(n + 255) / 256, 256, 0, s>>>(x, n);\n"
+            "  CUDA_CHECK(cudaGetLastError());\n}\n",
+            "run.cpp": '#include "step.cuh"\n'
+            "void run(float* x, int n, int steps, cudaStream_t s) {\n"
+            "  for (int t = 0; t < steps; ++t) {\n"
+            "    launch_step<float>(x, n, s);\n"
+            "    CUDA_CHECK(cudaStreamSynchronize(s));\n"
+            "  }\n"
+            "}\n"
+            "void wait_host(float* h, int steps, cudaStream_t s) {\n"
+            "  for (int t = 0; t < steps; ++t) {\n"
+            "    h[t] = 0.f;\n"
+            "    CUDA_CHECK(cudaStreamSynchronize(s));\n"
+            "  }\n"
+            "}\n",
+        },
+    )
+    found = [f for f in _run(tmp_path) if f.code == "GPU805"]
+    assert [(f.path, f.line) for f in found] == [("run.cpp", 5)]

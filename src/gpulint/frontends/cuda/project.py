@@ -76,6 +76,9 @@ class CudaProject:
     last_error_checks: frozenset[str] = frozenset()
     calls: dict[str, tuple[CallSite, ...]] = field(default_factory=dict)  # callee -> sites
     launchers: dict[str, str] = field(default_factory=dict)  # launcher -> path defining it
+    # host functions (not methods) every definition of which launches a kernel, checked or
+    # not (`launch_scale<T>(...)`): a loop calling one does GPU work each iteration (GPU805)
+    launching: frozenset[str] = frozenset()
     # names several host functions share (methods, overloads, CPU twins): not followed by name
     ambiguous: frozenset[str] = frozenset()
     methods: frozenset[str] = frozenset()  # names of member functions
@@ -261,6 +264,7 @@ class CudaProject:
             "api": sorted(self.api.items()),
             "api_folders": sorted(self.api_folders.items()),
             "sites": {n: sorted(map(_site_key, self._closure(n))) for n in own},
+            "launching": sorted(self.launching),
             "harness": path in self.harness_headers,
             "torch_by_header": path.replace("\\", "/") in self.torch_by_header,
             "script_built": path in self.script_built,
@@ -391,10 +395,13 @@ def merge(
     defined: set[str] = set()
     checking: dict[str, int] = {}
     checked_launching: dict[str, int] = {}
+    launches_any: dict[str, int] = {}  # name -> its definitions that launch, checked or not
     for path, facts in facts_by_path.items():
         for name, count in facts["launchers"].items():
             launchers.setdefault(name, path)
             launching[name] = launching.get(name, 0) + count
+        for name, count in facts.get("launching", {}).items():
+            launches_any[name] = launches_any.get(name, 0) + count
         checks.update(facts["checks"])
         last_error.update(facts.get("last_error_checks", ()))
         debug.update(facts.get("debug_checks", ()))
@@ -480,6 +487,9 @@ def merge(
         debug_checks=frozenset(debug),
         calls={k: tuple(v) for k, v in calls.items()},
         launchers=launchers,
+        launching=frozenset(
+            n for n, c in launches_any.items() if defs.get(n, 0) <= c and n not in methods
+        ),
         # (a name every definition of which launches is followed, like the launchers above)
         ambiguous=frozenset(methods | {n for n, c in defs.items() if c > 1 and n not in launchers}),
         methods=frozenset(methods),
