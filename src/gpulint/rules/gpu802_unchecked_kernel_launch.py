@@ -44,15 +44,21 @@ class UncheckedKernelLaunch(Rule):
     size query (a null pointer passed where the function returns before launching when it is
     null: `invokeTopk(nullptr, ws_size, ...)` asking for its workspace size). A function that also
     allocates or copies, or any function of a PyTorch extension (PyTorch checks after every
-    launch), fires unless callers are found and every one of them checks. Calls from tests,
+    launch), fires unless callers are found and every one of them checks (the message then
+    names the one that does not). Callers are found across translation units: a launcher
+    template in a header called as `launch<float, 256>(...)` (template arguments holding
+    parentheses too), from inside a dispatch lambda, or handed a device lambda
+    (`parallel_for(n, s, [=] __device__ (int i) {...})`). Calls from tests,
     benchmarks, demos and examples (by their path) or from a `main` are not the library's use: a
     launcher is judged by its library callers. Test code itself (a file under a test path: tests
-    and their helpers) is left alone: a failed launch fails or skews the test. Standalone
-    programs are left alone too (a file defining `main`, the `#if` branch holding `main` beside
-    library code, the functions only it calls, headers only programs include, a file that
-    `#include`s a driver source defining `main`, such as a tutorial step's
-    `#include "launch.cu"`): demos and benchmark drivers print what they measured, and whether
-    to check is their author's choice, not a hot-path bug. So are the sources of a PyTorch
+    and their helpers) is left alone: a failed launch fails or skews the test. What a
+    standalone program runs is left alone too (`main`, or the `#if` branch holding `main`
+    beside library code, and the functions of the file only it calls, two levels down;
+    headers only programs include; a file that `#include`s a driver source defining `main`,
+    such as a tutorial step's `#include "launch.cu"`): demos and benchmark drivers print what
+    they measured, and whether to check is their author's choice, not a hot-path bug. A
+    function beside a self-test `main` that `main` never calls is library code, judged as
+    any other (and counted in the convention). So are the sources of a PyTorch
     extension whose every Python user in the checked tree is a script (a file with a
     `__main__` guard, or argparse, a loop or a print at module level outside any package, or a
     test, benchmark or example path) and none a package's module: users are the files that
@@ -92,6 +98,9 @@ class UncheckedKernelLaunch(Rule):
     kernel image for this GPU) fails the checked launch too. And a launch in a method of a
     functor or launcher class whose every use in the file (`Dispatch<KnnFunctor, T>(...)`) is
     followed by a check in the using function.
+
+    A launch written over lines (`k<T, BLOCK>` above `<<<grid, block, 0, stream>>>(...)`) is
+    reported at its `<<<`, spanning the launch; a `noqa` on the kernel's name covers it too.
 
     The suggested check is the one the file already writes after its launches, else the one
     the other files of its folder write (a stable-ABI extension's
@@ -332,10 +341,12 @@ void forward(float* out, const float* q, int heads, int seq_len, cudaStream_t s)
             return
         if function is not None and _functor_checked_by_users(file, function, configured):
             return
-        if file.in_program(node):
-            # A standalone program (a demo, sample or benchmark driver: the file or `#if`
-            # branch defining `main`, functions only it calls, headers only it includes): a
-            # failed launch shows in its printed results, and its author chose no checking.
+        if file.run_by_main(node) or file.is_harness_header:
+            # What a standalone program runs (a demo, sample or benchmark driver: `main` or the
+            # `#if` branch defining it, the functions of the file only it calls, headers only
+            # programs include): a failed launch shows in its printed results, and its author
+            # chose no checking. A library function beside a self-test `main` that never calls
+            # it is library code.
             return
         if file.is_test:
             return  # test code (a test, its helpers): a failed launch fails or skews the test
@@ -366,7 +377,7 @@ void forward(float* out, const float* q, int heads, int seq_len, cudaStream_t s)
                 + " (more than the device allows fails it)"
             )
         if function is None:
-            yield self.report(file, node, check=check, **counts)
+            yield self.report(file, file.launch_span(node), check=check, **counts)
             return
         name = function_name(file, function)
         in_macro = file.macro_name(function) is not None
@@ -377,19 +388,24 @@ void forward(float* out, const float* q, int heads, int seq_len, cudaStream_t s)
             # PyTorch checks after every launch; and a function that allocates, copies and
             # launches is where the check belongs, unless every caller of it checks.
             known = name in file.project.launchers  # matched to its callers by name
-            site = file.project.unchecked_caller(name) if known else None
-            if name == "main" or site is not None or not known or not file.project.callers(name):
-                yield self.report(file, node, check=check, **counts)
-            return
-        # A launcher (grid arithmetic and a launch, or a macro): its callers must check. A
-        # method, or a name other functions share, cannot be matched to its callers: left alone.
-        known = name in file.project.launchers
-        # A macro of a source file is expanded only in that file (a header's is shared).
-        local = in_macro and not file.display_path.endswith((".h", ".cuh", ".hpp", ".hh"))
-        own = file.display_path if local else None
-        chain = file.project.unchecked_chain(name, path=own) if known else None
-        if not chain:
-            return
+            chain = file.project.unchecked_chain(name) if known and name != "main" else None
+            if not chain:
+                if name == "main" or not known or not file.project.callers(name):
+                    yield self.report(file, file.launch_span(node), check=check, **counts)
+                return
+            # (an op helper whose callers are found: the message names the one that does not
+            # check, as for a launcher)
+        else:
+            # A launcher (grid arithmetic and a launch, or a macro): its callers must check. A
+            # method, or a name other functions share, cannot be matched to its callers: left
+            # alone.
+            known = name in file.project.launchers
+            # A macro of a source file is expanded only in that file (a header's is shared).
+            local = in_macro and not file.display_path.endswith((".h", ".cuh", ".hpp", ".hh"))
+            own = file.display_path if local else None
+            chain = file.project.unchecked_chain(name, path=own) if known else None
+            if not chain:
+                return
         # (named: the caller up the chain after which nothing checks, with what it calls)
         site = chain[-1]
         if len(chain) > 1:
@@ -400,7 +416,7 @@ void forward(float* out, const float* q, int heads, int seq_len, cudaStream_t s)
         caller = f"`{site.caller}`" if site.caller else "file-scope code"
         yield self.report(
             file,
-            node,
+            file.launch_span(node),
             self.by_caller,
             check=check,
             caller=caller,

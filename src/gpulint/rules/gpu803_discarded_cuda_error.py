@@ -259,7 +259,7 @@ void f(float** d, float** e, size_t n) {
         more = f" and of {others} more call{'s' if others > 1 else ''} before it" if others else ""
         later = ""
         related = [
-            Related(file.display_path, *file.span(c)[:2], "its failure is lost here")
+            Related(file.display_path, *file.launch_span(c)[:2], "its failure is lost here")
             for c in found.lost[:3]
         ]
         if found.later_check is not None:
@@ -274,7 +274,7 @@ void f(float** d, float** e, size_t n) {
             self.clear_message,
             related=tuple(related),
             what=what,
-            line=file.span(first)[0],
+            line=file.launch_span(first)[0],
             more=more,
             later=later,
             suggest=fix_for(file, "cudaGetLastError()"),

@@ -1,5 +1,6 @@
 import re
 
+from gpulint.frontends.cuda.callgraph import unreachable
 from gpulint.frontends.cuda.file import CudaFile, declared_names
 from gpulint.frontends.cuda.idioms import (
     DEFAULT_STREAMS,
@@ -18,7 +19,8 @@ class LaunchOnDefaultStream(Rule):
     ## What it does
     Finds a kernel launch on the legacy default stream (no stream argument, or `0`/`nullptr`/
     `NULL`) in two places: anywhere in a PyTorch extension (a file that includes `torch/`,
-    `ATen/` or `c10/` headers), and in plain CUDA host code inside a function that takes a
+    `ATen/` or `c10/` headers, itself or through a header of the checked tree, at any depth:
+    `#include "pytorch_cuda_helper.hpp"` that includes `<ATen/cuda/CUDAContext.h>`), and in plain CUDA host code inside a function that takes a
     `cudaStream_t` parameter, a stream it was handed and did not use. Launches on
     `at::cuda::getCurrentCUDAStream()` or on any other stream expression are left alone, and so
     are plain CUDA functions with no stream parameter (or several: which one is meant is not
@@ -34,7 +36,8 @@ class LaunchOnDefaultStream(Rule):
     TORCH_BUILD k<<<g, b, s, stream>>> #else k<<<g, b, s>>> #endif`: the default-stream one is
     the other build's, a standalone harness), and a launch with a `cudaDeviceSynchronize()` on
     its path both before and after it (the device is drained around it: its order with every
-    stream is already total). In plain
+    stream is already total), and a launch after a `return` in its block (switched off: it
+    never runs). A launch written over lines is reported at its `<<<`. In plain
     CUDA, a function that synchronises the whole device after the launch
     (`cudaDeviceSynchronize()`, a one-off setup step) is left alone: nothing overlaps with it.
 
@@ -154,15 +157,17 @@ void run(float* x, cudaStream_t stream) {
             return
         if between_device_syncs(file, node):
             return  # the device is drained before and after it: the order is total anyway
-        if file.is_torch_extension:
+        function = file.enclosing_function(node)
+        if function is not None and unreachable(file, node, function):
+            return  # after a `return` (a kernel switched off): it never runs
+        if file.includes_torch:
             path = file.display_path.replace("\\", "/")
             if path in file.project.script_built or path in file.project.harness_streamless:
                 # built only by a script beside it that never changes streams: the current
                 # stream of every caller is the default stream
                 return
-            yield self.report(file, node, smem=smem)
+            yield self.report(file, file.launch_span(node), smem=smem)
             return
-        function = file.enclosing_function(node)
         if function is None or file.is_device_function(function):
             return
         stream = _stream_parameter(file, function)
@@ -171,7 +176,7 @@ void run(float* x, cudaStream_t stream) {
         if stream is not None:
             yield self.report(
                 file,
-                node,
+                file.launch_span(node),
                 self.in_hand,
                 function=function_name(file, function),
                 stream=stream,

@@ -27,8 +27,10 @@ class CudaSyncOrAllocInLoop(Rule):
     """
     ## What it does
     Finds `cudaDeviceSynchronize`, `cudaStreamSynchronize`, `cudaMalloc` or `cudaFree` inside a
-    host loop that does GPU work on every iteration: the loop body launches a kernel, or it both
-    allocates and frees. Loops that only set up or tear down a list of buffers or streams
+    host loop that does GPU work on every iteration: the loop body launches a kernel (itself, or
+    through a host function of the checked tree every definition of which launches one: a
+    launcher template `launch_step<T, 256>(x, n, stream)` in a header), or it both allocates
+    and frees. Loops that only set up or tear down a list of buffers or streams
     (`for (i...) cudaFree(bufs[i]);`, `for (s...) cudaStreamSynchronize(streams[s]);`) are left
     alone (the call's arguments use the loop variable), and so are syncs after which the host reads
     or times the iteration's result (a device-to-host copy, a `break`, a timer), loops that time
@@ -192,7 +194,7 @@ void run(float* x, int iters) {
             return  # per-element setup/teardown: `cudaMalloc(&bufs[i], ...)`, `cudaStreamSynchronize(streams[i])`
         body = file.data[loop.start_byte : loop.end_byte]
         rest = file.data[node.end_byte : loop.end_byte]
-        launches = b"<<<" in body
+        launches = b"<<<" in body or _calls_launching(file, body)
         if name in ALLOCS:
             both = b"cudaMalloc(" in body and b"cudaFree(" in body
             if not (both or launches):
@@ -250,6 +252,19 @@ void run(float* x, int iters) {
                 names.add(file.node_text(left))
         args = call.child_by_field_name("arguments")
         return bool(names & set(_IDENT.findall(file.node_text(args))))
+
+
+# a call, template arguments and all: `launch_scale<T, 256>(...)`
+_CALLED = re.compile(rb"\b([A-Za-z_]\w*)\s*(?:<(?:[^;(){}]|\([^;(){}]*\))*>\s*)?\(")
+
+
+def _calls_launching(file: CudaFile, body: bytes) -> bool:
+    """The loop body calls a host function of the project that launches a kernel (a launcher
+    template, `launch_scale<T>(x, n, stream)`): GPU work on every iteration, as a `<<<`."""
+    launching = file.project.launching
+    if not launching:
+        return False
+    return any(m.decode("ascii", "replace") in launching for m in _CALLED.findall(body))
 
 
 def _between(node, loop):

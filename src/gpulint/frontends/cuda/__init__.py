@@ -68,6 +68,15 @@ def _qualifier(m: re.Match) -> bytes:
     return m.group(1) + qualifier + b" " * (len(name) - len(qualifier))
 
 
+# An extended lambda, `[=] __device__ (int i) { ... }` (`__host__ __device__` too): the grammar
+# has no execution space on a lambda, and the ERROR takes the statement holding it (the call
+# of a launcher template that receives it). The qualifiers are blanked: the lambda parses as a
+# plain one, and its call is judged as the host code it is.
+_LAMBDA_SPACE = re.compile(
+    rb"(\[[^\[\]\n]*\][ \t]*)((?:__(?:host|device)__[ \t]*)+)(?=\(|\{|mutable\b|->)"
+)
+
+
 # A macro invoked at file scope with no `;` (`TORCH_BINDING_ELU(f16, torch::kHalf, half, 1)`,
 # `INSTANTIATE(float)`), which expands to definitions: the grammar cannot end it, and the ERROR
 # it opens swallows the rest of the file. Blanked: what it expands to is in its #define body.
@@ -96,6 +105,8 @@ def mask_attributes(data: bytes) -> bytes:
         data = data.replace(b"__grid_constant__", b" " * len(b"__grid_constant__"))
     if b"_DEVICE" in data or b"_HOST" in data or b"_GLOBAL" in data:
         data = _SPACE_MACRO.sub(_qualifier, data)
+    if b"__device__" in data or b"__host__" in data:
+        data = _LAMBDA_SPACE.sub(lambda m: m.group(1) + b" " * len(m.group(2)), data)
     data = _FILE_SCOPE_MACRO.sub(_blank_invocation, data)
     if b"<<<" in data:
         data = _LAUNCH_CONFIG.sub(_unbrace, data)
@@ -381,7 +392,20 @@ class CudaFrontend:
         )
 
     def noqa_lines(self, parsed: CudaFile) -> dict[int, frozenset[str]]:
-        return noqa_by_line(parsed.source)
+        found = noqa_by_line(parsed.source)
+        if found and b"<<<" in parsed.data:
+            # a multi-line launch is reported at its `<<<` (CudaFile.launch_span); a noqa on
+            # the kernel's name above it covers it as well
+            for first, reported in parsed.launch_lines().items():
+                if first in found:
+                    codes, here = found[first], found.get(reported)
+                    if here is None:
+                        found[reported] = codes
+                    elif not here or not codes:  # (an empty set is a bare `noqa`: every code)
+                        found[reported] = frozenset()
+                    else:
+                        found[reported] = here | codes
+        return found
 
 
 FRONTEND = CudaFrontend()

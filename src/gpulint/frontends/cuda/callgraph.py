@@ -425,7 +425,8 @@ def _block(data: bytes, start: int, limit: int = 40000) -> bytes | None:
     return None
 
 
-_CALL_BYTES = re.compile(rb"\b([A-Za-z_]\w*)\s*(?:<[^;(]*>\s*)?\(")
+# (template arguments may hold parentheses: `launch<sizeof(T) * 8>(...)`)
+_CALL_BYTES = re.compile(rb"\b([A-Za-z_]\w*)\s*(?:<(?:[^;()]|\([^;()]*\))*>\s*)?\(")
 
 
 def called_names(data: bytes, memo: dict[int, set[str]]) -> set[str]:

@@ -49,6 +49,8 @@ def file_facts(file: CudaFile, configured: tuple[str, ...] = ()) -> dict[str, An
     """One file's contribution to the project (JSON-able; a function of the file's bytes and
     the configured check macros only, so it can be stored by content)."""
     launchers: dict[str, set[int]] = {}  # name -> start bytes of its definitions that launch
+    # (unchecked); and of those that launch at all
+    launching: dict[str, set[int]] = {}
     # The project's launch-checking convention: per host function (name, "" at file scope),
     # its library launches checked on their path and not (tests and programs left out).
     counted: dict[str, list[int]] = {}
@@ -58,7 +60,7 @@ def file_facts(file: CudaFile, configured: tuple[str, ...] = ()) -> dict[str, An
         function = file.enclosing_function(launch)
         if function is not None and file.is_device_function(function):
             continue
-        if library and not file.in_program_code(launch):
+        if library and not file.run_by_main(launch):
             name = function_name(file, function) if function is not None else ""
             here = launch_checked_in(file, launch, function or file.root, configured)
             counted.setdefault(name or "", [0, 0])[0 if here else 1] += 1
@@ -73,6 +75,7 @@ def file_facts(file: CudaFile, configured: tuple[str, ...] = ()) -> dict[str, An
         name = function_name(file, function)
         if not name or name == "main" or is_method(file, function):
             continue  # methods share names across classes: not matched to callers by name
+        launching.setdefault(name, set()).add(function.start_byte)
         if not launch_checked_in(file, launch, function, configured):
             launchers.setdefault(name, set()).add(function.start_byte)
     # How many host functions of each name the file defines: a launcher whose name other
@@ -158,6 +161,7 @@ def file_facts(file: CudaFile, configured: tuple[str, ...] = ()) -> dict[str, An
     return {
         "includes": includes,
         "launchers": {n: len(v) for n, v in sorted(launchers.items())},
+        "launching": {n: len(v) for n, v in sorted(launching.items())},
         "launch_counts": {n: c for n, c in sorted(counted.items())},
         "launch_checks": {n: c for n, c in sorted(checked_via.items())},
         "api_counts": api_counts(file),

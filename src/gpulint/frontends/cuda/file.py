@@ -452,6 +452,16 @@ class CudaFile:
         """The file includes torch, ATen or c10 headers (a PyTorch extension)."""
         return any(_TORCH_INCLUDE.match(i) for i in self.includes)
 
+    @property
+    def includes_torch(self) -> bool:
+        """A PyTorch extension's file: it includes torch, ATen or c10 headers itself, or a
+        header of the checked tree that does (`#include "common.h"`; the project's
+        `torch_by_header`)."""
+        if self.is_torch_extension:
+            return True
+        by_header = getattr(self._project, "torch_by_header", ())
+        return bool(by_header) and self.display_path.replace("\\", "/") in by_header
+
     @functools.cached_property
     def torch_is_conditional(self) -> bool:
         """Every torch/ATen/c10 `#include` sits in an `#if` branch (a header guard aside): the
@@ -613,6 +623,30 @@ class CudaFile:
         line, col = self.source.position(self.char_offset(node.start_byte))
         end_line, end_col = self.source.position(self.char_offset(node.end_byte))
         return line, col, end_line, end_col
+
+    def launch_span(self, call: Node) -> tuple[int, int, int | None, int | None]:
+        """Where a finding about a kernel launch goes: `span(call)`, except that a launch whose
+        `<<<` starts on a later line than its kernel's name (`k<T, BLOCK>` on one line,
+        `<<<grid, block, 0, stream>>>(...)` below) starts at the `<<<`, so the reported line
+        shows the launch; the end is the call's end (the whole launch expression)."""
+        line, col, end_line, end_col = self.span(call)
+        syntax = next((c for c in call.children if c.type == "kernel_call_syntax"), None)
+        if syntax is not None and syntax.start_point[0] > call.start_point[0]:
+            line, col = self.source.position(self.char_offset(syntax.start_byte))
+        return line, col, end_line, end_col
+
+    def launch_lines(self) -> dict[int, int]:
+        """For each launch reported below its first line (`launch_span`), that first line ->
+        the line reported: a `noqa` written on the kernel's name still suppresses it."""
+        out: dict[int, int] = {}
+        for call in self.all_calls:
+            if self.launch_config(call) is None:
+                continue
+            first = self.span(call)[0]
+            reported = self.launch_span(call)[0]
+            if reported != first:
+                out[first] = reported
+        return out
 
     def offsets(self, node: Node) -> tuple[int, int]:
         return self.char_offset(node.start_byte), self.char_offset(node.end_byte)

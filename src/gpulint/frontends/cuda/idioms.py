@@ -602,7 +602,7 @@ def launch_check_for(file: CudaFile) -> str:
     own = launch_check_spelling(file) or file.project.launch_check_near(file.display_path)
     if own:
         return own
-    if file.is_torch_extension and not file.torch_is_conditional:
+    if file.includes_torch and not file.torch_is_conditional:
         return "C10_CUDA_KERNEL_LAUNCH_CHECK();"
     macro = house_check_macro(file, default=None)
     if macro is not None:
@@ -702,7 +702,7 @@ def api_kind(name: str) -> str | None:
 
 def api_counts(file: CudaFile) -> dict[str, list[int]]:
     """Per kind of corrupting runtime call (`api_kind`), in the file's library code (tests and
-    standalone programs left out): [status used, status discarded]. A use is a check macro
+    what standalone programs run left out): [status used, status discarded]. A use is a check macro
     around the call, a comparison, an assignment, a return; a discard is what GPU803 would
     report (a call checked by the next statement or a later last-error check counts as
     neither). Once per file."""
@@ -716,7 +716,7 @@ def _api_counts(file: CudaFile) -> dict[str, list[int]]:
     for call in file.all_calls:
         name = file.call_name(call)
         kind = api_kind(name) if name and name.startswith("cuda") else None
-        if kind is None or file.broken(call) or file.in_program_code(call):
+        if kind is None or file.broken(call) or file.run_by_main(call):
             continue
         if file.is_device_function(file.enclosing_function(call)):
             continue

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -31,7 +32,14 @@ from gpulint.frontends.cuda.conventions import (
     file_macro_checks,
     text_api_counts,
 )
-from gpulint.frontends.cuda.harness import MAIN_BYTES, harness_built, harness_headers, script_built
+from gpulint.frontends.cuda.harness import (
+    MAIN_BYTES,
+    _shared_prefix,
+    harness_built,
+    harness_headers,
+    include_name,
+    script_built,
+)
 from gpulint.frontends.cuda.idioms import debug_only_checks, last_error_checks, tree_macros
 from gpulint.source import is_driver_path
 
@@ -68,6 +76,9 @@ class CudaProject:
     last_error_checks: frozenset[str] = frozenset()
     calls: dict[str, tuple[CallSite, ...]] = field(default_factory=dict)  # callee -> sites
     launchers: dict[str, str] = field(default_factory=dict)  # launcher -> path defining it
+    # host functions (not methods) every definition of which launches a kernel, checked or
+    # not (`launch_scale<T>(...)`): a loop calling one does GPU work each iteration (GPU805)
+    launching: frozenset[str] = frozenset()
     # names several host functions share (methods, overloads, CPU twins): not followed by name
     ambiguous: frozenset[str] = frozenset()
     methods: frozenset[str] = frozenset()  # names of member functions
@@ -94,6 +105,10 @@ class CudaProject:
     # names `#define`d in any source of the checked tree (idioms.tree_macros): a macro none of
     # them nor a build file defines leaves its `#if` branch out of every build (GPU807)
     macros: frozenset[str] = frozenset()
+    # files that include no torch/ATen/c10 header themselves but a header of the checked tree
+    # that does, at any depth (`#include "common.h"` holding `<torch/extension.h>`): PyTorch
+    # extensions too (see `torch_by_header`)
+    torch_by_header: frozenset[str] = frozenset()
     # how each file with launches spells its launch check (idioms.launch_check_spelling):
     # path -> `STD_CUDA_KERNEL_LAUNCH_CHECK();`; a fix suggestion in a file that writes none
     # uses its nearest sibling's
@@ -249,7 +264,9 @@ class CudaProject:
             "api": sorted(self.api.items()),
             "api_folders": sorted(self.api_folders.items()),
             "sites": {n: sorted(map(_site_key, self._closure(n))) for n in own},
+            "launching": sorted(self.launching),
             "harness": path in self.harness_headers,
+            "torch_by_header": path.replace("\\", "/") in self.torch_by_header,
             "script_built": path in self.script_built,
             "harness_built": [path in self.harness, path in self.harness_streamless],
             "uncalled": sorted(e for e in self.uncalled_printers if e.startswith(path + ":")),
@@ -378,10 +395,13 @@ def merge(
     defined: set[str] = set()
     checking: dict[str, int] = {}
     checked_launching: dict[str, int] = {}
+    launches_any: dict[str, int] = {}  # name -> its definitions that launch, checked or not
     for path, facts in facts_by_path.items():
         for name, count in facts["launchers"].items():
             launchers.setdefault(name, path)
             launching[name] = launching.get(name, 0) + count
+        for name, count in facts.get("launching", {}).items():
+            launches_any[name] = launches_any.get(name, 0) + count
         checks.update(facts["checks"])
         last_error.update(facts.get("last_error_checks", ()))
         debug.update(facts.get("debug_checks", ()))
@@ -467,6 +487,9 @@ def merge(
         debug_checks=frozenset(debug),
         calls={k: tuple(v) for k, v in calls.items()},
         launchers=launchers,
+        launching=frozenset(
+            n for n, c in launches_any.items() if defs.get(n, 0) <= c and n not in methods
+        ),
         # (a name every definition of which launches is followed, like the launchers above)
         ambiguous=frozenset(methods | {n for n, c in defs.items() if c > 1 and n not in launchers}),
         methods=frozenset(methods),
@@ -543,6 +566,11 @@ def build(
             }
     project = merge(facts, count=False, bases=class_bases(files))
     project.harness_headers = harness_headers(facts, paths, drivers)
+    project.torch_by_header = torch_by_header(files)
+    # (a launching source that has torch through a header of the tree is an extension's too)
+    extension_sources += [
+        p for p, data in files if b"<<<" in data and p.replace("\\", "/") in project.torch_by_header
+    ]
     project.script_built = script_built(extension_sources)
     project.harness, project.harness_streamless = harness_built(extension_sources)
     project.uncalled_printers = uncalled_device_printers(files)
@@ -572,3 +600,53 @@ def build(
                 project.api[kind] = (have[0] + used, have[1] + dropped)
             add_folder_counts(project.api_folders, path, counts)
     return project
+
+
+_TORCH_INCLUDE_BYTES = re.compile(rb'(?m)^[ \t]*#[ \t]*include[ \t]*[<"](?:torch|ATen|c10)/')
+_QUOTED_INCLUDE = re.compile(rb'(?m)^[ \t]*#[ \t]*include[ \t]*"([^"\n]+)"')
+
+
+def torch_by_header(files: Iterable[tuple[str, bytes]]) -> frozenset[str]:
+    """The files (paths with `/`) that include no torch, ATen or c10 header themselves but a
+    header of the checked tree that does, directly or through other headers of the tree
+    (`#include "common.h"` where `common.h` includes `<torch/extension.h>`): their code is a
+    PyTorch extension's as much as a file writing the include. Each `#include "x/y.h"` is
+    resolved as `harness_headers` resolves it (the checked file ending in `x/y.h` nearest the
+    including file); a header outside the tree is not followed. Read from the text."""
+    direct: set[str] = set()
+    quoted: dict[str, list[str]] = {}  # file -> the names it includes in quotes
+    by_name: dict[str, list[str]] = {}
+    for path, data in files:
+        path = path.replace("\\", "/")
+        by_name.setdefault(path.rsplit("/", 1)[-1], []).append(path)
+        if b"#" not in data or b"include" not in data:
+            continue
+        if _TORCH_INCLUDE_BYTES.search(data):
+            direct.add(path)
+        found = [include_name(m.decode("utf-8", "replace")) for m in _QUOTED_INCLUDE.findall(data)]
+        if found:
+            quoted[path] = found
+    if not direct:
+        return frozenset()
+
+    def resolve(includer: str, name: str) -> str | None:
+        here = includer.split("/")[:-1]
+        found = [
+            p for p in by_name.get(name.rsplit("/", 1)[-1], ()) if ("/" + p).endswith("/" + name)
+        ]
+        if not found:
+            return None
+        return max(found, key=lambda p: _shared_prefix(here, p.split("/")[:-1]))
+
+    edges = {
+        f: [r for n in names if (r := resolve(f, n)) is not None] for f, names in quoted.items()
+    }
+    reaches = set(direct)
+    grown = True
+    while grown:  # (a fixed point: each pass adds the files including one found before)
+        grown = False
+        for f, targets in edges.items():
+            if f not in reaches and any(t in reaches for t in targets):
+                reaches.add(f)
+                grown = True
+    return frozenset(reaches - direct)
