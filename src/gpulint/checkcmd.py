@@ -773,15 +773,25 @@ def add_noqa(args, checker: Checker, run: Run) -> int:
         except (Unreadable, ParseError) as e:
             print(f"{escape(result.path)}: {escape(str(e))}; no noqa added", file=sys.stderr)
             continue
-        planner = NoqaPlanner(text, frontend.language)
+        planners: dict[int | None, NoqaPlanner] = {None: NoqaPlanner(text, frontend.language)}
+
+        def planner_for(cell: int | None, text=text, planners=planners) -> NoqaPlanner:
+            # In a notebook, a finding's line counts in its cell, and so do its edits.
+            if cell not in planners:
+                from gpulint.frontends.notebook import cell_source
+
+                planners[cell] = NoqaPlanner(cell_source(text, cell) or "", "python")
+            return planners[cell]
+
         # One fix per line: a comment for the line's first finding, the others ride along.
-        by_line: dict[int, list] = {}
+        by_line: dict[tuple[int | None, int], list] = {}
         for f in result.findings:
             if f.code not in ENGINE_CODES:
-                by_line.setdefault(planner.target_line(f.line), []).append(f)
+                target = planner_for(f.cell).target_line(f.line)
+                by_line.setdefault((f.cell, target), []).append(f)
         findings = [f for f in result.findings if f.code in ENGINE_CODES]
-        for group in by_line.values():
-            (edit,) = planner.edits(group) or (None,)
+        for (cell, _), group in by_line.items():
+            (edit,) = planner_for(cell).edits(group) or (None,)
             first, *rest = group
             fix = Fix("add noqa", (edit,)) if edit is not None else None
             findings += [replace(first, fix=fix), *(replace(f, fix=None) for f in rest)]
@@ -799,7 +809,12 @@ def add_noqa(args, checker: Checker, run: Run) -> int:
             print(f"{escape(result.path)}: noqa not added ({escape(why)})", file=sys.stderr)
         if outcome.applied:
             written = {f.fix for f in findings if f.fix} - {fix for fix, _ in outcome.refused}
-            added += sum(len(_new_codes(e, text)) for fix in written for e in fix.edits)
+            added += sum(
+                len(_new_codes(e, planner_for(f.cell).text))
+                for f in findings
+                if f.fix in written
+                for e in f.fix.edits
+            )
             files += 1
     if not args.quiet:
         print(
