@@ -87,6 +87,21 @@ def test_findings_are_placed_by_cell_line_and_column():
     assert line[loop.col - 1 : loop.end_col - 1] == "loss.item()"
 
 
+def test_line_references_in_messages_are_relabelled_only_for_this_notebook():
+    from gpulint.frontends.notebook import relabel
+
+    nb = Notebook.from_text(_notebook("a = 1\nb = 2\n", ("markdown", "m"), "c = 3\n"))
+    assert relabel("the loop at line 3; and line 2", nb, "d/nb.ipynb") == (
+        "the loop at cell 3, line 1; and cell 1, line 2"
+    )
+    assert relabel("see d/nb.ipynb:3 and nb.ipynb:1, x/nb.ipynb:3", nb, "d/nb.ipynb") == (
+        "see d/nb.ipynb:cell 3:1 and nb.ipynb:cell 1:1, x/nb.ipynb:3"
+    )
+    remote = "a graph break there: `print()` at line 3 in `f`, line 2 of m.py, utils.py:3"
+    assert relabel(remote, nb, "nb.ipynb") == remote
+    assert relabel("line 99", nb, "nb.ipynb") == "line 99"  # past the joined source's end
+
+
 def test_text_output_is_ruffs_concise_form(project):
     code, out = run("check", "--no-cache", "training.ipynb")
     assert code == 1

@@ -62,6 +62,7 @@ class Cell:
     analysed: str | None  # the masked source the analysis sees; None: cell not analysed
     first_line: int = 0  # its first line in the joined source (0: not analysed)
     start: int = 0  # character offset of its first line in the joined source
+    lines: int = 0  # how many lines of the joined source it holds
 
 
 def _line_starts(text: str) -> list[int]:
@@ -160,9 +161,10 @@ class Notebook:
                 body = cell.analysed
                 if not body.endswith(("\n", "\r")):
                     body += "\n"
-                cell = replace(cell, first_line=line, start=offset)
+                count = len(_line_starts(body)) - 1
+                cell = replace(cell, first_line=line, start=offset, lines=count)
                 parts.append(body)
-                line += len(_line_starts(body)) - 1
+                line += count
                 offset += len(body)
             self.cells.append(cell)
         self.source = "".join(parts)
@@ -184,6 +186,8 @@ class Notebook:
         if i < 0:
             return None
         cell = self._analysed[i]
+        if line >= cell.first_line + cell.lines:
+            return None  # past the end of the joined source
         return cell, line - cell.first_line + 1
 
     # -- edits between the joined source and the cells ----------------------------------------
@@ -420,6 +424,9 @@ def _parse(nb: Notebook, display_path: str):
         return parse_python(nb.source, display_path)
     except ParseError as e:
         where = nb.locate(e.line)
+        if where is None and nb._analysed:  # at the end of the source: the last cell's end
+            last = nb._analysed[-1]
+            where = (last, last.lines)
         if where is None:
             raise
         cell, line = where
@@ -497,7 +504,9 @@ def _place_related(nb: Notebook, r):
     )
 
 
-_LINE_WORD = re.compile(r"\bline (\d+)\b")
+# `line 12`, but not `line 12 of other.py` nor `line 12 in `fn`` (GPU510's line of another
+# module, named beside it): those are lines of other files.
+_LINE_WORD = re.compile(r"\bline (\d+)\b(?! of )(?! in `)")
 
 
 def relabel(message: str, nb: Notebook, path: str) -> str:
