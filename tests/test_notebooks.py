@@ -17,8 +17,8 @@ from gpulint.config import Config
 from gpulint.diagnostics import Edit, Finding, Fix, Severity
 from gpulint.engine import Linter, lint_source
 from gpulint.frontends.notebook import (
-    NotebookFile,
     Notebook,
+    NotebookFile,
     cell_source,
     load,
     mask,
@@ -212,7 +212,9 @@ def test_a_broken_notebook_is_one_diagnostic_and_the_run_goes_on(project):
     code, out = run("check", "--no-cache", ".")
     assert code == 1
     broken = [line for line in out.splitlines() if line.startswith("broken.ipynb")]
-    assert broken == ["broken.ipynb:4:2: GPU000 not a valid notebook: invalid JSON: Expecting ',' delimiter"]
+    assert broken == [
+        "broken.ipynb:4:2: GPU000 not a valid notebook: invalid JSON: Expecting ',' delimiter"
+    ]
     assert "training.ipynb:cell 5:7:27: GPU101" in out
 
 
@@ -239,7 +241,9 @@ def test_a_syntax_error_is_placed_in_its_cell():
     # (a file no rule looks at is not parsed, notebook or not: this one has a step loop)
     (finding,) = lint_source(_notebook("loss.backward()", "x = 1", "y = (1,\n"), "nb.ipynb")
     assert (finding.code, finding.cell, finding.line) == ("GPU000", 3, 1)
-    assert "syntax error" in finding.message and "(cell 3)" in finding.message
+    assert finding.message == "syntax error: '(' was never closed"
+    (finding,) = lint_source(_notebook("loss.backward()", "if x:\n"), "nb.ipynb")
+    assert finding.cell == 2 and finding.message.endswith("statement on cell 2, line 1")
 
 
 # -- fixes --------------------------------------------------------------------------------------
@@ -306,7 +310,7 @@ def test_add_noqa_writes_into_the_cells(project):
     after = (project / "training.ipynb").read_bytes()
     assert lint_source(after, "training.ipynb") == []
     nb = load(after)
-    assert nb.cell(5).source.endswith("{loss.item():.3f}\")  # noqa: GPU101")
+    assert nb.cell(5).source.endswith('{loss.item():.3f}")  # noqa: GPU101')
     assert nb.cell(3).source.startswith("scaler = torch.cuda.amp.GradScaler()  # noqa: GPU201\n")
 
 

@@ -778,6 +778,7 @@ def add_noqa(args, checker: Checker, run: Run) -> int:
         def planner_for(cell: int | None, text=text, planners=planners) -> NoqaPlanner:
             # In a notebook, a finding's line counts in its cell, and so do its edits.
             if cell not in planners:
+                assert cell is not None
                 from gpulint.frontends.notebook import cell_source
 
                 planners[cell] = NoqaPlanner(cell_source(text, cell) or "", "python")

@@ -508,7 +508,7 @@ def _notebook_diff(old: str, new: str, shown: str) -> str | None:
         return None
     if len(before.cells) != len(after.cells):
         return None
-    out = []
+    out: list[str] = []
     for a, b in zip(before.cells, after.cells, strict=True):
         if a.source == b.source:
             continue

@@ -135,7 +135,7 @@ def mask(source: str) -> tuple[str | None, frozenset[int]]:
             if n in which:
                 body = line.rstrip("\r\n")
                 indent = body[: len(body) - len(body.lstrip())]
-                out.append(f"{indent}pass{line[len(body):]}")
+                out.append(f"{indent}pass{line[len(body) :]}")
             else:
                 out.append(line)
         return "".join(out)
@@ -277,6 +277,8 @@ def _list_style(nb: Notebook) -> tuple[str, str, str] | None:
 
 
 _WS = re.compile(r"[ \t\n\r]*")
+# (text, index after the opening quote) -> (the string, index after the closing quote)
+_scanstring: Any = json.decoder.scanstring  # type: ignore[attr-defined]
 
 
 def _skip(text: str, i: int) -> int:
@@ -291,7 +293,7 @@ def _members(text: str, i: int) -> Iterable[tuple[str, int, int]]:
     if text[i] == "}":
         return
     while True:
-        key, i = json.decoder.scanstring(text, i + 1)
+        key, i = _scanstring(text, i + 1)
         i = _skip(text, i)
         i = _skip(text, i + 1)  # the colon
         start = i
@@ -326,7 +328,9 @@ def _read(text: str) -> Notebook:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
-        raise ParseError(f"not a valid notebook: invalid JSON: {e.msg}", e.lineno, e.colno) from None
+        raise ParseError(
+            f"not a valid notebook: invalid JSON: {e.msg}", e.lineno, e.colno
+        ) from None
     except (ValueError, RecursionError):
         raise _bad("invalid JSON") from None
     if not isinstance(data, dict):
@@ -380,7 +384,8 @@ def _read(text: str) -> Notebook:
         elif not isinstance(source, str):
             raise _bad(f"cell {number}: source is not a string or a list of strings")
         kind = raw["cell_type"]
-        analysed, masked = (None, frozenset())
+        analysed: str | None = None
+        masked: frozenset[int] = frozenset()
         if kind == "code" and span is not None:
             analysed, masked = mask(source)
         cells.append(Cell(number, kind, source, span or (0, 0), as_list, masked, analysed))
@@ -430,7 +435,8 @@ def _parse(nb: Notebook, display_path: str):
         if where is None:
             raise
         cell, line = where
-        raise ParseError(f"{e} (cell {cell.number})", line, e.col, cell=cell.number) from None
+        message = relabel(str(e), nb, display_path)  # "... on line 12": the cell's line
+        raise ParseError(message, line, e.col, cell=cell.number) from None
 
 
 class NotebookFrontend:

@@ -36,7 +36,7 @@ def render(findings: list[Finding], *, root: Path | None = None, read_text=None,
             line_text = src.line_text(f.line) if src else ""
         # Stable when unrelated lines move: the file, the code, the line's own text, and which
         # of identical lines it is.
-        key = (path, f.code, " ".join(line_text.split()))
+        key: tuple[str, ...] = (path, f.code, " ".join(line_text.split()))
         if f.cell is not None:
             key = (*key, f"cell {f.cell}")
         seen[key] += 1

@@ -215,7 +215,7 @@ def render(
         key = (uri, f.cell, f.code, " ".join(line_text.split()))
         seen[key] += 1
         region = _region(f.line, f.col, f.end_line, f.end_col)
-        result = {
+        result: dict = {
             "ruleId": f.code,
             "ruleIndex": index.get(f.code, 0),
             "level": f.severity.sarif_level,
