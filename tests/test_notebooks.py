@@ -305,6 +305,16 @@ def test_diff_shows_cells_and_writes_nothing(project):
     assert '-scaler = torch.cuda.amp.GradScaler()\n+scaler = torch.amp.GradScaler("cuda")\n' in out
 
 
+def test_stdin_fix_prints_the_fixed_notebook(project, monkeypatch, capsys):
+    data = (project / "training.ipynb").read_bytes()
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(data)))
+    main(["check", "--fix", "-", "--stdin-filename", "training.ipynb"])
+    out = capsys.readouterr()
+    fixed = data.replace(b"torch.cuda.amp.GradScaler()", b'torch.amp.GradScaler(\\"cuda\\")')
+    assert out.out.encode() == fixed != data
+    assert "training.ipynb:cell 5:7:27: GPU101" in out.err
+
+
 def test_add_noqa_writes_into_the_cells(project):
     run("check", "--no-cache", "--add-noqa", "training.ipynb")
     after = (project / "training.ipynb").read_bytes()

@@ -103,7 +103,8 @@ class Run:
     fixed: Counter  # (path, code) -> fixes applied
     # (path, line, code, why) for findings a fix was offered for and not applied, or that their
     # rule could fix in other shapes but not in this one; `--show-fixes` lists them.
-    not_fixed: list[tuple[str, int, str, str]] = field(default_factory=list)
+    # (path, line or in a notebook "cell N:line", code, why)
+    not_fixed: list[tuple[str, int | str, str, str]] = field(default_factory=list)
 
 
 class Checker:
@@ -514,7 +515,7 @@ def apply_fixes(args, run: Run) -> int | None:
         for fix, why in outcome.refused:
             for f in result.findings:
                 if f.fix == fix:
-                    run.not_fixed.append((result.path, f.line, f.code, why))
+                    run.not_fixed.append((result.path, _line_of(f), f.code, why))
         if outcome.error:
             print(f"{escape(result.path)}: {escape(outcome.error)}", file=sys.stderr)
         elif args.diff:
@@ -649,7 +650,12 @@ def statistics(findings: list[Finding]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _not_fixed(run: Run, findings: list[Finding]) -> list[tuple[str, int, str, str]]:
+def _line_of(f: Finding) -> int | str:
+    """A finding's line as `--show-fixes` names it: in a notebook, `cell N:line`."""
+    return f.line if f.cell is None else f"cell {f.cell}:{f.line}"
+
+
+def _not_fixed(run: Run, findings: list[Finding]) -> list[tuple[str, int | str, str, str]]:
     """What is left unfixed and why: fixes that were refused, and findings of fixable rules
     that came with no fix (the rule's page says which shapes it leaves to you)."""
     from gpulint.rule import rule_by_code
@@ -659,13 +665,15 @@ def _not_fixed(run: Run, findings: list[Finding]) -> list[tuple[str, int, str, s
     for f in findings:
         rule = rule_by_code(f.code)
         if f.fix is None and rule is not None and rule.fixable:
-            if (f.path, f.line, f.code) not in refused:
+            if (f.path, _line_of(f), f.code) not in refused:
                 why = f"no safe fix for this use; see `gpulint rule {f.code}`"
-                out.append((f.path, f.line, f.code, why))
+                out.append((f.path, _line_of(f), f.code, why))
     return sorted(set(out))
 
 
-def show_fixes(fixed: Counter, not_fixed: list[tuple[str, int, str, str]] | None = None) -> str:
+def show_fixes(
+    fixed: Counter, not_fixed: list[tuple[str, int | str, str, str]] | None = None
+) -> str:
     """ruff's `--show-fixes`: what was fixed, per file and code, then what was not, and why."""
     from gpulint.rule import rule_by_code
 
@@ -714,9 +722,18 @@ def check_stdin(args) -> int:
         text = None
     run = Run(Report([FileResult(shown, findings)]), {shown: linter}, config.root, Counter())
     if args.fix and text is not None:
-        edits = [e for f in findings if f.fix for e in f.fix.edits]
-        new_text, _ = apply_edits(text, edits)
-        if edits and still_parses(new_text, shown) is None and new_text != text:
+        if shown.lower().endswith(".ipynb"):
+            # A notebook's edits count in their cells: written into the cells, and checked
+            from gpulint.fixes import choose_fixes
+
+            def relint(data: bytes) -> list[Finding]:
+                return linter.lint_bytes(shown, data, linter.relpath(name))[0]
+
+            new_text = choose_fixes(text, findings, shown, relint)[0]
+        else:
+            edits = [e for f in findings if f.fix for e in f.fix.edits]
+            new_text, _ = apply_edits(text, edits)
+        if new_text != text and still_parses(new_text, shown) is None:
             after, _ = linter.lint_bytes(shown, new_text.encode("utf-8"), linter.relpath(name))
             for code, n in Counter(f.code for f in findings).items():
                 gone = n - sum(1 for f in after if f.code == code)
