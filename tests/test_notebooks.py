@@ -406,3 +406,20 @@ def test_the_fixture_is_what_jupyter_writes():
     byte-for-byte fix test above is about the layout users have."""
     text = TRAINING.read_text(encoding="utf-8")
     assert json.dumps(json.loads(text), indent=1, sort_keys=True, ensure_ascii=False) + "\n" == text
+
+
+def test_flake8_leaves_notebooks_to_gpulint_check(project):
+    """flake8 reads no notebooks; named to it (`--filename=*.ipynb`), the JSON parses as a
+    Python expression, and the plugin stays silent rather than put cell findings on the
+    JSON file's lines."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("flake8")
+    proc = subprocess.run(
+        [sys.executable, "-m", "flake8", "--isolated", "--select=GPU", "--filename=*.ipynb", "."],
+        cwd=project,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0 and proc.stdout == "", proc.stdout + proc.stderr

@@ -442,7 +442,9 @@ def _parse(nb: Notebook, display_path: str):
 class NotebookFrontend:
     language = "python"  # the Python rules, on the joined code cells
     extensions = (".ipynb",)
-    editor = False  # the language server does not lint notebooks (docs/integrations.md)
+    # Findings are placed by cell: a tool that shows a file's lines (flake8, the language
+    # server's text documents) cannot show them, and leaves notebooks alone.
+    by_cell = True
 
     def gate_bytes(self, data: bytes) -> bytes:
         """What the rules' textual gates are tested on: the joined code cells (the JSON text
