@@ -103,7 +103,8 @@ class Run:
     fixed: Counter  # (path, code) -> fixes applied
     # (path, line, code, why) for findings a fix was offered for and not applied, or that their
     # rule could fix in other shapes but not in this one; `--show-fixes` lists them.
-    not_fixed: list[tuple[str, int, str, str]] = field(default_factory=list)
+    # (path, line or in a notebook "cell N:line", code, why)
+    not_fixed: list[tuple[str, int | str, str, str]] = field(default_factory=list)
 
 
 class Checker:
@@ -514,7 +515,7 @@ def apply_fixes(args, run: Run) -> int | None:
         for fix, why in outcome.refused:
             for f in result.findings:
                 if f.fix == fix:
-                    run.not_fixed.append((result.path, f.line, f.code, why))
+                    run.not_fixed.append((result.path, _line_of(f), f.code, why))
         if outcome.error:
             print(f"{escape(result.path)}: {escape(outcome.error)}", file=sys.stderr)
         elif args.diff:
@@ -649,7 +650,12 @@ def statistics(findings: list[Finding]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _not_fixed(run: Run, findings: list[Finding]) -> list[tuple[str, int, str, str]]:
+def _line_of(f: Finding) -> int | str:
+    """A finding's line as `--show-fixes` names it: in a notebook, `cell N:line`."""
+    return f.line if f.cell is None else f"cell {f.cell}:{f.line}"
+
+
+def _not_fixed(run: Run, findings: list[Finding]) -> list[tuple[str, int | str, str, str]]:
     """What is left unfixed and why: fixes that were refused, and findings of fixable rules
     that came with no fix (the rule's page says which shapes it leaves to you)."""
     from gpulint.rule import rule_by_code
@@ -659,13 +665,15 @@ def _not_fixed(run: Run, findings: list[Finding]) -> list[tuple[str, int, str, s
     for f in findings:
         rule = rule_by_code(f.code)
         if f.fix is None and rule is not None and rule.fixable:
-            if (f.path, f.line, f.code) not in refused:
+            if (f.path, _line_of(f), f.code) not in refused:
                 why = f"no safe fix for this use; see `gpulint rule {f.code}`"
-                out.append((f.path, f.line, f.code, why))
+                out.append((f.path, _line_of(f), f.code, why))
     return sorted(set(out))
 
 
-def show_fixes(fixed: Counter, not_fixed: list[tuple[str, int, str, str]] | None = None) -> str:
+def show_fixes(
+    fixed: Counter, not_fixed: list[tuple[str, int | str, str, str]] | None = None
+) -> str:
     """ruff's `--show-fixes`: what was fixed, per file and code, then what was not, and why."""
     from gpulint.rule import rule_by_code
 
@@ -714,9 +722,18 @@ def check_stdin(args) -> int:
         text = None
     run = Run(Report([FileResult(shown, findings)]), {shown: linter}, config.root, Counter())
     if args.fix and text is not None:
-        edits = [e for f in findings if f.fix for e in f.fix.edits]
-        new_text, _ = apply_edits(text, edits)
-        if edits and still_parses(new_text, shown) is None and new_text != text:
+        if shown.lower().endswith(".ipynb"):
+            # A notebook's edits count in their cells: written into the cells, and checked
+            from gpulint.fixes import choose_fixes
+
+            def relint(data: bytes) -> list[Finding]:
+                return linter.lint_bytes(shown, data, linter.relpath(name))[0]
+
+            new_text = choose_fixes(text, findings, shown, relint)[0]
+        else:
+            edits = [e for f in findings if f.fix for e in f.fix.edits]
+            new_text, _ = apply_edits(text, edits)
+        if new_text != text and still_parses(new_text, shown) is None:
             after, _ = linter.lint_bytes(shown, new_text.encode("utf-8"), linter.relpath(name))
             for code, n in Counter(f.code for f in findings).items():
                 gone = n - sum(1 for f in after if f.code == code)
@@ -773,15 +790,26 @@ def add_noqa(args, checker: Checker, run: Run) -> int:
         except (Unreadable, ParseError) as e:
             print(f"{escape(result.path)}: {escape(str(e))}; no noqa added", file=sys.stderr)
             continue
-        planner = NoqaPlanner(text, frontend.language)
+        planners: dict[int | None, NoqaPlanner] = {None: NoqaPlanner(text, frontend.language)}
+
+        def planner_for(cell: int | None, text=text, planners=planners) -> NoqaPlanner:
+            # In a notebook, a finding's line counts in its cell, and so do its edits.
+            if cell not in planners:
+                assert cell is not None
+                from gpulint.frontends.notebook import cell_source
+
+                planners[cell] = NoqaPlanner(cell_source(text, cell) or "", "python")
+            return planners[cell]
+
         # One fix per line: a comment for the line's first finding, the others ride along.
-        by_line: dict[int, list] = {}
+        by_line: dict[tuple[int | None, int], list] = {}
         for f in result.findings:
             if f.code not in ENGINE_CODES:
-                by_line.setdefault(planner.target_line(f.line), []).append(f)
+                target = planner_for(f.cell).target_line(f.line)
+                by_line.setdefault((f.cell, target), []).append(f)
         findings = [f for f in result.findings if f.code in ENGINE_CODES]
-        for group in by_line.values():
-            (edit,) = planner.edits(group) or (None,)
+        for (cell, _), group in by_line.items():
+            (edit,) = planner_for(cell).edits(group) or (None,)
             first, *rest = group
             fix = Fix("add noqa", (edit,)) if edit is not None else None
             findings += [replace(first, fix=fix), *(replace(f, fix=None) for f in rest)]
@@ -799,7 +827,12 @@ def add_noqa(args, checker: Checker, run: Run) -> int:
             print(f"{escape(result.path)}: noqa not added ({escape(why)})", file=sys.stderr)
         if outcome.applied:
             written = {f.fix for f in findings if f.fix} - {fix for fix, _ in outcome.refused}
-            added += sum(len(_new_codes(e, text)) for fix in written for e in fix.edits)
+            added += sum(
+                len(_new_codes(e, planner_for(f.cell).text))
+                for f in findings
+                if f.fix in written
+                for e in f.fix.edits
+            )
             files += 1
     if not args.quiet:
         print(

@@ -51,6 +51,7 @@ class Related:
     message: str
     end_line: int | None = None
     end_col: int | None = None
+    cell: int | None = None  # a notebook's cell (as Finding.cell)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -62,7 +63,13 @@ class Related:
         if self.end_line:
             out["end_line"] = self.end_line
             out["end_col"] = self.end_col
+        if self.cell is not None:
+            out["cell"] = self.cell
         return out
+
+    @property
+    def where(self) -> str:
+        return where(self.line, self.col, self.cell)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Related:
@@ -73,12 +80,16 @@ class Related:
             str(d["message"]),
             d.get("end_line"),
             d.get("end_col"),
+            d.get("cell"),
         )
 
 
 @dataclass(frozen=True)
 class Finding:
-    """One finding. Lines and columns are 1-based; columns count code points; end is exclusive."""
+    """One finding. Lines and columns are 1-based; columns count code points; end is exclusive.
+
+    In a notebook (`.ipynb`), `cell` is the cell's 1-based position among all its cells, line
+    and column are within that cell's source, and the fix's edits are offsets into it."""
 
     path: str
     line: int
@@ -92,9 +103,15 @@ class Finding:
     related: tuple[Related, ...] = field(default=(), compare=False)
     # what a `gpulint trace` of this line found: "confirmed" or "not observed" (None: no trace)
     trace: str | None = field(default=None, compare=False)
+    cell: int | None = None  # a notebook's cell, 1-based among all its cells (None: a file)
 
-    def sort_key(self) -> tuple[str, int, int, str, str]:
-        return (self.path, self.line, self.col, self.code, self.message)
+    def sort_key(self) -> tuple[str, int, int, int, str, str]:
+        return (self.path, self.cell or 0, self.line, self.col, self.code, self.message)
+
+    @property
+    def where(self) -> str:
+        """`line:col`, or `cell N:line:col` in a notebook (ruff's form)."""
+        return where(self.line, self.col, self.cell)
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -113,6 +130,8 @@ class Finding:
                 "description": self.fix.description,
                 "edits": [{"start": e.start, "end": e.end, "text": e.text} for e in self.fix.edits],
             }
+        if self.cell is not None:
+            out["cell"] = self.cell
         if self.trace:
             out["trace"] = self.trace
         if self.related:
@@ -135,6 +154,7 @@ class Finding:
             message=d["message"],
             severity=Severity(d["severity"]),
             trace=d.get("trace"),
+            cell=d.get("cell"),
             end_line=d.get("end_line"),
             end_col=d.get("end_col"),
             fix=fix,
@@ -159,8 +179,15 @@ INTERNAL_ERROR = "GPU001"
 ENGINE_CODES = frozenset({UNANALYSABLE, INTERNAL_ERROR})
 
 
-def unanalysable(path: str, reason: str, line: int = 1, col: int = 1) -> Finding:
-    return Finding(path, line, col, UNANALYSABLE, reason, Severity.ERROR)
+def where(line: int, col: int, cell: int | None = None) -> str:
+    """A place as the text formats print it: `line:col`, or ruff's `cell N:line:col`."""
+    return f"{line}:{col}" if cell is None else f"cell {cell}:{line}:{col}"
+
+
+def unanalysable(
+    path: str, reason: str, line: int = 1, col: int = 1, cell: int | None = None
+) -> Finding:
+    return Finding(path, line, col, UNANALYSABLE, reason, Severity.ERROR, cell=cell)
 
 
 def internal_error(
@@ -226,4 +253,4 @@ def note_line(f: Finding) -> str:
     """A note as the text output prints it on stderr (`path:line:col: note: CODE message`)."""
     from gpulint.safeio import escape
 
-    return f"{escape(f.path)}:{f.line}:{f.col}: {note_level(f)}: {f.code} {escape(f.message)}"
+    return f"{escape(f.path)}:{f.where}: {note_level(f)}: {f.code} {escape(f.message)}"

@@ -309,7 +309,17 @@ class Linter:
         ref = registry().frontend_for(shown)
         if ref is None:
             return [], False
-        rule_classes = self._rules_for(ref.language, data, prefilter)
+        gated = data
+        if ref.embeds:
+            # A file that holds another language's source (a notebook's code cells): the gates
+            # are tested on that source, and a file that is not of its format is said so.
+            try:
+                gated = ref.load().gate_bytes(data)
+            except ParseError as e:
+                return [unanalysable(shown, str(e), e.line, e.col, e.cell)], True
+            except (RecursionError, MemoryError):
+                return [unanalysable(shown, "file too deeply nested to parse")], True
+        rule_classes = self._rules_for(ref.language, gated, prefilter)
         if not rule_classes:
             # Not parsed (no rule can fire), but a file that is not text is still reported where
             # the language is strict about encodings (Python); checking costs little, and the
@@ -327,7 +337,7 @@ class Linter:
         try:
             parsed = frontend.parse(shown, data, self.settings)
         except ParseError as e:
-            return [unanalysable(shown, str(e), e.line, e.col)], True
+            return [unanalysable(shown, str(e), e.line, e.col, e.cell)], True
         except (RecursionError, MemoryError):
             return [unanalysable(shown, "file too deeply nested to parse")], True
         except Exception as e:  # a front-end bug costs this file, not the run
@@ -351,9 +361,18 @@ class Linter:
         if session is not None and deps is not None:
             deps.update(session.deps)
         try:
-            return self._suppress(frontend, parsed, findings, relpath or shown), True
+            kept = self._suppress(frontend, parsed, findings, relpath or shown)
         except Exception as e:
             return [internal_error(shown, f"{where}'s noqa reading", e)], True
+        place = getattr(frontend, "place", None)
+        if place is not None and kept:
+            # Where the analysed source is not the file's text (a notebook's joined cells):
+            # the findings are placed back in the file's own terms, after noqa was applied.
+            try:
+                kept = sorted(place(parsed, kept), key=Finding.sort_key)
+            except Exception as e:
+                return [internal_error(shown, f"{where}'s placing of findings", e)], True
+        return kept, True
 
     def _rules_for(self, language: str, data: bytes, prefilter: bool) -> list[type[AnyRule]]:
         """The rules whose textual gates this file passes: only they run (only they are

@@ -217,6 +217,8 @@ def choose_fixes(
     """The fixed text, how many fixes went in, and the fixes left out with the reason. All
     fixes together when they pass; else each one on its own, in order, kept when it passes."""
     encoding = encoding or Encoding(b"", "utf-8")
+    if filename.lower().endswith(".ipynb"):
+        return choose_notebook_fixes(text, findings, relint, encoding)
     fixable = [(f, fix) for f in findings if (fix := f.fix) and fix.edits]
     if not fixable:
         return text, 0, []
@@ -239,6 +241,94 @@ def choose_fixes(
     refused: list[tuple[Fix, str]] = []
     result = text
     for finding, fix in fixable:
+        candidate, problem = attempt([*accepted, (finding, fix)])
+        if problem is None:
+            accepted.append((finding, fix))
+            result = candidate
+        else:
+            refused.append((fix, problem))
+    return result, len(accepted), refused
+
+
+def choose_notebook_fixes(
+    text: str, findings: list[Finding], relint: Relint | None, encoding: Encoding
+) -> tuple[str, int, list[tuple[Fix, str]]]:
+    """`choose_fixes` for a notebook's text (its JSON): each fix's edits (offsets into its
+    cell's source, `Finding.cell`) go into that cell's source only, and the notebook is written
+    back with nothing else changed (`Notebook.with_sources`). The checks are the Python ones,
+    on the joined code cells: they parse, keep every token outside the edits, and re-lint (the
+    whole notebook) without the finding fixed and with no new one."""
+    from gpulint.frontends.notebook import Notebook
+
+    try:
+        nb = Notebook.from_text(text)
+    except ParseError as e:
+        fixes = [f.fix for f in findings if f.fix and f.fix.edits]
+        return text, 0, [(fix, f"not fixed: {e}") for fix in fixes]
+    fixable = [(f, fix) for f in findings if (fix := f.fix) and fix.edits]
+    if not fixable:
+        return text, 0, []
+    before = Counter(f.code for f in findings) if relint is not None else None
+    refused: list[tuple[Fix, str]] = []
+    usable = []
+    for f, fix in fixable:
+        cell = nb.cell(f.cell) if f.cell is not None and 1 <= f.cell <= len(nb.cells) else None
+        if cell is None or cell.analysed is None:
+            refused.append((fix, "the fix names no code cell of this notebook"))
+        elif any(not 0 <= e.start <= e.end <= len(cell.source) for e in fix.edits):
+            refused.append((fix, "the fix lies outside its cell"))
+        else:
+            usable.append((f, fix))
+
+    def attempt(chosen: list[tuple[Finding, Fix]]) -> tuple[str, str | None]:
+        by_cell: dict[int, list[Edit]] = {}
+        joined: list[Edit] = []
+        for f, fix in chosen:
+            assert f.cell is not None
+            by_cell.setdefault(f.cell, []).extend(fix.edits)
+            cell = nb.cell(f.cell)
+            joined += [
+                Edit(nb.joined_offset(cell, e.start), nb.joined_offset(cell, e.end), e.text)
+                for e in fix.edits
+            ]
+        if any(len(_non_overlapping(es)) != len(set(es)) for es in by_cell.values()):
+            return text, "its edits overlap another fix's; left for the next pass"
+        sources = {n: apply_edits(nb.cell(n).source, es)[0] for n, es in by_cell.items()}
+        new = nb.with_sources(sources)
+        try:
+            fixed_nb = Notebook.from_text(new)
+        except ParseError as e:  # pragma: no cover - with_sources writes valid JSON
+            return text, f"the fixed notebook does not read back: {e}"
+        if [c.source for c in fixed_nb.cells] != [
+            sources.get(c.number, c.source) for c in nb.cells
+        ]:
+            return text, "the fixed notebook's cells do not read back as written"
+        fixed = Counter(f.code for f, _ in chosen)
+
+        def relint_notebook(_data: bytes) -> list[Finding]:
+            assert relint is not None
+            return relint(encoding.encode(new))
+
+        problem = _verify(
+            nb.source,
+            fixed_nb.source,
+            joined,
+            "cells.py",
+            relint_notebook if relint is not None else None,
+            encoding,
+            before,
+            fixed,
+        )
+        return new, problem
+
+    if not usable:
+        return text, 0, refused
+    new, problem = attempt(usable)
+    if problem is None:
+        return new, len(usable), refused
+    accepted: list[tuple[Finding, Fix]] = []
+    result = text
+    for finding, fix in usable:
         candidate, problem = attempt([*accepted, (finding, fix)])
         if problem is None:
             accepted.append((finding, fix))
@@ -393,6 +483,10 @@ def fix_until_stable(
 def unified_diff(outcome: FixOutcome, shown: str) -> str:
     if outcome.new_text is None or outcome.old_text is None:
         return ""
+    if shown.lower().endswith(".ipynb"):
+        cells = _notebook_diff(outcome.old_text, outcome.new_text, shown)
+        if cells is not None:
+            return cells
     return "".join(
         difflib.unified_diff(
             outcome.old_text.splitlines(keepends=True),
@@ -401,3 +495,34 @@ def unified_diff(outcome: FixOutcome, shown: str) -> str:
             tofile=f"b/{shown}",
         )
     )
+
+
+def _notebook_diff(old: str, new: str, shown: str) -> str | None:
+    """A notebook's diff cell by cell, as ruff shows it (`a/nb.ipynb:cell 3`): the sources
+    that changed, not the JSON around them. None when either side does not read."""
+    from gpulint.frontends.notebook import Notebook
+
+    try:
+        before, after = Notebook.from_text(old), Notebook.from_text(new)
+    except ParseError:
+        return None
+    if len(before.cells) != len(after.cells):
+        return None
+    out: list[str] = []
+    for a, b in zip(before.cells, after.cells, strict=True):
+        if a.source == b.source:
+            continue
+        old_lines = a.source.splitlines(keepends=True)
+        new_lines = b.source.splitlines(keepends=True)
+        for lines in (old_lines, new_lines):
+            if lines and not lines[-1].endswith(("\n", "\r")):
+                lines[-1] += "\n\\ No newline at end of cell\n"
+        out.extend(
+            difflib.unified_diff(
+                old_lines,
+                new_lines,
+                fromfile=f"a/{shown}:cell {a.number}",
+                tofile=f"b/{shown}:cell {b.number}",
+            )
+        )
+    return "".join(out)

@@ -158,6 +158,7 @@ def render() -> str:
                 "cache_salt": getattr(frontend, "cache_salt", None) is not None,
                 "index": hasattr(frontend, "index"),
                 "strict_encoding": bool(getattr(frontend, "strict_encoding", False)),
+                "embeds": hasattr(frontend, "gate_bytes"),
             }
         )
     payload = {"format": FORMAT, "source": source_digest(), "rules": rules, "frontends": fronts}
@@ -235,6 +236,9 @@ class FrontendRef:
     cache_salt: bool
     index: bool
     strict_encoding: bool  # undecodable bytes are reported even where no rule looks
+    # The file holds another language's source (a notebook's code cells): the front-end's
+    # `gate_bytes(data)` is what the rules' gates are tested on.
+    embeds: bool = False
 
     def load(self) -> Any:
         return importlib.import_module(self.module).FRONTEND
@@ -318,6 +322,7 @@ def _parse(data: dict) -> Registry:
             f["cache_salt"],
             f["index"],
             f["strict_encoding"],
+            bool(f.get("embeds", False)),
         )
         for f in data["frontends"]
     )

@@ -84,10 +84,11 @@ class Memo:
 class ParseError(Exception):
     """The file cannot be analysed; becomes a GPU000 finding at (line, col)."""
 
-    def __init__(self, message: str, line: int = 1, col: int = 1):
+    def __init__(self, message: str, line: int = 1, col: int = 1, cell: int | None = None):
         super().__init__(message)
         self.line = line
         self.col = col
+        self.cell = cell  # in a notebook: the cell (line and col are within it)
 
 
 class Frontend(Protocol):

@@ -48,6 +48,7 @@ from gpulint.diagnostics import INTERNAL_ERROR, note_line, split_notes
 from gpulint.engine import MAX_FILE_BYTES, Linter, evidence_notes
 from gpulint.files import FileFinder
 from gpulint.hardware import UnknownTargetError
+from gpulint.registry import frontend_for
 from gpulint.safeio import Unreadable, read_bytes
 from gpulint.supervisor import lint_bytes_budgeted
 
@@ -126,6 +127,11 @@ class GpulintChecker:
 
     def run(self) -> Iterator[tuple[int, int, str, type]]:
         path = Path(self.filename)
+        frontend = frontend_for(path.name)
+        if frontend is not None and getattr(frontend, "by_cell", False):
+            # A notebook (`--filename=*.ipynb`): flake8 would place its findings on the JSON
+            # file's lines, not the cells'; `gpulint check` reads notebooks.
+            return
         project = self._project_for(path)
         linter = project.linter
         if linter is None:

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpulint.source import SourceText
 
 # format -> (module, function); each function takes the findings (and keyword options its format
 # uses) and returns the report's text. A run imports only the reporter it prints with (SARIF's
@@ -37,3 +41,24 @@ class _Reporters(Mapping[str, Callable[..., str]]):
 
 
 REPORTERS: Mapping[str, Callable[..., str]] = _Reporters()
+
+
+def finding_source(
+    read_text: Callable[[str], str | None] | None,
+    path: str,
+    cell: int | None,
+    memo: dict[tuple[str, int | None], SourceText | None],
+) -> SourceText | None:
+    """The text a finding's line and column count in: the file's, or in a notebook the source
+    of its cell (`Finding.cell`); None where it cannot be read. `memo` keeps what was read."""
+    key = (path, cell)
+    if key not in memo:
+        from gpulint.source import SourceText
+
+        text = read_text(path) if read_text is not None else None
+        if text is not None and cell is not None:
+            from gpulint.frontends.notebook import cell_source
+
+            text = cell_source(text, cell)
+        memo[key] = SourceText(text) if text is not None else None
+    return memo[key]

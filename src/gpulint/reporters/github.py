@@ -46,5 +46,9 @@ def render(findings: list[Finding], *, root: Path | None = None, **_: object) ->
         if f.end_col and f.end_line == f.line:
             props += f",endColumn={f.end_col}"
         props += f",title={_escape_property(f.code)}"
-        out.append(f"::{_COMMAND[f.severity]} {props}::{_escape_data(f'{f.code} {f.message}')}")
+        # A notebook's line counts within its cell (as every format's): the cell is named.
+        cell = "" if f.cell is None else f"cell {f.cell}: "
+        out.append(
+            f"::{_COMMAND[f.severity]} {props}::{_escape_data(f'{cell}{f.code} {f.message}')}"
+        )
     return "\n".join(out) + ("\n" if out else "")

@@ -22,13 +22,23 @@ def render(findings: list[Finding], *, root: Path | None = None, read_text=None,
     base = source_root(root or Path.cwd())
     seen: Counter = Counter()
     issues = []
+    from gpulint.reporters import finding_source
+
+    texts: dict = {}
     for f in findings:
         path = repository_path(f.path, base)
-        text = read_text(f.path) if read_text else None
-        line_text = text.splitlines()[f.line - 1] if text and f.line <= text.count("\n") + 1 else ""
+        if f.cell is None:
+            text = read_text(f.path) if read_text else None
+            count = text.count("\n") + 1 if text else 0
+            line_text = text.splitlines()[f.line - 1] if text and f.line <= count else ""
+        else:  # a notebook: the line of the cell
+            src = finding_source(read_text, f.path, f.cell, texts)
+            line_text = src.line_text(f.line) if src else ""
         # Stable when unrelated lines move: the file, the code, the line's own text, and which
         # of identical lines it is.
-        key = (path, f.code, " ".join(line_text.split()))
+        key: tuple[str, ...] = (path, f.code, " ".join(line_text.split()))
+        if f.cell is not None:
+            key = (*key, f"cell {f.cell}")
         seen[key] += 1
         fingerprint = hashlib.md5(
             "\0".join([*key, str(seen[key])]).encode("utf-8", "surrogatepass"),
@@ -36,7 +46,7 @@ def render(findings: list[Finding], *, root: Path | None = None, read_text=None,
         ).hexdigest()
         issues.append(
             {
-                "description": f"{f.code} {f.message}",
+                "description": f"{'' if f.cell is None else f'cell {f.cell}: '}{f.code} {f.message}",
                 "check_name": f.code,
                 "fingerprint": fingerprint,
                 "severity": _SEVERITY[f.severity],

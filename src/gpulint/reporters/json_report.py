@@ -23,7 +23,7 @@ def render(
 
 
 def _note(f: Finding) -> dict:
-    return {
+    out = {
         "path": f.path,
         "line": f.line,
         "col": f.col,
@@ -31,3 +31,6 @@ def _note(f: Finding) -> dict:
         "level": note_level(f),
         "message": f.message,
     }
+    if f.cell is not None:
+        out["cell"] = f.cell
+    return out

@@ -40,7 +40,8 @@ def render(findings: list[Finding], *, files_checked: int = 0, **_: object) -> s
             failure = ET.SubElement(
                 case, "failure", message=_clean(f.message), type=f.severity.value
             )
-            failure.text = _clean(f"line {f.line}, col {f.col}, {f.code}: {f.message}")
+            cell = "" if f.cell is None else f"cell {f.cell}, "
+            failure.text = _clean(f"{cell}line {f.line}, col {f.col}, {f.code}: {f.message}")
     ET.indent(suites)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, "unicode") + "\n"
 

@@ -18,7 +18,12 @@ def render_json_lines(findings: list[Finding], **_: object) -> str:
 
 def render_pylint(findings: list[Finding], **_: object) -> str:
     # ruff's pylint format: `path:row: [CODE] message`, no column.
-    return "".join(f"{escape(f.path)}:{f.line}: [{f.code}] {escape(f.message)}\n" for f in findings)
+    # In a notebook, `path:cell N:row:` (as the other text formats name the cell).
+    return "".join(
+        f"{escape(f.path)}:{'' if f.cell is None else f'cell {f.cell}:'}{f.line}: "
+        f"[{f.code}] {escape(f.message)}\n"
+        for f in findings
+    )
 
 
 _RD_SEVERITY = {Severity.ERROR: "ERROR", Severity.WARNING: "WARNING", Severity.INFO: "INFO"}
@@ -29,25 +34,26 @@ def render_rdjson(
 ) -> str:
     """reviewdog's rdjson. Its columns are 1-based UTF-8 byte counts; gpulint's count code
     points, so each is converted on the line's text (where the file can be read again)."""
-    sources: dict[str, SourceText | None] = {}
+    from gpulint.reporters import finding_source
 
-    def source(path: str) -> SourceText | None:
-        if path not in sources:
-            text = read_text(path) if read_text is not None else None
-            sources[path] = SourceText(text) if text is not None else None
-        return sources[path]
+    sources: dict = {}
 
-    def position(path: str, line: int, col: int) -> dict:
-        src = source(path)
+    def source(path: str, cell: int | None = None) -> SourceText | None:
+        return finding_source(read_text, path, cell, sources)
+
+    def position(path: str, line: int, col: int, cell: int | None = None) -> dict:
+        src = source(path, cell)
         column = src.utf8_from_col(line, col) + 1 if src is not None else col
         return {"line": line, "column": column}
 
     diagnostics = []
     for f in findings:
-        start = position(f.path, f.line, f.col)
-        end = position(f.path, f.end_line or f.line, f.end_col or f.col)
+        start = position(f.path, f.line, f.col, f.cell)
+        end = position(f.path, f.end_line or f.line, f.end_col or f.col, f.cell)
+        # A notebook's lines count within the cell: the message names it.
+        cell = "" if f.cell is None else f"cell {f.cell}: "
         item: dict = {
-            "message": f.message,
+            "message": cell + f.message,
             "location": {"path": f.path, "range": {"start": start, "end": end}},
             "severity": _RD_SEVERITY[f.severity],
             "code": {"value": f.code, "url": rule_url(f.code)},
@@ -59,20 +65,22 @@ def render_rdjson(
                     "location": {
                         "path": r.path,
                         "range": {
-                            "start": position(r.path, r.line, r.col),
-                            "end": position(r.path, r.end_line or r.line, r.end_col or r.col),
+                            "start": position(r.path, r.line, r.col, r.cell),
+                            "end": position(
+                                r.path, r.end_line or r.line, r.end_col or r.col, r.cell
+                            ),
                         },
                     },
                 }
                 for r in f.related
             ]
-        src = source(f.path) if f.fix is not None else None
+        src = source(f.path, f.cell) if f.fix is not None else None
         if f.fix is not None and src is not None:
             item["suggestions"] = [
                 {
                     "range": {
-                        "start": position(f.path, *src.position(edit.start)),
-                        "end": position(f.path, *src.position(edit.end)),
+                        "start": position(f.path, *src.position(edit.start), f.cell),
+                        "end": position(f.path, *src.position(edit.end), f.cell),
                     },
                     "text": edit.text,
                 }

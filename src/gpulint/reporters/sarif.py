@@ -195,13 +195,12 @@ def render(
     findings, dropped = cap(findings)
     if dropped:
         _warn_dropped(total, dropped, warn or (lambda m: print(m, file=sys.stderr)))
-    texts: dict[str, SourceText | None] = {}
+    from gpulint.reporters import finding_source
 
-    def source(path: str) -> SourceText | None:
-        if path not in texts:
-            text = read_text(path) if read_text else None
-            texts[path] = SourceText(text) if text is not None else None
-        return texts[path]
+    texts: dict = {}
+
+    def source(path: str, cell: int | None = None) -> SourceText | None:
+        return finding_source(read_text, path, cell, texts)
 
     base = source_root(root)
     descriptors = _rule_descriptors()
@@ -211,12 +210,12 @@ def render(
     for f in findings:
         artifact = _artifact(f.path, base)
         uri = artifact["uri"]
-        src = source(f.path)
+        src = source(f.path, f.cell)
         line_text = src.line_text(f.line) if src else ""
-        key = (uri, f.code, " ".join(line_text.split()))
+        key = (uri, f.cell, f.code, " ".join(line_text.split()))
         seen[key] += 1
         region = _region(f.line, f.col, f.end_line, f.end_col)
-        result = {
+        result: dict = {
             "ruleId": f.code,
             "ruleIndex": index.get(f.code, 0),
             "level": f.severity.sarif_level,
@@ -231,6 +230,14 @@ def render(
             ],
             "partialFingerprints": {FINGERPRINT_KEY: _line_hash(f, line_text, seen[key])},
         }
+        properties: dict = {}
+        if f.cell is not None:
+            # A notebook: the region counts lines within the cell (as the text and JSON output
+            # do), and the cell is named here and in the location's logical location.
+            properties["cell"] = f.cell
+            result["locations"][0]["logicalLocations"] = [
+                {"name": f"cell {f.cell}", "kind": "module"}
+            ]
         if f.related:
             # GitHub's convention: the result's message links each related location by its id
             # (`[text](id)`), literal brackets in the text escaped.
@@ -243,6 +250,7 @@ def render(
                         "region": _region(r.line, r.col, r.end_line, r.end_col),
                     },
                     "message": {"text": r.message},
+                    **({"properties": {"cell": r.cell}} if r.cell is not None else {}),
                 }
                 for i, r in enumerate(f.related, 1)
             ]
@@ -250,7 +258,9 @@ def render(
             result["fixes"] = [_sarif_fix(f, artifact, src)]
         if f.trace:
             # what `gpulint trace` measured at this line: "confirmed" or "not observed"
-            result["properties"] = {"traceStatus": f.trace}
+            properties["traceStatus"] = f.trace
+        if properties:
+            result["properties"] = properties
         results.append(result)
     log = {
         "$schema": SCHEMA,
@@ -297,7 +307,10 @@ def _linked_message(f: Finding) -> str:
     """The message, then a link to each related location (SARIF 3.11.6: embedded links; literal
     brackets of the text escaped with a backslash)."""
     text = _escaped(f.message)
-    links = ", ".join(f"[{_place(r.path)}:{r.line}]({i})" for i, r in enumerate(f.related, 1))
+    links = ", ".join(
+        f"[{_place(r.path)}:{'' if r.cell is None else f'cell {r.cell}:'}{r.line}]({i})"
+        for i, r in enumerate(f.related, 1)
+    )
     return f"{text} (see {links})"
 
 
@@ -329,6 +342,7 @@ def _notification(note: Finding, base: Path, index: dict[str, int]) -> dict:
                 }
             }
         ],
+        **({"properties": {"cell": note.cell}} if note.cell is not None else {}),
     }
 
 

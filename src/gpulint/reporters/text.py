@@ -9,7 +9,7 @@ compilers print theirs: `path:line:col: note: message`, one line each; no code, 
 
 from __future__ import annotations
 
-from gpulint.diagnostics import Finding, Severity
+from gpulint.diagnostics import Finding, Related, Severity
 from gpulint.safeio import escape
 
 _BOLD, _RED, _CYAN, _YELLOW, _BLUE, _RESET = (
@@ -47,16 +47,21 @@ def _summary(findings: list[Finding], files_checked: int, paint: _Paint) -> str:
 
 def _head(f: Finding, paint: _Paint) -> str:
     return (
-        f"{paint(escape(f.path), _BOLD)}{paint(':', _CYAN)}{f.line}{paint(':', _CYAN)}{f.col}"
+        f"{paint(escape(f.path), _BOLD)}{paint(':', _CYAN)}{_where(f, paint)}"
         f"{paint(':', _CYAN)} {paint(f.code, _BOLD, _SEVERITY_COLOR[f.severity])}"
     )
+
+
+def _where(f: Finding | Related, paint: _Paint) -> str:
+    """`line:col`, or in a notebook ruff's `cell N:line:col`."""
+    return paint(":", _CYAN).join(f.where.split(":"))
 
 
 def _notes(f: Finding, paint: _Paint, indent: str = "") -> list[str]:
     """`path:line:col: note: message` for each related location, in order."""
     return [
-        f"{indent}{paint(escape(r.path), _BOLD)}{paint(':', _CYAN)}{r.line}{paint(':', _CYAN)}"
-        f"{r.col}{paint(':', _CYAN)} {paint('note', _BOLD, _CYAN)}: {escape(r.message)}"
+        f"{indent}{paint(escape(r.path), _BOLD)}{paint(':', _CYAN)}{_where(r, paint)}"
+        f"{paint(':', _CYAN)} {paint('note', _BOLD, _CYAN)}: {escape(r.message)}"
         for r in f.related
     ]
 
@@ -98,7 +103,7 @@ def render_grouped(
     current = None
     widths: dict[str, int] = {}
     for f in findings:  # the line:col column is as wide as its file needs
-        widths[f.path] = max(widths.get(f.path, 0), len(f"{f.line}:{f.col}"))
+        widths[f.path] = max(widths.get(f.path, 0), len(f.where))
     for f in findings:
         width = widths[f.path]
         if f.path != current:
@@ -107,7 +112,7 @@ def render_grouped(
             lines.append(f"{paint(escape(f.path), _BOLD)}:")
             current = f.path
         mark = paint("[*]", _CYAN) + " " if f.fix else ""
-        where = f"{f.line}:{f.col}"
+        where = f.where
         lines.append(
             f"  {where:<{width}} {paint(f.code, _BOLD, _SEVERITY_COLOR[f.severity])} "
             f"{mark}{escape(f.message)}"
@@ -143,17 +148,14 @@ def render_full(
     quiet: bool = False,
     **_: object,
 ) -> str:
-    from gpulint.source import SourceText
+    from gpulint.reporters import finding_source
 
     paint = _Paint(color)
-    texts: dict[str, SourceText | None] = {}
+    texts: dict = {}
     lines: list[str] = []
     for f in findings:
         lines.append(f"{_head(f, paint)} {escape(f.message)}")
-        if f.path not in texts:
-            text = read_text(f.path) if read_text else None
-            texts[f.path] = SourceText(text) if text is not None else None
-        source = texts[f.path]
+        source = finding_source(read_text, f.path, f.cell, texts)
         line_text = source.line_text(f.line) if source else ""
         if line_text.strip():
             shown, carets = _caret_line(escape(line_text), f)

@@ -207,7 +207,9 @@ def lint_text(
         language=frontend.language if frontend else None,
         root=Path(linter.config.root) if path is not None else None,
     )
-    if frontend is None:
+    if frontend is None or getattr(frontend, "by_cell", False):
+        # A notebook's positions are per cell, which a text document has not (the server
+        # speaks no LSP notebook sync): it is linted by `gpulint check`, not here.
         return result
     # In a supervised worker: a document that would take the analysis past the budget costs
     # its own GPU000 instead of blocking every request the editor sends.
