@@ -599,9 +599,9 @@ def test_a_timing_decorator_from_another_module_is_reported_at_its_use(tmp_path,
     assert len([f for f in check("--select", "GPU601") if f["code"] == "GPU601"]) == 3
     utils.write_text(
         textwrap.dedent(TIMING_UTILS).replace(
-            "        result = fn(*args, **kwargs)\n        logger.info(\"%s took",
+            '        result = fn(*args, **kwargs)\n        logger.info("%s took',
             "        result = fn(*args, **kwargs)\n        torch.cuda.synchronize()\n"
-            "        logger.info(\"%s took",
+            '        logger.info("%s took',
             1,
         )
     )

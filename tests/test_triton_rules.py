@@ -64,11 +64,12 @@ def test_gpu702_without_targets_reports_what_fits_on_no_gpu():
     assert "on every GPU" in f.message
     assert "294,912 B on A100 (sm_80)" in f.message and "393,216 B on H100 (sm_90)" in f.message
     assert "no `targets` are configured" in f.message and "--targets" in f.message
-    for name, arch in table().archs.items():  # the claim holds for every architecture known
+    for name in table().archs:  # the claim holds for every architecture known
         assert codes(lint_text(big, "mm.py", (name,)), "GPU702"), name
     # Over the A100 only (7 stages of 32 KiB: 6 buffers there, 7 on sm_90): not reported.
     a100_only = MATMUL.replace(
-        '"BLOCK_N": 256, "BLOCK_K": 64}, num_stages=4', '"BLOCK_N": 128, "BLOCK_K": 64}, num_stages=7'
+        '"BLOCK_N": 256, "BLOCK_K": 64}, num_stages=4',
+        '"BLOCK_N": 128, "BLOCK_K": 64}, num_stages=7',
     )
     assert codes(lint_text(a100_only, "mm.py"), "GPU702") == []
     assert codes(lint_text(a100_only, "mm.py", ("A100",)), "GPU702")

@@ -226,7 +226,7 @@ class ProjectSession:
             imported = self._imported(file, name.id, name)
             if imported is None or imported[1] is None:
                 return None
-            dotted, function = imported
+            dotted, function = imported[0], imported[1]
         elif isinstance(name.value, ast.Name):
             imported = self._imported(file, name.value.id, name)
             if imported is None:

@@ -104,9 +104,7 @@ class CheckpointWithoutUseReentrant(Rule):
                 for b in file.model.reaching(star.value.id, star.value):
                     line, col, end_line, end_col = file.span(b.node)
                     what = f"`{b.name}` is built here, without `use_reentrant`"
-                    related.append(
-                        Related(file.display_path, line, col, what, end_line, end_col)
-                    )
+                    related.append(Related(file.display_path, line, col, what, end_line, end_col))
         edit = edits.append_arg(file, node, "use_reentrant=False")
         # no edit where the call's text cannot be rewritten safely: reported, not fixed
         fix = Fix("add use_reentrant=False", (edit,)) if edit is not None else None

@@ -5,7 +5,7 @@ from collections.abc import Iterator
 from gpulint.diagnostics import Finding, Related
 from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.loops import is_step_marker
-from gpulint.frontends.python.model import position, scope_nodes
+from gpulint.frontends.python.model import scope_nodes
 from gpulint.frontends.python.names import keyword, terminal_name
 from gpulint.frontends.python.summaries import summaries
 from gpulint.frontends.python.timing import (

@@ -580,7 +580,11 @@ class SemanticModel:
                 and isinstance(parent(up), ast.Call)
             ):
                 continue
-            if isinstance(up, ast.Dict) and use in up.values and up.keys[up.values.index(use)] is None:
+            if (
+                isinstance(up, ast.Dict)
+                and use in up.values
+                and up.keys[up.values.index(use)] is None
+            ):
                 continue  # `{**kw, "k": v}`: a copy
             return False
         return True

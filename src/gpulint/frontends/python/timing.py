@@ -374,7 +374,7 @@ def _statement_body(file: PythonFile, call: ast.Call, stmt: ast.Constant) -> lis
     if names is None:
         return None
     try:
-        parsed = ast.parse(stmt.value)
+        parsed = ast.parse(str(stmt.value))
     except (SyntaxError, ValueError):
         return None
     own = _placed(file, stmt, parsed)
@@ -413,9 +413,12 @@ def _timeit_namespace(file: PythonFile, call: ast.Call):
             for k, v in zip(given.keys, given.values, strict=True)
             if isinstance(k, ast.Constant) and isinstance(k.value, str)
         }
-        return lambda name: (
-            at_call(mapped[name].id) if isinstance(mapped.get(name), ast.Name) else None
-        )
+
+        def in_dict(name: str):
+            value = mapped.get(name)
+            return at_call(value.id) if isinstance(value, ast.Name) else None
+
+        return in_dict
     if given is not None:
         return None
     setup = getattr(keyword(call, "setup"), "value", None)
@@ -492,6 +495,7 @@ def timing_decorator(
         if len(clocks) < 2:
             continue
         first, last = clocks[0], clocks[-1]
+        assert isinstance(first, ast.Call)  # (is_clock: a call)
         if any(position(first) < position(c) < position(last) for c in calls):
             what = file.segment(first.func)
             return (
