@@ -471,3 +471,138 @@ def test_an_ambiguous_import_resolves_beside_the_importing_script():
     assert index.resolve_module("utils.dataset", "a/train.py") == "a.utils.dataset"
     assert index.resolve_module("utils.dataset", "b/train.py") == "b.utils.dataset"
     assert index.resolve_module("utils.dataset", "c/train.py") is None
+
+
+TIMING_UTILS = """
+import functools
+import logging
+import time
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+
+def timed(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        start = time.time()
+        result = fn(*args, **kwargs)
+        logger.info("%s took %.3f s", fn.__name__, time.time() - start)
+        return result
+
+    return wrapper
+
+
+def timer(name):
+    def decorator(fn):
+        def wrapper(*args, **kwargs):
+            t0 = time.perf_counter()
+            out = fn(*args, **kwargs)
+            logger.info("%s: %.2f ms", name, (time.perf_counter() - t0) * 1e3)
+            return out
+
+        return wrapper
+
+    return decorator
+
+
+def synced(fn):
+    def wrapper(*args, **kwargs):
+        torch.cuda.synchronize()
+        start = time.time()
+        result = fn(*args, **kwargs)
+        torch.cuda.synchronize()
+        logger.info("%s took %.3f s", fn.__name__, time.time() - start)
+        return result
+
+    return wrapper
+
+
+def logged(fn):
+    def wrapper(*args, **kwargs):
+        logger.info("calling %s", fn.__name__)
+        return fn(*args, **kwargs)
+
+    return wrapper
+"""
+TIMED_TRAIN = """
+import torch
+
+import utils
+from utils import logged, synced, timed, timer
+
+
+@timed
+def forward(model, x):
+    return model(x.cuda())
+
+
+@timer("decode")
+def decode(model, tokens):
+    return model(tokens.to("cuda", non_blocking=True))
+
+
+@utils.timed
+def project(model, x):
+    return model(x.cuda())
+
+
+@synced
+def forward_synced(model, x):
+    return model(x.cuda())
+
+
+@logged
+def forward_logged(model, x):
+    return model(x.cuda())
+
+
+@timed
+def accuracy(model, x, y):
+    return (model(x.cuda()).argmax(-1) == y.cuda()).float().mean().item()
+
+
+@timed
+def load(path):
+    return torch.load(path)
+"""
+
+
+def test_a_timing_decorator_from_another_module_is_reported_at_its_use(tmp_path, monkeypatch):
+    """`@timed` imported from the tree's utils.py, whose wrapper reads the clock around the
+    call with no sync, on a function that launches CUDA work: reported at the decorator, with
+    the wrapper's two clock reads as related locations. A decorator that syncs, one that does
+    not time, and functions that wait for the device or do no device work are left alone."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "utils.py").write_text(textwrap.dedent(TIMING_UTILS))
+    (tmp_path / "train.py").write_text(textwrap.dedent(TIMED_TRAIN))
+    found = [f for f in check("--select", "GPU601", "--no-cache") if f["code"] == "GPU601"]
+    assert [(f["path"], f["line"]) for f in found] == [
+        ("train.py", 8),
+        ("train.py", 13),
+        ("train.py", 18),
+    ]
+    assert "`@timed` reads the wall clock before and after `forward()`" in found[0]["message"]
+    assert "`@timer`" in found[1]["message"] and "`@utils.timed`" in found[2]["message"]
+    assert [(r["path"], r["line"]) for r in found[0]["related"]] == [
+        ("utils.py", 14),
+        ("utils.py", 16),
+    ]
+    assert "`time.time()` is read here, before `fn()` runs" in found[0]["related"][0]["message"]
+    assert [(r["path"], r["line"]) for r in found[1]["related"]] == [
+        ("utils.py", 25),
+        ("utils.py", 27),
+    ]
+    # The decorator's module changed to sync: the cached result of train.py is not reused.
+    utils = tmp_path / "utils.py"
+    assert len([f for f in check("--select", "GPU601") if f["code"] == "GPU601"]) == 3
+    utils.write_text(
+        textwrap.dedent(TIMING_UTILS).replace(
+            '        result = fn(*args, **kwargs)\n        logger.info("%s took',
+            "        result = fn(*args, **kwargs)\n        torch.cuda.synchronize()\n"
+            '        logger.info("%s took',
+            1,
+        )
+    )
+    assert [f["line"] for f in check("--select", "GPU601") if f["code"] == "GPU601"] == [13]

@@ -343,3 +343,63 @@ def test_already_synced_holds_where_the_first_readback_runs_on_every_path_before
     assert not paid(13, 14)  # the right of `and` may not run
     assert not paid(14, 4)  # later in the text is later in the iteration
     assert not paid(14, 16)  # a forward between them: the queue fills again
+
+
+def _spread(file: PythonFile, line: int) -> ast.expr:
+    call = next(c for c in file.nodes(ast.Call) if c.lineno == line)
+    return next(k.value for k in call.keywords if k.arg is None)
+
+
+def test_dict_keys_reads_literals_through_names_and_branches():
+    file = parse(
+        """
+        BASE = {"preserve_rng_state": True}
+        def f(x, c, param):
+            a = {"debug": False, **BASE}
+            g(**a)
+            b = dict(determinism_check="none") if c else {}
+            g(**b)
+            g(**{"use_reentrant": False})
+            g(**param)
+            d = {}
+            d["use_reentrant"] = False
+            g(**d)
+            e = {"k": 1}
+            e.update(param)
+            g(**e)
+            h = {"k": 1}
+            fill(h)
+            g(**h)
+            i = {"k": 1}
+            if c:
+                i = {"use_reentrant": True}
+            g(**i)
+            k = {param: 1}
+            g(**k)
+            m = {"k": 1}
+            if m.get("k") and "k" in m:
+                g(**m)
+        """
+    )
+    model = file.model
+    assert model.dict_keys(_spread(file, 5)) == {"debug", "preserve_rng_state"}
+    assert model.dict_keys(_spread(file, 7)) == {"determinism_check"}
+    assert model.dict_keys(_spread(file, 8)) == {"use_reentrant"}
+    assert model.dict_keys(_spread(file, 9)) is None  # a parameter
+    assert model.dict_keys(_spread(file, 12)) is None  # filled by subscript
+    assert model.dict_keys(_spread(file, 15)) is None  # updated
+    assert model.dict_keys(_spread(file, 18)) is None  # handed to a call that may fill it
+    assert model.dict_keys(_spread(file, 22)) == {"k", "use_reentrant"}  # either binding
+    assert model.dict_keys(_spread(file, 24)) is None  # a computed key
+    assert model.dict_keys(_spread(file, 27)) == {"k"}  # only read
+
+
+def test_dict_keys_of_a_shadowed_dict_builtin_is_unknown():
+    file = parse(
+        """
+        from mylib import dict
+        a = dict(k=1)
+        g(**a)
+        """
+    )
+    assert file.model.dict_keys(_spread(file, 4)) is None

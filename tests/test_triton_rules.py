@@ -50,8 +50,29 @@ def test_gpu702_names_every_exceeded_target():
 
 
 def test_gpu702_silent_without_targets_and_on_hopper():
-    assert codes(lint_text(MATMUL, "mm.py"), "GPU702") == []
+    assert codes(lint_text(MATMUL, "mm.py"), "GPU702") == []  # fits on an H100 (and an A100)
     assert codes(lint_text(MATMUL, "mm.py", ("sm_90", "B200")), "GPU702") == []
+
+
+def test_gpu702_without_targets_reports_what_fits_on_no_gpu():
+    """No target and no local GPU: A100 and H100 are assumed; only a config over both is
+    reported (so over every GPU of the table), and the message says how to set targets."""
+    from gpulint.hardware import table
+
+    big = MATMUL.replace('"BLOCK_K": 64}, num_stages=4', '"BLOCK_K": 128}, num_stages=4')
+    (f,) = codes(lint_text(big, "mm.py"), "GPU702")
+    assert "on every GPU" in f.message
+    assert "294,912 B on A100 (sm_80)" in f.message and "393,216 B on H100 (sm_90)" in f.message
+    assert "no `targets` are configured" in f.message and "--targets" in f.message
+    for name in table().archs:  # the claim holds for every architecture known
+        assert codes(lint_text(big, "mm.py", (name,)), "GPU702"), name
+    # Over the A100 only (7 stages of 32 KiB: 6 buffers there, 7 on sm_90): not reported.
+    a100_only = MATMUL.replace(
+        '"BLOCK_N": 256, "BLOCK_K": 64}, num_stages=4',
+        '"BLOCK_N": 128, "BLOCK_K": 64}, num_stages=7',
+    )
+    assert codes(lint_text(a100_only, "mm.py"), "GPU702") == []
+    assert codes(lint_text(a100_only, "mm.py", ("A100",)), "GPU702")
 
 
 def test_gpu702_kernel_constexpr_default_fills_a_missing_block():
@@ -165,14 +186,14 @@ def test_hardware_note_once_per_run_not_per_finding(tmp_path, monkeypatch, capsy
     monkeypatch.chdir(tmp_path)
     (tmp_path / "a.py").write_text(GATED)
     (tmp_path / "b.py").write_text(GATED)
-    main(["check", "--no-cache", "--exit-zero", "--select", "GPU702", "."])
+    main(["check", "--no-cache", "--exit-zero", "--select", "GPU205", "."])
     err = capsys.readouterr().err
-    assert err.count("hardware `targets`") == 1 and "GPU702" in err
-    main(["check", "--no-cache", "--exit-zero", "--select", "GPU702", "--targets", "GB10", "."])
+    assert err.count("hardware `targets`") == 1 and "GPU205" in err
+    main(["check", "--no-cache", "--exit-zero", "--select", "GPU205", "--targets", "GB10", "."])
     assert "hardware `targets`" not in capsys.readouterr().err
     (tmp_path / "a.py").write_text("x = 1\n")
     (tmp_path / "b.py").write_text("y = 2\n")
-    main(["check", "--no-cache", "--exit-zero", "--select", "GPU702", "."])
+    main(["check", "--no-cache", "--exit-zero", "--select", "GPU205", "."])
     assert "hardware `targets`" not in capsys.readouterr().err  # nothing it would have looked at
 
 
@@ -183,19 +204,19 @@ def test_hardware_note_once_per_project_and_never_under_quiet(tmp_path, monkeypa
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "a.py").write_text(GATED)
-    argv = ["check", "--exit-zero", "--select", "GPU702", "."]
+    argv = ["check", "--exit-zero", "--select", "GPU205", "."]
     main([*argv, "-q"])
     assert "hardware `targets`" not in capsys.readouterr().err
     main(argv)
     err = capsys.readouterr().err
-    assert err.count("hardware `targets`") == 1 and "GPU702" in err
+    assert err.count("hardware `targets`") == 1 and "GPU205" in err
     assert (tmp_path / ".gpulint_cache" / "notes.json").is_file()
     main(argv)
     assert "hardware `targets`" not in capsys.readouterr().err  # said once
-    main([*argv, "--extend-select", "GPU205"])  # another set of skipped rules: a new note
+    main([*argv, "--extend-select", "GPU901"])  # another set of skipped rules: a new note
     err = capsys.readouterr().err
     assert err.count("hardware `targets`") == 1, err
-    main([*argv, "--extend-select", "GPU205"])
+    main([*argv, "--extend-select", "GPU901"])
     assert "hardware `targets`" not in capsys.readouterr().err
     main([*argv, "--cache-dir", str(tmp_path / "elsewhere")])
     assert "hardware `targets`" in capsys.readouterr().err

@@ -134,3 +134,14 @@ def table() -> Table:
 def resolve_targets(spellings: list[str]) -> list[Target]:
     """Resolve configured target spellings; raises UnknownTargetError naming the bad one."""
     return [table().target(s) for s in spellings]
+
+
+# What a hardware rule may assume when no target is configured and no local GPU is named: the
+# common datacenter GPUs, each the one with the most shared memory per block for its kind of
+# Triton pipeline (A100: the cp.async pipeline of sm_80/86/89/120/121, 163 KiB; H100: the
+# wgmma pipeline of sm_90/100, 227 KiB). What overflows on both overflows on every GPU here.
+ASSUMED_TARGETS = ("A100", "H100")
+
+
+def assumed_targets() -> tuple[Target, ...]:
+    return tuple(table().target(name) for name in ASSUMED_TARGETS)

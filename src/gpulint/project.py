@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from gpulint.diagnostics import Related
     from gpulint.frontends.python.file import PythonFile
     from gpulint.frontends.python.summaries import Summary
 
@@ -147,6 +148,10 @@ _COMPILED_BREAKS: dict[tuple[str, str], RemoteBreaks | None] = {}
 # None when it cannot be read or parsed.
 _CHEAP_DATASETS: dict[tuple[str, str], tuple[bool, str] | None] = {}
 
+# Per process: (module, function, used as a factory) -> (its clock reads if it is a timing
+# decorator, the module's digest), or None when it cannot be read or parsed.
+_TIMING_DECORATORS: dict[tuple[str, str, bool], tuple[tuple[Related, ...] | None, str] | None] = {}
+
 # Per process: module name -> (function summaries by "f" / "Class.m", the modules they were
 # computed from with their digests, itself included), or None when it cannot be read or parsed.
 _SUMMARISED: dict[str, tuple[dict[str, Summary], dict[str, str]] | None] = {}
@@ -213,6 +218,61 @@ class ProjectSession:
         cheap, digest = found
         self.deps[info.relpath] = digest
         return cheap
+
+    def timing_decorator(
+        self, file: PythonFile, name: ast.Name | ast.Attribute, factory: bool
+    ) -> tuple[Related, ...] | None:
+        """The clock reads of the decorator `name` was imported as (`from utils import timed`,
+        `import utils` then `@utils.timed`), where its module in the tree defines it at top
+        level as a timing decorator (`timing.timing_decorator`; `factory`: `@timed("fwd")`);
+        None where the import leads outside the tree or to something else."""
+        if isinstance(name, ast.Name):
+            imported = self._imported(file, name.id, name)
+            if imported is None or imported[1] is None:
+                return None
+            dotted, function = imported[0], imported[1]
+        elif isinstance(name.value, ast.Name):
+            imported = self._imported(file, name.value.id, name)
+            if imported is None:
+                return None
+            dotted = f"{imported[0]}.{imported[1]}" if imported[1] else imported[0]
+            function = name.attr
+        else:
+            return None
+        module = self.index.resolve_module(dotted, self.relpath)
+        info = self.index.modules.get(module) if module else None
+        if module is None or info is None:
+            return None
+        key = (module, function, factory)
+        if key not in _TIMING_DECORATORS:
+            _TIMING_DECORATORS[key] = self._timing_decorator(info, function, factory)
+        found = _TIMING_DECORATORS[key]
+        if found is None:
+            return None
+        clocks, digest = found
+        self.deps[info.relpath] = digest
+        return clocks
+
+    def _timing_decorator(
+        self, info: _Module, name: str, factory: bool
+    ) -> tuple[tuple[Related, ...] | None, str] | None:
+        from gpulint.frontends.python import FRONTEND
+        from gpulint.frontends.python.timing import timing_decorator
+        from gpulint.safeio import MAX_SOURCE_BYTES, read_bytes
+        from gpulint.settings import Settings
+
+        try:
+            data = read_bytes(info.path, MAX_SOURCE_BYTES, self.index.roots)
+            parsed = FRONTEND.parse(info.relpath, data, Settings())
+            defs = [
+                d
+                for d in parsed.tree.body
+                if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef)) and d.name == name
+            ]
+            clocks = timing_decorator(parsed, defs[0], factory) if len(defs) == 1 else None
+        except Exception:  # unreadable, unparsable: that file's own lint reports it
+            return None
+        return clocks, hashlib.sha256(data).hexdigest()
 
     def _dataset_items_cheap(self, info: _Module, name: str) -> tuple[bool, str] | None:
         from gpulint.frontends.python import FRONTEND
@@ -477,6 +537,7 @@ def reset() -> None:
     _COMPILED_BREAKS.clear()
     _COMPILED_OPS.clear()
     _CHEAP_DATASETS.clear()
+    _TIMING_DECORATORS.clear()
 
 
 # Per process: module name -> (runs compiled extension ops, its digest, the tree modules it

@@ -1,9 +1,9 @@
 import ast
 
-from gpulint.diagnostics import Fix
+from gpulint.diagnostics import Fix, Related
 from gpulint.frontends.python import edits
 from gpulint.frontends.python.file import PythonFile
-from gpulint.frontends.python.names import has_star_kwargs, keyword
+from gpulint.frontends.python.names import keyword
 from gpulint.rule import Invalid, Rule
 
 _CHECKPOINT = {"torch.utils.checkpoint.checkpoint", "torch.utils.checkpoint.checkpoint_sequential"}
@@ -14,7 +14,10 @@ class CheckpointWithoutUseReentrant(Rule):
     ## What it does
     Finds `torch.utils.checkpoint.checkpoint` and `checkpoint_sequential` called without an
     explicit `use_reentrant` argument. Calls that pass it, or pass `**kwargs` that may hold it,
-    are left alone.
+    are left alone; a `**kwargs` built in the file from a dict literal (`kw =
+    {"preserve_rng_state": True}`, `dict(...)`, either branch of `a if c else b`) and not changed
+    afterwards is read, and reported when none of its keys is `use_reentrant`. `*args` cannot
+    hold it for `checkpoint`, whose `use_reentrant` is keyword-only.
 
     ## Why is this bad?
     Without `use_reentrant`, PyTorch warns on every call and falls back to the reentrant
@@ -48,6 +51,10 @@ class CheckpointWithoutUseReentrant(Rule):
     message = (
         "`{func}` without `use_reentrant`: pass `use_reentrant=False` (PyTorch's recommendation)"
     )
+    spread_message = (
+        "`{func}` without `use_reentrant`: {spread} does not hold it either; pass "
+        "`use_reentrant=False` (PyTorch's recommendation)"
+    )
     tags = ("memory",)
 
     VALID = [
@@ -59,6 +66,12 @@ class CheckpointWithoutUseReentrant(Rule):
         Invalid(
             "from torch.utils.checkpoint import checkpoint\ny = checkpoint(f, x)\n",
             fixed="from torch.utils.checkpoint import checkpoint\ny = checkpoint(f, x, use_reentrant=False)\n",
+        ),
+        Invalid(
+            "from torch.utils.checkpoint import checkpoint\nkw = {'preserve_rng_state': True}\n"
+            "y = checkpoint(f, x, **kw)\n",
+            fixed="from torch.utils.checkpoint import checkpoint\nkw = {'preserve_rng_state': True}\n"
+            "y = checkpoint(f, x, **kw, use_reentrant=False)\n",
         ),
         Invalid(
             "import torch.utils.checkpoint as cp\ny = cp.checkpoint_sequential(fns, 2, x,)\n",
@@ -74,9 +87,37 @@ class CheckpointWithoutUseReentrant(Rule):
         qualified = file.qualname(node)
         if qualified not in _CHECKPOINT:
             return
-        if keyword(node, "use_reentrant") is not None or has_star_kwargs(node):
+        if keyword(node, "use_reentrant") is not None:
             return
+        func = qualified.rsplit(".", 1)[1]
+        # `checkpoint(function, *args, use_reentrant=None, ...)`: its `use_reentrant` is keyword
+        # only, so `*inputs` cannot hold it; `checkpoint_sequential` takes it fourth.
+        if func != "checkpoint" and any(isinstance(a, ast.Starred) for a in node.args):
+            return
+        spread = [k for k in node.keywords if k.arg is None]
+        related: list[Related] = []
+        for star in spread:
+            keys = file.model.dict_keys(star.value)
+            if keys is None or "use_reentrant" in keys:
+                return  # a dict the file does not spell out may hold it
+            if isinstance(star.value, ast.Name):
+                for b in file.model.reaching(star.value.id, star.value):
+                    line, col, end_line, end_col = file.span(b.node)
+                    what = f"`{b.name}` is built here, without `use_reentrant`"
+                    related.append(Related(file.display_path, line, col, what, end_line, end_col))
         edit = edits.append_arg(file, node, "use_reentrant=False")
         # no edit where the call's text cannot be rewritten safely: reported, not fixed
         fix = Fix("add use_reentrant=False", (edit,)) if edit is not None else None
-        yield self.report(file, node, func=qualified.rsplit(".", 1)[1], fix=fix)
+        if spread:
+            names = ", ".join(f"`**{file.segment(k.value)}`" for k in spread)
+            yield self.report(
+                file,
+                node,
+                self.spread_message,
+                func=func,
+                spread=names,
+                fix=fix,
+                related=tuple(related),
+            )
+            return
+        yield self.report(file, node, func=func, fix=fix)

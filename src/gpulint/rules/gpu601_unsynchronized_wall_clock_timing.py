@@ -2,19 +2,24 @@ import ast
 import re
 from collections.abc import Iterator
 
-from gpulint.diagnostics import Finding
+from gpulint.diagnostics import Finding, Related
 from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.loops import is_step_marker
-from gpulint.frontends.python.model import position, scope_nodes
+from gpulint.frontends.python.model import scope_nodes
 from gpulint.frontends.python.names import keyword, terminal_name
 from gpulint.frontends.python.summaries import summaries
 from gpulint.frontends.python.timing import (
     CLOCK_TRIGGERS,
+    TIMEIT,
+    TIMER_NAME_TRIGGERS,
+    callable_body,
     cuda_work,
     intervals,
     is_clock,
     is_sync,
     spans_training_steps,
+    timed_body,
+    timing_decorator,
 )
 from gpulint.rule import Rule
 
@@ -40,13 +45,18 @@ class UnsynchronizedWallClockTiming(Rule):
     work is a model call, `.backward()`, an optimizer step, a `non_blocking` copy to the device,
     a Triton launch, or a torch op (not a tensor factory) in a function that uses CUDA. Also
     `timeit.timeit`/`timeit.repeat`/`timeit.Timer` of a callable (a lambda, or a function of the
-    file) that does CUDA work and never syncs, and the same through a helper of the project that
+    file) or of a string statement (`timeit.timeit("forward()", globals=globals())`, names
+    resolved through `globals()`, `locals()`, a `globals` dict or `setup="from __main__ import
+    ..."`) that does CUDA work and never syncs, and the same through a helper of the project that
     reads the clock before and after calling a callable it is given (`bench(lambda: model(x))`),
     and a callback that opens an interval in one per-step hook and closes it in its pair
     (`on_train_batch_start` -> `on_train_batch_end`, `on_step_begin` -> `on_step_end`,
     `pre_step` -> `post_step`) with no sync in the closing hook, and a function that does CUDA
-    work under a timing decorator of the file (`@timed`, whose wrapper reads the clock around the
-    call) with no sync on either side.
+    work under a timing decorator (`@timed` or `@timed("name")`, whose wrapper reads the clock
+    around the call) with no sync on either side: one of the file, or one imported from another
+    module of the checked tree (`from utils import timed`), whose clock reads the finding points
+    at. A file that only applies an imported decorator is read where the decorator's name says it
+    times (`timed`, `timer`, `timing`, `elapsed`...).
 
     Left alone: a sync anywhere in the interval; CPU-only work (modules without CUDA, branches
     under `if device == "cpu":`); whole training steps (forward plus backward or optimizer step,
@@ -90,11 +100,17 @@ class UnsynchronizedWallClockTiming(Rule):
     code = "GPU601"
     tier = "pedantic"  # judged precision below 0.9, or unmeasured: bench/precision
     name = "unsynchronized-wall-clock-timing"
-    triggers = (*CLOCK_TRIGGERS, "timeit")
+    triggers = (*CLOCK_TRIGGERS, "timeit", *TIMER_NAME_TRIGGERS)
     helper_message = (
         "`{helper}()` reads the wall clock around the callable it is given, and neither syncs: "
         "the time is that of the kernel launches, not their execution; end the callable with "
         "`torch.cuda.synchronize()` or time it with `torch.utils.benchmark.Timer`"
+    )
+    decorator_message = (
+        "`@{helper}` reads the wall clock before and after `{function}()` runs, and neither "
+        "syncs: the time is that of its kernel launches, not their execution; call "
+        "`torch.cuda.synchronize()` in the wrapper before its second clock read (or time with "
+        "`torch.cuda.Event`s)"
     )
     hook_message = (
         "interval opened in `{opening}()` and closed in `{closing}()` with no sync: the step "
@@ -103,8 +119,8 @@ class UnsynchronizedWallClockTiming(Rule):
         "`torch.cuda.Event`s in both hooks)"
     )
     timeit_message = (
-        "`{call}` times CUDA work with no sync in the timed callable: it measures kernel "
-        "launches, not execution; end the callable with `torch.cuda.synchronize()` or use "
+        "`{call}` times CUDA work with no sync in what it times: it measures kernel "
+        "launches, not execution; end the timed code with `torch.cuda.synchronize()` or use "
         "`torch.utils.benchmark.Timer`, which synchronises"
     )
     message = (
@@ -139,9 +155,9 @@ class UnsynchronizedWallClockTiming(Rule):
         if file.is_test or not file.uses_cuda:
             return
         q = file.qualname(node)
-        if q in _TIMEIT:
-            stmt = node.args[0] if node.args else getattr(keyword(node, "stmt"), "value", None)
-            if self._unsynced_work(file, stmt, node):
+        if q in TIMEIT:
+            body = timed_body(file, node)
+            if body is not None and self._unsynced_work(file, body, node):
                 yield self.report(file, node, self.timeit_message, call=q)
             return
         if q is not None or not any(isinstance(a, (ast.Lambda, ast.Name)) for a in node.args):
@@ -150,16 +166,14 @@ class UnsynchronizedWallClockTiming(Rule):
         if summary is None or not summary.times:
             return
         for arg in node.args:
-            if isinstance(arg, (ast.Lambda, ast.Name)) and self._unsynced_work(file, arg, node):
+            body = callable_body(file, arg, node)
+            if body is not None and self._unsynced_work(file, body, node):
                 helper = terminal_name(node.func) or "the helper"
                 yield self.report(file, node, self.helper_message, helper=helper)
                 return
 
     @staticmethod
-    def _unsynced_work(file: PythonFile, stmt: ast.AST | None, at: ast.Call) -> bool:
-        body = _callable_body(file, stmt, at)
-        if body is None:
-            return False
+    def _unsynced_work(file: PythonFile, body: list[ast.AST], at: ast.Call) -> bool:
         scope = file.enclosing_function(at) or file.tree
         return any(cuda_work(file, n, scope) for n in body) and not any(
             is_sync(file, n) for n in body
@@ -171,18 +185,24 @@ class UnsynchronizedWallClockTiming(Rule):
         if file.is_test or not file.uses_cuda or not node.decorator_list:
             return
         for decorator in node.decorator_list:
-            if not isinstance(decorator, ast.Name):
-                continue
-            bound = file.model.bindings_of(decorator.id, before=decorator)
-            if len(bound) != 1 or bound[0].kind != "def":
-                continue
-            if not _times_wrapped_call(file, bound[0].node):
+            clocks = _timing_decorator(file, decorator)
+            if clocks is None:
                 continue
             body = list(scope_nodes(node))
             if any(cuda_work(file, n, node) for n in body) and not any(
                 is_sync(file, n) for n in body
             ):
-                yield self.report(file, decorator, self.helper_message, helper=decorator.id)
+                helper = file.segment(
+                    decorator.func if isinstance(decorator, ast.Call) else decorator
+                )
+                yield self.report(
+                    file,
+                    decorator,
+                    self.decorator_message,
+                    helper=helper,
+                    function=node.name,
+                    related=clocks,
+                )
                 return
 
     def visit_ClassDef(self, node: ast.ClassDef, file: PythonFile) -> Iterator[Finding]:
@@ -251,7 +271,6 @@ class UnsynchronizedWallClockTiming(Rule):
             yield self.report(file, interval.end, line=interval.start.lineno)
 
 
-_TIMEIT = {"timeit.timeit", "timeit.repeat", "timeit.Timer"}
 # Per-step hook pairs of training frameworks' callbacks (Lightning, Hugging Face, mmengine,
 # olmo-core, Composer...): the opening hook's name and the closing one's differ only here.
 _HOOK_PAIRS = (
@@ -261,27 +280,19 @@ _HOOK_PAIRS = (
 )
 
 
-def _times_wrapped_call(file: PythonFile, decorator: ast.AST) -> bool:
-    """A decorator `def timed(fn)` whose nested wrapper reads a clock, calls `fn`, reads a clock
-    again, and never syncs."""
-    if not isinstance(decorator, ast.FunctionDef) or not decorator.args.args:
-        return False
-    wrapped = decorator.args.args[0].arg
-    for wrapper in decorator.body:
-        if not isinstance(wrapper, ast.FunctionDef):
-            continue
-        nodes = list(scope_nodes(wrapper))
-        if any(is_sync(file, n) for n in nodes):
-            continue
-        clocks = sorted(position(n) for n in nodes if is_clock(file, n))
-        calls = [
-            (n.lineno, n.col_offset)
-            for n in nodes
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == wrapped
-        ]
-        if len(clocks) >= 2 and any(clocks[0] < c < clocks[-1] for c in calls):
-            return True
-    return False
+def _timing_decorator(file: PythonFile, decorator: ast.expr) -> tuple[Related, ...] | None:
+    """The clock reads of a timing decorator (`timing.timing_decorator`): `@timed` or
+    `@timed("fwd")` with `timed` a def of this file, else one imported from another module of
+    the tree (`from utils import timed`, `@utils.timed`), as the project index reads it."""
+    factory = isinstance(decorator, ast.Call)
+    named = decorator.func if isinstance(decorator, ast.Call) else decorator
+    if isinstance(named, ast.Name):
+        bound = file.model.bindings_of(named.id, before=named)
+        if len(bound) == 1 and bound[0].kind == "def":
+            return timing_decorator(file, bound[0].node, factory)
+    if file.project is not None and isinstance(named, (ast.Name, ast.Attribute)):
+        return file.project.timing_decorator(file, named, factory)
+    return None
 
 
 def _closing_hook(name: str) -> str | None:
@@ -291,18 +302,6 @@ def _closing_hook(name: str) -> str | None:
     for pattern, closing in _HOOK_PAIRS:
         if pattern.match(name):
             return pattern.sub(closing, name)
-    return None
-
-
-def _callable_body(file: PythonFile, stmt: ast.AST | None, at: ast.AST) -> list[ast.AST] | None:
-    """The nodes a timed callable runs: a lambda's body, or a def of this file by name."""
-    if isinstance(stmt, ast.Lambda):
-        return list(ast.walk(stmt.body))
-    if isinstance(stmt, ast.Name):
-        bound = file.model.bindings_of(stmt.id, before=at)
-        defs = [b.node for b in bound if b.kind == "def"]
-        if len(defs) == 1 and len(bound) == 1:
-            return list(scope_nodes(defs[0]))
     return None
 
 

@@ -2,6 +2,7 @@ import ast
 
 from gpulint.frontends.python import triton as tt
 from gpulint.frontends.python.file import PythonFile
+from gpulint.hardware import assumed_targets
 from gpulint.rule import Invalid, Rule, Valid
 
 
@@ -14,8 +15,10 @@ class AutotuneConfigExceedsSharedMemory(Rule):
     or `--targets`). With no targets configured, the GPU of this machine is the target where the
     project names it: `gpulint probe --json > .gpulint/probe.json`, or the device of bench
     records under `.gpulint/evidence/` (one GPU; several different ones: none); the message
-    says so. Otherwise the rule is silent, and `gpulint check` says once per run (on stderr,
-    not per finding) that the hardware rules need `targets`.
+    says so. Otherwise it assumes the common datacenter GPUs, A100 (sm_80, 166,912 B per
+    block) and H100 (sm_90, 232,448 B), and reports only configs that exceed both: each has the
+    most shared memory of the GPUs that pipeline as it does, so such a config fits on no GPU of
+    the hardware table; the message names the assumed targets and how to set `targets`.
 
     The estimate is every tile that feeds a `tl.dot` in the kernel's loop, once per buffer of
     the software pipeline, plus the dot operands loaded before the loop, once:
@@ -108,13 +111,14 @@ class AutotuneConfigExceedsSharedMemory(Rule):
         "autotune config exceeds shared memory: {details} (assuming {why}); prune it (lower "
         "num_stages or BLOCK sizes for that target, or add `prune_configs_by`)"
     )
+    everywhere_message = (
+        "autotune config exceeds shared memory on every GPU: {config} needs about {details}; "
+        "no `targets` are configured, so {targets} are assumed: no GPU has more shared memory "
+        "for its kind of pipeline (set `targets = [...]` under [tool.gpulint] or `--targets` to "
+        "check yours; assuming {why}); prune it (lower num_stages or BLOCK sizes, or add "
+        "`prune_configs_by`)"
+    )
     tags = ("triton", "hardware")
-
-    @classmethod
-    def applicable(cls, settings) -> bool:
-        # A shared-memory limit belongs to a target: configured, or the local GPU as named
-        # by the project's probe output or bench records.
-        return bool(settings.targets) or settings.option("local_gpu", "target") is not None
 
     _KERNEL = """
 import triton
@@ -136,7 +140,7 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
 """
     VALID = [
         Valid(_KERNEL.replace("{prune}", ""), targets=("sm_90",)),
-        _KERNEL.replace("{prune}", ""),  # no targets: silent
+        _KERNEL.replace("{prune}", ""),  # no targets: fits on an H100, silent
         Valid(
             _KERNEL.replace("{prune}", '\n    prune_configs_by={"early_config_prune": prune},'),
             targets=("sm_121",),
@@ -150,11 +154,15 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
     def finish(self, file: PythonFile):
         targets = self.settings.targets
         local = ""
+        assumed = False
         if not targets and self.settings.option("local_gpu", "target") is not None:
             targets = (self.settings.option("local_gpu", "target"),)
             local = f" ({self.settings.option('local_gpu', 'why')})"
         if not targets:
-            return
+            # None configured or found: a config is reported only where it overflows on every
+            # assumed target (so on every GPU of the table), never for one GPU of a guess.
+            targets = assumed_targets()
+            assumed = True
         reported: set[int] = set()
         for kernel in tt.kernels(file):
             if kernel.autotune is None or tt.prunes_configs(kernel.autotune):
@@ -166,6 +174,9 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
                 continue
             nbytes, why = tt.element_bytes(file, kernel)
             if nbytes is None:
+                continue
+            if assumed:
+                yield from self._everywhere(file, kernel, configs, targets, nbytes, why, reported)
                 continue
             # Per config node (a comprehension yields many) and target: the largest estimate.
             worst: dict[int, dict[str, tuple[int, str, tt.Config]]] = {}
@@ -195,6 +206,38 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
                     continue
                 reported.add(key)
                 yield self.report(file, node, details="; ".join(over), why=why)
+
+    def _everywhere(self, file, kernel, configs, targets, nbytes, why, reported):
+        """No target known: the configs that exceed every assumed target, each config node
+        once (for a comprehension, the element with the largest estimate)."""
+        worst: dict[int, tuple[int, list[str], tt.Config]] = {}
+        for config in configs:
+            parts = []
+            largest = 0
+            for target in targets:
+                found = _estimate(file, kernel, config, target.arch, nbytes)
+                if found is None or found[0] <= target.arch.smem_per_block:
+                    break
+                largest = max(largest, found[0])
+                parts.append(
+                    f"{found[0]:,} B on {target.label} ({found[1]}; "
+                    f"{target.arch.smem_per_block:,} B per block)"
+                )
+            else:
+                key = id(config.node)
+                if key not in reported and largest > worst.get(key, (-1,))[0]:
+                    worst[key] = (largest, parts, config)
+        for key, (_, parts, config) in worst.items():
+            reported.add(key)
+            yield self.report(
+                file,
+                config.node,
+                self.everywhere_message,
+                config=config.label(),
+                details=" and ".join(parts),
+                targets=" and ".join(t.label for t in targets),
+                why=why,
+            )
 
 
 def _estimate(file: PythonFile, kernel, config, arch, nbytes) -> tuple[int, str] | None:

@@ -489,12 +489,116 @@ class SemanticModel:
             return bound[0].node
         return None
 
+    def dict_keys(self, node: ast.expr, _depth: int = 0) -> frozenset[str] | None:
+        """The keys the dict `node` may hold, where the file says: a dict display with string
+        keys (`{"preserve_rng_state": True}`), `dict(a=1)`, either branch of `x if c else y`,
+        a `{**base, "k": v}` whose `base` is known, or a name every binding of which that reaches
+        `node` is one of those and that nothing may change: its only other reads are `**name`,
+        `name[...]`, `k in name` and `name.get/keys/items/values/copy(...)`. None where any key
+        may be unknown (a computed key, a parameter, `kw["k"] = v`, `kw.update(...)`, a dict
+        handed to a call that may fill it)."""
+        if _depth > 4:
+            return None
+        if isinstance(node, ast.Dict):
+            keys: set[str] = set()
+            for key, value in zip(node.keys, node.values, strict=True):
+                if key is None:  # `**base`
+                    inner = self.dict_keys(value, _depth + 1)
+                    if inner is None:
+                        return None
+                    keys |= inner
+                elif isinstance(key, ast.Constant) and isinstance(key.value, str):
+                    keys.add(key.value)
+                else:
+                    return None
+            return frozenset(keys)
+        if isinstance(node, ast.IfExp):
+            body = self.dict_keys(node.body, _depth + 1)
+            orelse = self.dict_keys(node.orelse, _depth + 1) if body is not None else None
+            return body | orelse if body is not None and orelse is not None else None
+        if isinstance(node, ast.Call):
+            func = node.func
+            if not (
+                isinstance(func, ast.Name)
+                and func.id == "dict"
+                and self.defining_scope("dict", node) is None
+                and len(node.args) <= 1
+            ):
+                return None
+            keys = set()
+            for arg in node.args:  # `dict({...})`
+                inner = self.dict_keys(arg, _depth + 1)
+                if inner is None:
+                    return None
+                keys |= inner
+            for kw in node.keywords:
+                if kw.arg is None:
+                    inner = self.dict_keys(kw.value, _depth + 1)
+                    if inner is None:
+                        return None
+                    keys |= inner
+                else:
+                    keys.add(kw.arg)
+            return frozenset(keys)
+        if not isinstance(node, ast.Name):
+            return None
+        bound = self.reaching(node.id, node)
+        if not bound or any(b.kind not in ("assign", "annassign") for b in bound):
+            return None
+        if not self._unchanged_dict(node.id, self.defining_scope(node.id, node)):
+            return None
+        keys = set()
+        for b in bound:
+            if b.value is None:
+                return None
+            inner = self.dict_keys(b.value, _depth + 1)
+            if inner is None:
+                return None
+            keys |= inner
+        return frozenset(keys)
+
+    def _unchanged_dict(self, name: str, scope: ast.AST | None) -> bool:
+        """No read of `name` (bound in `scope`) anywhere in the file may change the dict."""
+        if scope is None:
+            return False
+        parent = self.file.parent
+        for use in self.file.nodes(ast.Name):
+            if use.id != name or not isinstance(use.ctx, ast.Load):
+                continue
+            if self.defining_scope(name, use) is not scope:
+                continue
+            up = parent(use)
+            if isinstance(up, ast.keyword) and up.arg is None:
+                continue  # `f(**kw)`: the callee gets a copy
+            if isinstance(up, ast.Subscript) and up.value is use and isinstance(up.ctx, ast.Load):
+                continue
+            if isinstance(up, ast.Compare) and use in up.comparators:
+                continue  # `"k" in kw`
+            if (
+                isinstance(up, ast.Attribute)
+                and up.attr in _DICT_READS
+                and isinstance(parent(up), ast.Call)
+            ):
+                continue
+            if (
+                isinstance(up, ast.Dict)
+                and use in up.values
+                and up.keys[up.values.index(use)] is None
+            ):
+                continue  # `{**kw, "k": v}`: a copy
+            return False
+        return True
+
     def in_loop(self, node: ast.AST) -> ast.AST | None:
         """The nearest loop around `node` in its own scope, or None."""
         for ancestor in self._ancestors_in_scope(node):
             if isinstance(ancestor, LOOPS):
                 return ancestor
         return None
+
+
+# Methods that read a dict without changing it.
+_DICT_READS = frozenset({"get", "keys", "items", "values", "copy", "__contains__"})
 
 
 def _inside(node: ast.AST, outer: ast.AST) -> bool:

@@ -14,8 +14,9 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gpulint.diagnostics import Related
 from gpulint.frontends.python.loops import LOOPS, is_step_marker
-from gpulint.frontends.python.model import MemoKey, end_position, position, scope_nodes
+from gpulint.frontends.python.model import FUNCTIONS, MemoKey, end_position, position, scope_nodes
 from gpulint.frontends.python.names import keyword, terminal_name
 from gpulint.frontends.python.syncs import host_sync
 from gpulint.frontends.python.tensors import _torch_call
@@ -41,6 +42,9 @@ CLOCK_TRIGGERS = (
     "from time import",
     "time_ns",
 )
+# The prefilter's words for a timing decorator imported from another module of the tree (a
+# file that applies one need not read a clock itself): its name says it times.
+TIMER_NAME_TRIGGERS = ("timed", "timer", "timing", "time_it", "_time", "elapsed", "stopwatch")
 # Callees that run a model on the device: `model(x)`, `self.net(x)`, `teacher_model(x)`,
 # `model.forward(x)`. Whole words only: `pipeline.add_model(m)` is not a model call.
 _MODEL = re.compile(
@@ -315,3 +319,197 @@ def spans_training_steps(file: PythonFile, interval: Interval) -> bool:
             is_step_marker(n) and position(n) < position(interval.end) for n in ast.walk(loop)
         )
     return False
+
+
+# -- what a timer runs -----------------------------------------------------------------------
+TIMEIT = {"timeit.timeit", "timeit.repeat", "timeit.Timer"}
+_PARSED_STATEMENTS: MemoKey[dict[int, list[ast.AST] | None]] = MemoKey("timeit statements")
+
+
+def timed_body(file: PythonFile, call: ast.Call) -> list[ast.AST] | None:
+    """The nodes that `timeit.timeit(stmt, ...)` / `timeit.repeat` / `timeit.Timer(stmt)` run
+    each repetition: a lambda's body; a def of this file by name; or a string statement
+    (`"model(x)"`, a name bound once to one), parsed, with each call in it to a def of this file
+    followed into that def's body. A string's names resolve where `globals=` says: `globals()`
+    the module, `locals()` the calling function, a dict literal its values (read at the call);
+    or through `setup="from __main__ import f"`. With neither, the statement's names are
+    undefined at run time: None. The string's own nodes are included only where its text maps
+    onto the file's (a one-line literal with no escapes); else only the defs it calls. None
+    where the statement cannot be told."""
+    stmt = call.args[0] if call.args else getattr(keyword(call, "stmt"), "value", None)
+    found = callable_body(file, stmt, call)
+    if found is not None:
+        return found
+    if isinstance(stmt, ast.Name):
+        bound = file.model.bindings_of(stmt.id, before=call)
+        if len(bound) == 1 and bound[0].kind == "assign" and _string(bound[0].value):
+            stmt = bound[0].value  # `stmt = "model(x)"` ... `timeit.Timer(stmt)`
+    if stmt is None or not _string(stmt):
+        return None
+    table = file.memo.get(_PARSED_STATEMENTS, dict)
+    if id(call) not in table:
+        table[id(call)] = _statement_body(file, call, stmt)  # type: ignore[arg-type]
+    return table[id(call)]
+
+
+def callable_body(file: PythonFile, stmt: ast.AST | None, at: ast.AST) -> list[ast.AST] | None:
+    """The nodes a callable runs: a lambda's body, or a def of this file by name (the one
+    binding of the name reaching `at`)."""
+    if isinstance(stmt, ast.Lambda):
+        return list(ast.walk(stmt.body))
+    if isinstance(stmt, ast.Name):
+        bound = file.model.bindings_of(stmt.id, before=at)
+        defs = [b.node for b in bound if b.kind == "def"]
+        if len(defs) == 1 and len(bound) == 1:
+            return list(scope_nodes(defs[0]))
+    return None
+
+
+def _string(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+
+def _statement_body(file: PythonFile, call: ast.Call, stmt: ast.Constant) -> list[ast.AST] | None:
+    names = _timeit_namespace(file, call)
+    if names is None:
+        return None
+    try:
+        parsed = ast.parse(str(stmt.value))
+    except (SyntaxError, ValueError):
+        return None
+    own = _placed(file, stmt, parsed)
+    body: list[ast.AST] = list(ast.walk(parsed)) if own else []
+    for node in ast.walk(parsed):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            function = names(node.func.id)
+            if function is not None:
+                body += scope_nodes(function)
+    return body
+
+
+def _timeit_namespace(file: PythonFile, call: ast.Call):
+    """name -> the def of this file it means in the timed statement (or None), or None where
+    the statement's namespace is unknown."""
+    model = file.model
+
+    def at_module(name: str):
+        bound = model.bindings_in(file.tree, name)
+        return bound[0].node if len(bound) == 1 and bound[0].kind == "def" else None
+
+    def at_call(name: str):
+        bound = model.bindings_of(name, before=call)
+        return bound[0].node if len(bound) == 1 and bound[0].kind == "def" else None
+
+    given = getattr(keyword(call, "globals"), "value", None)
+    if isinstance(given, ast.Call) and isinstance(given.func, ast.Name) and not given.args:
+        if given.func.id == "globals":
+            return at_module
+        if given.func.id == "locals":
+            return at_call
+        return None
+    if isinstance(given, ast.Dict):
+        mapped = {
+            k.value: v
+            for k, v in zip(given.keys, given.values, strict=True)
+            if isinstance(k, ast.Constant) and isinstance(k.value, str)
+        }
+
+        def in_dict(name: str):
+            value = mapped.get(name)
+            return at_call(value.id) if isinstance(value, ast.Name) else None
+
+        return in_dict
+    if given is not None:
+        return None
+    setup = getattr(keyword(call, "setup"), "value", None)
+    if setup is None and len(call.args) > 1:
+        setup = call.args[1]
+    if not _string(setup):
+        return None
+    try:
+        statements = ast.parse(setup.value).body  # type: ignore[union-attr]
+    except (SyntaxError, ValueError):
+        return None
+    imported = {
+        alias.asname or alias.name
+        for s in statements
+        if isinstance(s, ast.ImportFrom) and s.module == "__main__"
+        for alias in s.names
+    }
+    if not imported:
+        return None
+    return lambda name: at_module(name) if name in imported else None
+
+
+def _placed(file: PythonFile, literal: ast.Constant, parsed: ast.Module) -> bool:
+    """Move the parsed statement's nodes onto the literal's place in the file, where its text
+    is the string's own (`"model(x)"` on one line, no prefix or escapes): then the rules'
+    questions about a node's text read the file. False where it is not."""
+    text = file.segment(literal)
+    if len(text) < 2 or text[0] not in "'\"" or text[1:-1] != literal.value or "\n" in text:
+        return False  # a prefix, an escape, a triple-quoted or concatenated literal
+    line = literal.lineno  # type: ignore[attr-defined]
+    shift = literal.col_offset + 1  # type: ignore[attr-defined]  # (UTF-8 bytes, as the AST's)
+    for node in ast.walk(parsed):
+        if hasattr(node, "lineno"):
+            node.lineno = line  # type: ignore[attr-defined]
+            node.col_offset += shift  # type: ignore[attr-defined]
+            if getattr(node, "end_lineno", None) is not None:
+                node.end_lineno = line  # type: ignore[attr-defined]
+                node.end_col_offset += shift  # type: ignore[attr-defined]
+    return True
+
+
+# -- timing decorators -------------------------------------------------------------------------
+def timing_decorator(
+    file: PythonFile, decorator: ast.AST, factory: bool = False
+) -> tuple[Related, ...] | None:
+    """Where a decorator of this file reads the clock around the call it wraps, with no sync:
+    `def timed(fn)` whose nested wrapper reads a clock, calls `fn`, reads a clock again, and
+    never waits for the device; with `factory`, a `def timed(name)` that defines such a
+    decorator (`@timed("forward")`). The first and last reads, as related locations; None when
+    it is not one."""
+    if not isinstance(decorator, FUNCTIONS):
+        return None
+    if factory:
+        for inner in decorator.body:
+            found = timing_decorator(file, inner) if isinstance(inner, FUNCTIONS) else None
+            if found is not None:
+                return found
+        return None
+    if not decorator.args.args:
+        return None
+    wrapped = decorator.args.args[0].arg
+    for wrapper in decorator.body:
+        if not isinstance(wrapper, FUNCTIONS):
+            continue
+        nodes = list(scope_nodes(wrapper))
+        if any(is_sync(file, n) for n in nodes):
+            continue
+        clocks = sorted((n for n in nodes if is_clock(file, n)), key=position)
+        calls = [
+            n
+            for n in nodes
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == wrapped
+        ]
+        if len(clocks) < 2:
+            continue
+        first, last = clocks[0], clocks[-1]
+        assert isinstance(first, ast.Call)  # (is_clock: a call)
+        if any(position(first) < position(c) < position(last) for c in calls):
+            what = file.segment(first.func)
+            return (
+                Related(
+                    file.display_path,
+                    *file.span(first)[:2],
+                    f"`{what}()` is read here, before `{wrapped}()` runs",
+                    *file.span(first)[2:],
+                ),
+                Related(
+                    file.display_path,
+                    *file.span(last)[:2],
+                    "and here, after it, with no `torch.cuda.synchronize()` between",
+                    *file.span(last)[2:],
+                ),
+            )
+    return None
