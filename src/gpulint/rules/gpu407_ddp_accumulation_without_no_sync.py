@@ -2,7 +2,7 @@ import ast
 
 from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.loops import is_step_marker, own_nodes
-from gpulint.frontends.python.model import LOOPS, position
+from gpulint.frontends.python.model import position
 from gpulint.frontends.python.names import terminal_name
 from gpulint.frontends.python.wrappers import (
     DDP,
@@ -145,9 +145,7 @@ class DdpAccumulationWithoutNoSync(Rule):
             if outer is None or _known_single_trip(loop):
                 return
             after = [
-                n
-                for n in own_nodes(outer)
-                if _optimizer_step(n) and position(n) > position(loop)
+                n for n in own_nodes(outer) if _optimizer_step(n) and position(n) > position(loop)
             ]
             if not after:
                 return
@@ -158,7 +156,7 @@ class DdpAccumulationWithoutNoSync(Rule):
             backward=file.segment(backward),
             loop=loop.lineno,
             step=file.segment(step),
-            step_line=step.lineno,
+            step_line=position(step)[0],
             model=file.segment(model),
         )
 
@@ -265,9 +263,9 @@ def _remainder(file: PythonFile, test: ast.AST) -> bool:
     return False
 
 
-def _enclosing_loop(file: PythonFile, loop: ast.AST) -> ast.AST | None:
+def _enclosing_loop(file: PythonFile, loop: ast.AST) -> ast.For | ast.AsyncFor | ast.While | None:
     for parent in file.ancestors(loop):
-        if isinstance(parent, LOOPS):
+        if isinstance(parent, (ast.For, ast.AsyncFor, ast.While)):
             return parent
         if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             return None

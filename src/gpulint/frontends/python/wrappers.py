@@ -50,7 +50,10 @@ _KINDS = {
     "torch.nn.parallel.DataParallel": DATA_PARALLEL,
     "torch.nn.parallel.data_parallel.DataParallel": DATA_PARALLEL,
 }
-_INIT = {"torch.distributed.init_process_group", "torch.distributed.distributed_c10d.init_process_group"}
+_INIT = {
+    "torch.distributed.init_process_group",
+    "torch.distributed.distributed_c10d.init_process_group",
+}
 # Names that turn the all-reduce off for a backward pass, wherever they are read or stored.
 _SYNC_SWITCHES = {"no_sync", "require_backward_grad_sync"}
 
@@ -182,10 +185,9 @@ def _skips(file: PythonFile) -> bool:
     for node in file.nodes(ast.Attribute):
         if node.attr in _SYNC_SWITCHES:
             return True
-        if (
-            node.attr in ("accumulate", "no_sync")
-            and (terminal_name(node.value) or "").lower().endswith("accelerator")
-        ):
+        if node.attr in ("accumulate", "no_sync") and (
+            terminal_name(node.value) or ""
+        ).lower().endswith("accelerator"):
             return True
     for with_node in file.nodes(ast.With, ast.AsyncWith):
         for item in with_node.items:
@@ -195,14 +197,14 @@ def _skips(file: PythonFile) -> bool:
             called = terminal_name(expr.func) if isinstance(expr, ast.Call) else None
             if called and "sync" in called.lower():
                 return True
-    for node in file.nodes(ast.Call):
+    for call in file.nodes(ast.Call):
         # `setattr(model, "require_backward_grad_sync", last)`
         if (
-            isinstance(node.func, ast.Name)
-            and node.func.id == "setattr"
-            and len(node.args) >= 2
-            and isinstance(node.args[1], ast.Constant)
-            and node.args[1].value in _SYNC_SWITCHES
+            isinstance(call.func, ast.Name)
+            and call.func.id == "setattr"
+            and len(call.args) >= 2
+            and isinstance(call.args[1], ast.Constant)
+            and str(call.args[1].value) in _SYNC_SWITCHES
         ):
             return True
     return False
