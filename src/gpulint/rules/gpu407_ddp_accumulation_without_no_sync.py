@@ -77,7 +77,7 @@ class DdpAccumulationWithoutNoSync(Rule):
         "every few (line {step_line}): DDP-wrapped `{model}` all-reduces its gradients on each "
         "backward; run the non-final micro-steps under `with {model}.no_sync():`"
     )
-    tags = ("distributed", "performance")
+    tags = ("distributed",)
     tier = "preview"
     bench = "ddp-no-sync"
 
