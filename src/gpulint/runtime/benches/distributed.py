@@ -35,9 +35,21 @@ SAFE_ENV = {
     "NVSHMEM_DISABLE_NVLS": "1",
 }
 SIZES = {"allreduce_8KiB": 8 << 10, "allreduce_256MiB": 256 << 20}
+
+
 # ddp-no-sync: a model whose gradients are worth all-reducing (8 x 2048^2 fp32 = 128 MiB), and
 # micro-batches small enough that the all-reduce is not hidden behind the backward pass.
-NO_SYNC = {
+class _NoSync(TypedDict):
+    layers: int
+    width: int
+    micro_steps: int
+    micro_batch_per_rank: int
+    optimizer: str
+    precision: str
+    ddp: str
+
+
+NO_SYNC: _NoSync = {
     "layers": 8,
     "width": 2048,
     "micro_steps": 8,
@@ -271,19 +283,19 @@ def worker_no_sync(torch, dist, dev, runs: int, time_block) -> dict:
 
     rank, world = dist.get_rank(), dist.get_world_size()
     cfg = NO_SYNC
-    steps, micro = cfg["micro_steps"], cfg["micro_batch_per_rank"]
+    steps, micro, width = cfg["micro_steps"], cfg["micro_batch_per_rank"], cfg["width"]
 
     def build():
         torch.manual_seed(0)
         layers = []
         for _ in range(cfg["layers"]):
-            layers += [torch.nn.Linear(cfg["width"], cfg["width"]), torch.nn.GELU()]
-        model = torch.nn.Sequential(*layers, torch.nn.Linear(cfg["width"], 1)).to(dev)
+            layers += [torch.nn.Linear(width, width), torch.nn.GELU()]
+        model = torch.nn.Sequential(*layers, torch.nn.Linear(width, 1)).to(dev)
         ddp = DDP(model, device_ids=[dev.index] if dev.type == "cuda" else None)
         return ddp, torch.optim.SGD(ddp.parameters(), lr=0.01)
 
     g = torch.Generator(device="cpu").manual_seed(4321 + rank)
-    xs = [torch.randn(micro, cfg["width"], generator=g).to(dev) for _ in range(steps)]
+    xs = [torch.randn(micro, width, generator=g).to(dev) for _ in range(steps)]
     ys = [torch.randn(micro, 1, generator=g).to(dev) for _ in range(steps)]
 
     def make_step(ddp, opt, skip_sync: bool):
@@ -301,7 +313,7 @@ def worker_no_sync(torch, dist, dev, runs: int, time_block) -> dict:
 
     plan = {"every_micro_step": False, "no_sync": True}
     models = {name: build() for name in plan}
-    fns = {name: make_step(*models[name], skip) for name, skip in plan.items()}
+    fns = {name: make_step(models[name][0], models[name][1], skip) for name, skip in plan.items()}
     for fn in fns.values():  # the checked step: both from the same initial weights
         fn()
     a = [p.detach() for p in models["every_micro_step"][0].parameters()]
