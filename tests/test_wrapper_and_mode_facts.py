@@ -233,3 +233,21 @@ def test_eval_before_on_self_attributes():
 def test_mode_dependent(build, answer):
     file = _file(build + EVAL_LOOP)
     assert mode_dependent(file, _name(file, "model"), _loop(file)) is answer
+
+
+def test_a_name_bound_here_to_another_model_is_not_the_wrapped_one():
+    file = _file(
+        "def main(model):\n    model = DDP(model)\n"
+        "def probe(loader):\n    model = LinearProbe().cuda()\n    model(x)\n"
+        "def train(model, loader):\n    model(y)\n"
+    )
+    assert wrapped_kinds(file, _name(file, "model")) == {DDP}  # a parameter: by its name
+    probe_call = next(
+        n for n in ast.walk(file.tree) if isinstance(n, ast.Call) and file.segment(n) == "model(x)"
+    )
+    assert wrapped_kinds(file, probe_call.func) == set()
+
+
+def test_skips_grad_sync_through_a_context_name():
+    file = _file("ctx = sync_context(model, last)\nwith ctx:\n    loss.backward()\n")
+    assert skips_grad_sync(file)

@@ -167,13 +167,36 @@ def wrapped_kinds(file: PythonFile, expr: ast.AST) -> set[str]:
         return set()
     key = structure(expr)
     name = terminal_name(expr)
+    by_name = isinstance(expr, ast.Name) and not _bound_otherwise(file, expr)
     out: set[str] = set()
     for wrap in wraps(file):
-        if key in wrap.targets or (
-            name is not None and isinstance(expr, ast.Name) and name in wrap.names
+        if (
+            by_name
+            and name in wrap.names
+            or (isinstance(expr, ast.Attribute) and key in wrap.targets)
         ):
             out.add(wrap.kind)
     return out
+
+
+def _bound_otherwise(file: PythonFile, name: ast.Name) -> bool:
+    """Every binding of `name` reaching the read is an assignment in its own function from
+    something that is not a wrap (`model = LinearProbe().cuda()`): a model of its own, not
+    one handed down under the same name."""
+    scope = file.model.scope_of(name)
+    if isinstance(scope, ast.Module) or name.id not in file.model.table(scope):
+        return False
+    bound = file.model.reaching(name.id, name)
+    if not bound or any(not b.is_assignment or b.value is None for b in bound):
+        return False
+    wrapped = {id(w.call) for w in wraps(file)}
+    for b in bound:
+        for n in ast.walk(b.value):  # type: ignore[arg-type]
+            if isinstance(n, ast.Call) and id(n) in wrapped:
+                return False
+            if isinstance(n, ast.Name) and n.id == name.id:
+                return False  # `model = torch.compile(model)`: the same model, passed on
+    return True
 
 
 def skips_grad_sync(file: PythonFile) -> bool:
@@ -192,11 +215,20 @@ def _skips(file: PythonFile) -> bool:
     for with_node in file.nodes(ast.With, ast.AsyncWith):
         for item in with_node.items:
             # `with misc.ddp_sync(ddp, last):`, `with maybe_no_sync(model):`: a helper of
-            # another module that decides whether this backward synchronises
-            expr = item.context_expr
-            called = terminal_name(expr.func) if isinstance(expr, ast.Call) else None
-            if called and "sync" in called.lower():
-                return True
+            # another module that decides whether this backward synchronises; also through a
+            # name (`ctx = sync_context(model, last)` ... `with ctx:`)
+            exprs: list[ast.AST] = [item.context_expr]
+            if isinstance(item.context_expr, ast.Name):
+                exprs += [
+                    b.value
+                    for b in file.model.bindings_of(item.context_expr.id, item.context_expr)
+                    if b.value is not None
+                ]
+            for expr in exprs:
+                for call in ast.walk(expr):
+                    called = terminal_name(call.func) if isinstance(call, ast.Call) else None
+                    if called and "sync" in called.lower():
+                        return True
     for call in file.nodes(ast.Call):
         # `setattr(model, "require_backward_grad_sync", last)`
         if (
