@@ -251,3 +251,19 @@ def test_a_name_bound_here_to_another_model_is_not_the_wrapped_one():
 def test_skips_grad_sync_through_a_context_name():
     file = _file("ctx = sync_context(model, last)\nwith ctx:\n    loss.backward()\n")
     assert skips_grad_sync(file)
+
+
+def test_eval_before_a_call_inside_the_loop_and_under_a_base_class():
+    file = _file(
+        "model = torchvision.models.resnet18()\nwith torch.no_grad():\n"
+        "    for x in val_loader:\n        model.eval()\n        model(x)\n"
+    )
+    call = next(
+        n for n in ast.walk(file.tree) if isinstance(n, ast.Call) and file.segment(n) == "model(x)"
+    )
+    assert eval_before(file, call.func, call) is True
+    file = _file(
+        "class Trainer(BaseTrainer):\n    def validate(self):\n        with torch.no_grad():\n"
+        "            for x in self.val_loader:\n                self.model(x)\n"
+    )
+    assert eval_before(file, _name(file, "self.model"), _loop(file)) is None

@@ -84,6 +84,9 @@ class EvaluationWithoutEvalMode(Rule):
         "import torch\n@torch.no_grad()\ndef evaluate(model, val_loader):\n"
         "    for x, y in val_loader:\n        out = model(x.cuda())\n",
         # from_pretrained returns the model in eval mode
+        "import torch\nmodel = torchvision.models.resnet18().cuda()\n"
+        "with torch.no_grad():\n    for x, y in val_loader:\n        model.eval()\n"
+        "        out = model(x.cuda())\n",
         "import torch\nmodel = AutoModel.from_pretrained(name).cuda()\n"
         "with torch.inference_mode():\n    for batch in eval_dataloader:\n"
         "        out = model(**batch)\n",
@@ -117,9 +120,10 @@ class EvaluationWithoutEvalMode(Rule):
             model = model.value
         if not isinstance(model, (ast.Name, ast.Attribute)):
             return
-        if mode_dependent(file, model, loop) is False:
+        # asked at the call: a switch earlier in the loop's own body counts too
+        if mode_dependent(file, model, call) is False:
             return
-        if eval_before(file, model, loop) is not False:
+        if eval_before(file, model, call) is not False:
             return
         function = file.enclosing_function(loop)
         where = f" in `{getattr(function, 'name', '')}()` or its callers" if function else ""

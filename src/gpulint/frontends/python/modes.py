@@ -6,7 +6,8 @@ dropout off and makes batch norm use, and stop updating, its running statistics.
 - `eval_before(file, model, at)`: True where the code puts the module `model` (`model`,
   `self.net`) in eval mode before `at`: `model.eval()` / `model.train(False)` (also on a
   part or a whole of it: `model.module.eval()`, `self.eval()`), earlier in the function or in a
-  loop around `at`; in a helper of this file called with it before (`set_eval(model)`); where it
+  loop around `at`; for `self.model`, anywhere in the class (or a base class of it: not
+  seen, so unknown); in a helper of this file called with it before (`set_eval(model)`); where it
   was built (`Net().eval()`, `from_pretrained(...)`, which returns a module in eval mode); or,
   for a parameter, in every caller of this file before the call (the function summaries'
   callees, walked the other way). False where none of that happens and the module's mode is
@@ -189,6 +190,10 @@ def _in_class(file: PythonFile, scope: ast.AST, chain: tuple[str, ...]) -> Answe
     cls = file.model.enclosing_class(scope)
     if cls is None:
         return None
+    for base in cls.bases:
+        # a base class of another module (a trainer's) may switch the mode in its own loop
+        if not (isinstance(base, ast.Name) and base.id == "object"):
+            return None
     for node in ast.walk(cls):
         if isinstance(node, ast.Call) and _switches(node):
             receiver = _chain(node.func.value)  # type: ignore[attr-defined]
