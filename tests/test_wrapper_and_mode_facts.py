@@ -267,3 +267,19 @@ def test_eval_before_a_call_inside_the_loop_and_under_a_base_class():
         "            for x in self.val_loader:\n                self.model(x)\n"
     )
     assert eval_before(file, _name(file, "self.model"), _loop(file)) is None
+
+
+def test_train_before_the_loop_sets_training_mode_however_built():
+    prepared = (
+        "model = AutoModel.from_pretrained(p)\nmodel, opt = accelerator.prepare(model, opt)\n"
+    )
+    file = _file(prepared + EVAL_LOOP)
+    assert eval_before(file, _name(file, "model"), _loop(file)) is None  # prepare: not seen
+    file = _file(prepared + "model.train()\n" + EVAL_LOOP)
+    assert eval_before(file, _name(file, "model"), _loop(file)) is False
+    # unpacked from a helper of this file that passes it on: followed to the argument
+    helper = "def setup(m, o):\n    return m, o\n"
+    file = _file(helper + "model = Net().eval()\nmodel, opt = setup(model, opt)\n" + EVAL_LOOP)
+    assert eval_before(file, _name(file, "model"), _loop(file)) is True
+    file = _file(helper + "model = Net()\nmodel, opt = setup(model, opt)\n" + EVAL_LOOP)
+    assert eval_before(file, _name(file, "model"), _loop(file)) is False

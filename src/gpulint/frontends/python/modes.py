@@ -6,13 +6,15 @@ dropout off and makes batch norm use, and stop updating, its running statistics.
 - `eval_before(file, model, at)`: True where the code puts the module `model` (`model`,
   `self.net`) in eval mode before `at`: `model.eval()` / `model.train(False)` (also on a
   part or a whole of it: `model.module.eval()`, `self.eval()`), earlier in the function or in a
-  loop around `at`; for `self.model`, anywhere in the class (or a base class of it: not
+  loop around `at` (a `model.train()` before `at` with no switch after it: training mode,
+  however it was built); for `self.model`, anywhere in the class (or a base class of it: not
   seen, so unknown); in a helper of this file called with it before (`set_eval(model)`); where it
   was built (`Net().eval()`, `from_pretrained(...)`, which returns a module in eval mode); or,
   for a parameter, in every caller of this file before the call (the function summaries'
   callees, walked the other way). False where none of that happens and the module's mode is
   known to be the default (built here, or handed down from a caller that builds it). None
-  where it cannot be told: a function nothing in this file calls, a module handed to a call
+  where it cannot be told (a module unpacked from a call that passes it on, `model, opt =
+  accelerator.prepare(model, opt)`, is followed to the argument): a function nothing in this file calls, a module handed to a call
   whose body is elsewhere before `at`, one loaded with its mode (`torch.load`, `torch.jit.load`),
   an average or teacher copy (`ModelEma(model)`), `model.apply(...)`.
 - `mode_dependent(file, model, at)`: False where the module is known to behave the same in
@@ -122,6 +124,8 @@ def eval_before(file: PythonFile, model: ast.AST, at: ast.AST, depth: int = 0) -
     root = chain[0]
     if root in ("self", "cls"):
         return _in_class(file, scope, chain)
+    if _trained_before(file, scope, chain, at):
+        return False  # `model.train()` before, no switch since: training mode, however built
     bound = file.model.reaching(root, at) if root in file.model.table(scope) else None
     if bound is None:
         return _global(file, chain)
@@ -131,6 +135,22 @@ def eval_before(file: PythonFile, model: ast.AST, at: ast.AST, depth: int = 0) -
     if True in answers:
         return True
     return None if None in answers else False
+
+
+def _trained_before(file: PythonFile, scope: ast.AST, chain: tuple[str, ...], at: ast.AST) -> bool:
+    """`model.train()` (or `train(True)`) on the module or a part of it before `at` in `scope`."""
+    for node in file.model.members(scope):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "train"
+            and not _switches(node)
+            and (receiver := _chain(node.func.value)) is not None
+            and _related(receiver, chain)
+            and _before(file, node, at)
+        ):
+            return True
+    return False
 
 
 def _before(file: PythonFile, node: ast.AST, at: ast.AST) -> bool:
@@ -145,7 +165,7 @@ def _before(file: PythonFile, node: ast.AST, at: ast.AST) -> bool:
 
 def _scan(file: PythonFile, scope: ast.AST, chain: tuple[str, ...], at: ast.AST) -> Answer:
     """What the calls of `scope` before `at` do to the module."""
-    unknown = False
+    unknown: list[ast.AST] = []  # calls that may switch the mode, in ways not seen
     for node in file.model.members(scope):
         if not isinstance(node, ast.Call) or not _before(file, node, at):
             continue
@@ -166,7 +186,7 @@ def _scan(file: PythonFile, scope: ast.AST, chain: tuple[str, ...], at: ast.AST)
             if method not in _HARMLESS_METHODS and method != "train":
                 callee = file.model.resolve_callee(node)
                 if callee is None or _body_switches(file, callee, 0):
-                    unknown = True  # `model.apply(set_bn_eval)`, `model.freeze()`
+                    unknown.append(node)  # `model.apply(set_bn_eval)`, `model.freeze()`
         handed = any(
             (c := _chain(a)) is not None and _related(c, chain)
             for a in [*node.args, *(k.value for k in node.keywords)]
@@ -178,10 +198,27 @@ def _scan(file: PythonFile, scope: ast.AST, chain: tuple[str, ...], at: ast.AST)
             continue
         callee = file.model.resolve_callee(node)
         if callee is None:
-            unknown = True
+            unknown.append(node)
         elif _body_switches(file, callee, 0):
             return True
-    return None if unknown else False
+    if not unknown:
+        return False
+    # a `model.train()` after them (and before `at`) sets the mode whatever they did
+    trains = [
+        position(n)
+        for n in file.model.members(scope)
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr == "train"
+        and not _switches(n)
+        and (r := _chain(n.func.value)) is not None
+        and _related(r, chain)
+        and position(n) < position(at)
+    ]
+    last = max(trains, default=None)
+    if last is not None and all(position(u) < last for u in unknown):
+        return False
+    return None
 
 
 def _in_class(file: PythonFile, scope: ast.AST, chain: tuple[str, ...]) -> Answer:
@@ -227,8 +264,25 @@ def _binding(file: PythonFile, b, scope: ast.AST, chain: tuple[str, ...], depth:
     if b.kind == "param":
         return _callers(file, scope, b.name, depth)
     if b.value is None:
-        return None
+        passed = _passed_through(b)
+        # `model, optimizer, loader = accelerator.prepare(model, optimizer, loader)`
+        return eval_before(file, passed, b.node, depth + 1) if passed is not None else None
     return _built_answer(file, b.value, scope=scope, at=b.node, depth=depth)
+
+
+def _passed_through(b) -> ast.expr | None:
+    """For `a, b = f(a, b)` (accelerate's `prepare`, apex's `amp.initialize`), the argument of
+    the same name at the position the binding unpacks: the module passed on, wrapped."""
+    from gpulint.frontends.python.model import unpacked_index
+
+    index = unpacked_index(b)
+    value = getattr(b.node, "value", None)
+    if index is None or not isinstance(value, ast.Call) or index >= len(value.args):
+        return None
+    arg = value.args[index]
+    if isinstance(arg, ast.Name) and arg.id == b.name:
+        return arg
+    return None
 
 
 def _built_answer(
