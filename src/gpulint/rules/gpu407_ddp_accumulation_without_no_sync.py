@@ -180,14 +180,14 @@ class DdpAccumulationWithoutNoSync(Rule):
     @staticmethod
     def _ddp_model(file: PythonFile, nodes: list[ast.AST]) -> ast.expr | None:
         """The DDP-wrapped model the loop's body runs: called (`model(x)`, `self.model(x)`)
-        or handed to a call (`criterion(model, batch)`)."""
+        or handed to a call (`criterion(model, batch)`, `loss_fn(net=ddp, images=x)`)."""
         for node in nodes:
             if not isinstance(node, ast.Call):
                 continue
             func = node.func
             if isinstance(func, ast.Attribute) and func.attr == "forward":
                 func = func.value
-            for candidate in (func, *node.args):
+            for candidate in (func, *node.args, *(k.value for k in node.keywords)):
                 if isinstance(candidate, (ast.Name, ast.Attribute)) and DDP in wrapped_kinds(
                     file, candidate
                 ):
