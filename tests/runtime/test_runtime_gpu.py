@@ -61,3 +61,21 @@ def test_sync_bench_records_host_and_gpu_step_context(tmp_path, capsys):
     # The graph replays the step with no host in between: never slower than the timed loop.
     assert 0 < by_name["gpu_step"]["median"] < by_name["every_step"]["median"]
     assert "GPU time for one step:" in evidence.evidence_note([rec], "sync")
+
+
+def test_eval_mode_bench_records_both_modes_and_what_training_mode_does(tmp_path, capsys):
+    rec = _one_record("eval-mode", capsys, tmp_path)
+    names = {v["name"] for v in rec["variants"]}
+    assert names == {"train_mode", "eval_mode"}
+    assert all(v["extra"]["forward_peak_mib"] > 0 for v in rec["variants"])
+    assert rec["checks"]["train_mode_updates_running_stats"]["ok"]
+
+
+def test_ddp_no_sync_bench_on_one_gpu_says_floor_only(tmp_path, capsys):
+    argv = ["bench", "ddp-no-sync", "--nproc", "1", "--runs", "3", "--evidence-dir",
+            str(tmp_path), "--json"]  # fmt: skip
+    rc, out = _bench(argv, capsys)
+    assert rc == 0, out.err
+    (rec,) = json.loads(out.out)
+    assert evidence.validate_record(rec) == [] and rec["ok"]
+    assert "floor" in rec["config"]["note"]

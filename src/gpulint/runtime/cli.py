@@ -56,7 +56,7 @@ def register(subparsers) -> None:
         "--nproc",
         type=int,
         default=None,
-        help="processes for nccl/ddp/fsdp under torchrun (default: visible GPUs)",
+        help="processes for nccl/ddp/fsdp/ddp-no-sync under torchrun (default: visible GPUs)",
     )
     b.add_argument(
         "--evidence-dir",

@@ -54,12 +54,14 @@ BENCHES = {
     "graph-break": "compiled MLP blocks: branchless vs a data-dependent `if` or `.item()` per block",
     "recompile": "torch.compile once vs again every step (same def, fresh closures)",
     "no-grad": "inference with autograd on vs no_grad vs inference_mode: time and memory",
+    "eval-mode": "evaluation forward under no_grad: model in training mode vs eval mode",
     "anomaly": "train step with autograd anomaly detection on vs off",
     "matmul": "matmul 8192^3: bf16, fp32 with TF32 off and on",
     "copy": "device-to-device copy bandwidth (bytes read + written)",
     "nccl": "NCCL all-reduce: correctness and bus bandwidth (under torchrun)",
     "ddp": "DDP: one training step checked against a single-process reference",
     "fsdp": "FSDP2 (fully_shard): one training step checked against a reference",
+    "ddp-no-sync": "DDP gradient accumulation: all-reduce every micro-step vs no_sync() (torchrun)",
 }
 # Every record kind: the benches, and `gpulint trace` (your own program, costs per line).
 KINDS = {**BENCHES, "trace": "gpulint trace: your own program's steps, costs per source line"}

@@ -1,6 +1,6 @@
 """One module per bench. ``NAMES`` is the order ``bench all`` runs them in: the two ceilings
 (matmul, copy) first, so later benches can report % of the measured ceiling; the torchrun
-benches (nccl, ddp, fsdp) last, launched together in one torchrun job."""
+benches (nccl, ddp, fsdp, ddp-no-sync) last, launched together in one torchrun job."""
 
 from __future__ import annotations
 
@@ -16,10 +16,11 @@ MODULES = {
     "graph-break": "graph_break",
     "recompile": "recompile",
     "no-grad": "no_grad",
+    "eval-mode": "eval_mode",
     "anomaly": "anomaly",
     "dataloader": "dataloader",
 }
-DISTRIBUTED = ("nccl", "ddp", "fsdp")
+DISTRIBUTED = ("nccl", "ddp", "fsdp", "ddp-no-sync")
 NAMES = (*MODULES, *DISTRIBUTED)
 
 

@@ -7,6 +7,11 @@ visible GPU), one torchrun job for all three. They work with one GPU (world size
 - ddp: one DDP training step on each rank's shard; the parameters after the step must match a
   single-process step on the whole batch.
 - fsdp: the same with FSDP2 (``fully_shard``) on each layer and the root.
+- ddp-no-sync: gradient accumulation of ``micro_steps`` micro-batches per optimizer step on a
+  DDP model, once with an all-reduce after every backward (no ``no_sync``) and once with the
+  non-final micro-steps under ``ddp.no_sync()``; both must give the same parameters. With one
+  rank nothing crosses a link: the difference is the all-reduce floor only (DDP's bucket
+  copies and an NCCL call per bucket per backward), and the record says so.
 
 Without CUDA the worker falls back to gloo on the CPU (launcher logic can be tested anywhere).
 The launcher sets NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1 and NVSHMEM_DISABLE_NVLS=1:
@@ -30,6 +35,33 @@ SAFE_ENV = {
     "NVSHMEM_DISABLE_NVLS": "1",
 }
 SIZES = {"allreduce_8KiB": 8 << 10, "allreduce_256MiB": 256 << 20}
+
+
+# ddp-no-sync: a model whose gradients are worth all-reducing (8 x 2048^2 fp32 = 128 MiB), and
+# micro-batches small enough that the all-reduce is not hidden behind the backward pass.
+class _NoSync(TypedDict):
+    layers: int
+    width: int
+    micro_steps: int
+    micro_batch_per_rank: int
+    optimizer: str
+    precision: str
+    ddp: str
+
+
+NO_SYNC: _NoSync = {
+    "layers": 8,
+    "width": 2048,
+    "micro_steps": 8,
+    "micro_batch_per_rank": 32,
+    "optimizer": "SGD(lr=0.01)",
+    "precision": "fp32, TF32 off",
+    "ddp": "device_ids=[local_rank], bucket_cap_mb=25 (the default)",
+}
+NO_SYNC_ONE_RANK = (
+    "one rank: no bytes cross a link; the difference is the all-reduce floor only (DDP's "
+    "bucket copies and one NCCL call per bucket per backward)"
+)
 
 
 class _Model(TypedDict):
@@ -242,6 +274,76 @@ def worker_train(mode: str, torch, dist, dev, runs: int, time_block) -> dict:
     }
 
 
+def worker_no_sync(torch, dist, dev, runs: int, time_block) -> dict:
+    """One optimizer step of `micro_steps` accumulated micro-batches, all-reducing after every
+    backward (`every_micro_step`) vs only after the last (`no_sync`)."""
+    import contextlib
+
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    cfg = NO_SYNC
+    steps, micro, width = cfg["micro_steps"], cfg["micro_batch_per_rank"], cfg["width"]
+
+    def build():
+        torch.manual_seed(0)
+        layers = []
+        for _ in range(cfg["layers"]):
+            layers += [torch.nn.Linear(width, width), torch.nn.GELU()]
+        model = torch.nn.Sequential(*layers, torch.nn.Linear(width, 1)).to(dev)
+        ddp = DDP(model, device_ids=[dev.index] if dev.type == "cuda" else None)
+        return ddp, torch.optim.SGD(ddp.parameters(), lr=0.01)
+
+    g = torch.Generator(device="cpu").manual_seed(4321 + rank)
+    xs = [torch.randn(micro, width, generator=g).to(dev) for _ in range(steps)]
+    ys = [torch.randn(micro, 1, generator=g).to(dev) for _ in range(steps)]
+
+    def make_step(ddp, opt, skip_sync: bool):
+        def step():
+            for i in range(steps):
+                last = i == steps - 1
+                ctx = ddp.no_sync() if skip_sync and not last else contextlib.nullcontext()
+                with ctx:
+                    loss = torch.nn.functional.mse_loss(ddp(xs[i]), ys[i]) / steps
+                    loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+        return step
+
+    plan = {"every_micro_step": False, "no_sync": True}
+    models = {name: build() for name in plan}
+    fns = {name: make_step(models[name][0], models[name][1], skip) for name, skip in plan.items()}
+    for fn in fns.values():  # the checked step: both from the same initial weights
+        fn()
+    a = [p.detach() for p in models["every_micro_step"][0].parameters()]
+    b = [p.detach() for p in models["no_sync"][0].parameters()]
+    max_diff = max(float((x - y).abs().max().item()) for x, y in zip(a, b, strict=True))
+    for fn in fns.values():
+        fn()
+    out: dict = {"world_size": world, "backend": dist.get_backend(), "variants": {}}
+    out["checks"] = {
+        "same_parameters_both_ways": {"ok": max_diff <= 1e-5, "max_abs_diff": max_diff}
+    }
+    iters = max(1, min(50, _iters_for(time_block, fns["every_micro_step"], 50.0)))
+    agreed = torch.tensor([iters], device=dev)
+    dist.broadcast(agreed, 0)  # every rank must run the same number of collectives
+    iters = int(agreed.item())
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(runs):  # alternating, run by run: drift lands on both alike
+        for name, fn in fns.items():
+            samples[name].append(time_block(fn, iters))
+    grad_bytes = sum(p.numel() for p in models["no_sync"][0].parameters()) * 4
+    for name, ms in samples.items():
+        out["variants"][name] = {
+            "ms": ms,
+            "iters": iters,
+            "allreduces_per_step": steps if name == "every_micro_step" else 1,
+            "grad_bytes": grad_bytes,
+        }
+    return out
+
+
 def worker_main(modes: list[str], runs: int, out: str) -> int:
     import torch
     import torch.distributed as dist
@@ -260,6 +362,8 @@ def worker_main(modes: list[str], runs: int, out: str) -> int:
         try:
             if mode == "nccl":
                 results["modes"][mode] = worker_nccl(torch, dist, dev, runs, time_block)
+            elif mode == "ddp-no-sync":
+                results["modes"][mode] = worker_no_sync(torch, dist, dev, runs, time_block)
             else:
                 results["modes"][mode] = worker_train(mode, torch, dist, dev, runs, time_block)
         except Exception as exc:
@@ -287,7 +391,9 @@ def to_results(mode: str, raw: dict, nproc: int):
         "env": SAFE_ENV,
     }
     if "error" in raw:
-        label = "all-reduce" if mode == "nccl" else f"{mode} train step"
+        label = {"nccl": "all-reduce", "ddp-no-sync": "DDP accumulated step"}.get(
+            mode, f"{mode} train step"
+        )
         return BenchResult(
             config=config,
             variants=[variant_not_run("run", label, "us", "lower", "failed", raw["error"])],
@@ -317,6 +423,8 @@ def to_results(mode: str, raw: dict, nproc: int):
             if world == 1:
                 var["extra"]["busbw_note"] = "one rank: no bytes cross a link, bus bandwidth is 0"
             variants.append(var)
+    elif mode == "ddp-no-sync":
+        return _no_sync_results(config, raw, world)
     else:
         config["model"] = MODEL
         config["sharding"] = "DDP" if mode == "ddp" else "FSDP2 fully_shard per Linear + root"
@@ -333,6 +441,46 @@ def to_results(mode: str, raw: dict, nproc: int):
             )
         )
     return BenchResult(config=config, variants=variants, checks=raw["checks"])
+
+
+def _no_sync_results(config: dict, raw: dict, world: int):
+    from ..harness import BenchResult, variant_from
+
+    config["model"] = NO_SYNC
+    if world == 1:
+        config["note"] = NO_SYNC_ONE_RANK
+    labels = {
+        "every_micro_step": f"all-reduce after every backward ({NO_SYNC['micro_steps']} per step)",
+        "no_sync": "`no_sync()` on the non-final micro-steps (1 all-reduce per step)",
+    }
+    variants = []
+    for name, v in raw["variants"].items():
+        var = variant_from(
+            name,
+            labels[name],
+            v["ms"],
+            "ms",
+            "lower",
+            iters=v["iters"],
+            allreduces_per_step=v["allreduces_per_step"],
+            grad_bytes=v["grad_bytes"],
+            micro_steps=NO_SYNC["micro_steps"],
+        )
+        if world == 1:
+            var["extra"]["note"] = NO_SYNC_ONE_RANK
+        variants.append(var)
+    return BenchResult(
+        config=config,
+        variants=variants,
+        headline={
+            "baseline": "every_micro_step",
+            "improved": "no_sync",
+            "what": "gradient accumulation without `no_sync()`",
+            "per": "per optimizer step",
+            "paired": True,
+        },
+        checks=raw["checks"],
+    )
 
 
 if __name__ == "__main__":
