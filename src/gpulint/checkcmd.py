@@ -21,6 +21,7 @@ from pathlib import Path
 from gpulint.config import Config, ConfigResolver, apply_table
 from gpulint.diagnostics import (
     ENGINE_CODES,
+    UNUSED_NOQA,
     VENDORED,
     Finding,
     internal_errors,
@@ -776,10 +777,12 @@ def add_noqa(args, checker: Checker, run: Run) -> int:
         planner = NoqaPlanner(text, frontend.language)
         # One fix per line: a comment for the line's first finding, the others ride along.
         by_line: dict[int, list] = {}
+        # (an unused noqa, GPU003, is not answered with one more: it is left to `--fix`)
+        unwritten = {*ENGINE_CODES, UNUSED_NOQA}
         for f in result.findings:
-            if f.code not in ENGINE_CODES:
+            if f.code not in unwritten:
                 by_line.setdefault(planner.target_line(f.line), []).append(f)
-        findings = [f for f in result.findings if f.code in ENGINE_CODES]
+        findings = [f for f in result.findings if f.code in unwritten]
         for group in by_line.values():
             (edit,) = planner.edits(group) or (None,)
             first, *rest = group

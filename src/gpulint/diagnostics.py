@@ -158,6 +158,11 @@ INTERNAL_ERROR = "GPU001"
 # Codes of the engine, not of a rule: never suppressed by `noqa` or per-file-ignores.
 ENGINE_CODES = frozenset({UNANALYSABLE, INTERNAL_ERROR})
 
+# GPU003 (gpulint.rules.gpu003_unused_noqa) judges the `noqa` comments themselves: writing a
+# `noqa` for it (`--add-noqa`, the language server's suppress action) would only hide the advice
+# to delete one.
+UNUSED_NOQA = "GPU003"
+
 
 def unanalysable(path: str, reason: str, line: int = 1, col: int = 1) -> Finding:
     return Finding(path, line, col, UNANALYSABLE, reason, Severity.ERROR)

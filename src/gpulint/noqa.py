@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gpulint.diagnostics import ENGINE_CODES, Edit, Finding
+from gpulint.diagnostics import ENGINE_CODES, UNUSED_NOQA, Edit, Finding
 from gpulint.ruledocs import noqa_comment
 from gpulint.source import SourceText
 from gpulint.suppression import _NOQA, is_suppressed, noqa_codes
@@ -39,12 +39,13 @@ class NoqaPlanner:
         return self._last_line.get(line, line)
 
     def edits(self, findings: Iterable[Finding]) -> list[Edit]:
-        """The edits that suppress `findings` (GPU000 and GPU001 are never suppressed)."""
+        """The edits that suppress `findings` (GPU000 and GPU001 are never suppressed, and an
+        unused `noqa`, GPU003, is fixed by deleting it, not by one more)."""
         if self.language is None:
             return []
         wanted: dict[int, set[str]] = {}
         for f in findings:
-            if f.code not in ENGINE_CODES:
+            if f.code not in ENGINE_CODES and f.code != UNUSED_NOQA:
                 wanted.setdefault(self.target_line(f.line), set()).add(f.code)
         out = []
         for line, codes in sorted(wanted.items()):

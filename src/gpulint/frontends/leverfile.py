@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpulint.diagnostics import Finding
-from gpulint.frontends import ParseError, decode, noqa_by_line, run_rules
+from gpulint.frontends import ParseError, decode, noqa_by_line, noqa_comments_by_line, run_rules
 from gpulint.settings import Settings
+from gpulint.suppression import NoqaComment
 from gpulint.source import SourceText
 
 
@@ -91,6 +92,9 @@ class LeverFileFrontend:
 
     def noqa_lines(self, parsed: LeverFile) -> dict[int, frozenset[str]]:
         return noqa_by_line(parsed.source)
+
+    def noqa_comments(self, parsed: LeverFile) -> list[NoqaComment]:
+        return noqa_comments_by_line(parsed.source, "#")
 
 
 FRONTEND = LeverFileFrontend()
