@@ -82,6 +82,14 @@ def find_noqa(line: str, pos: int = 0) -> re.Match[str] | None:
     return _NOQA.search(line, pos)
 
 
+def opens_comment(line: str, match: re.Match[str], opening: str) -> bool:
+    """Whether `match` (from `find_noqa`) is a `noqa` comment of a format whose comments open
+    with `opening`, as written to suppress: at the start of the line or after a blank, not
+    quoted in the words of another comment (``# `# noqa` here means...``)."""
+    start = match.start()
+    return match.group(0).startswith(opening) and (start == 0 or line[start - 1].isspace())
+
+
 def noqa_comment_at(
     line: str,
     number: int,

@@ -14,7 +14,13 @@ from typing import Any, Generic, Protocol, TypeVar, overload
 from gpulint.diagnostics import Finding, internal_error, unanalysable
 from gpulint.settings import Settings
 from gpulint.source import SourceText
-from gpulint.suppression import NoqaComment, find_noqa, noqa_codes, noqa_comment_at
+from gpulint.suppression import (
+    NoqaComment,
+    find_noqa,
+    noqa_codes,
+    noqa_comment_at,
+    opens_comment,
+)
 
 T = TypeVar("T")
 F = TypeVar("F")
@@ -202,6 +208,6 @@ def noqa_comments_by_line(source: SourceText, opening: str) -> list[NoqaComment]
     for number in range(1, source.line_count + 1):
         line = source.line_text(number)
         match = find_noqa(line)
-        if match is not None and match.group(0).startswith(opening):
+        if match is not None and opens_comment(line, match, opening):
             out.append(noqa_comment_at(line, number, source.line_starts[number - 1], match))
     return out

@@ -133,7 +133,8 @@ def _removal(comment: NoqaComment, drop: set[str]) -> Edit:
     end += len(rest) - len(rest.lstrip())
     if not rest.strip():
         return Edit(comment.start - comment.padding, end, "")
-    if comment.closing:  # `<!-- noqa: GPU910 --> text`: the text stays
+    if comment.closing or rest.lstrip().startswith(comment.opening):
+        # `<!-- noqa: GPU901 --> text`, `# noqa: GPU101  # why`: what follows stays as it was
         return Edit(comment.start, end, "")
     # `# noqa: GPU101 reason`: the reason stays, as a comment
     return Edit(comment.start, end, comment.opening + " ")

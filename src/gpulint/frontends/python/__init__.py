@@ -17,7 +17,13 @@ from gpulint.diagnostics import Finding
 from gpulint.frontends import ParseError, decode, noqa_by_line, run_rules
 from gpulint.frontends.python.file import PythonFile
 from gpulint.settings import Settings
-from gpulint.suppression import NoqaComment, find_noqa, noqa_codes, noqa_comment_at
+from gpulint.suppression import (
+    NoqaComment,
+    find_noqa,
+    noqa_codes,
+    noqa_comment_at,
+    opens_comment,
+)
 
 
 class PythonFrontend:
@@ -61,7 +67,7 @@ class PythonFrontend:
         for number in sorted(lines):
             line = source.line_text(number)
             match = find_noqa(line, lines[number])
-            if match is None or not match.group(0).startswith("#"):
+            if match is None or not opens_comment(line, match, "#"):
                 continue
             start = source.line_starts[number - 1]
             out.append(noqa_comment_at(line, number, start, match, ranges.get(number), True))
