@@ -782,7 +782,7 @@ def add_noqa(args, checker: Checker, run: Run) -> int:
         for f in result.findings:
             if f.code not in unwritten:
                 by_line.setdefault(planner.target_line(f.line), []).append(f)
-        findings = [f for f in result.findings if f.code in unwritten]
+        findings = [replace(f, fix=None) for f in result.findings if f.code in unwritten]
         for group in by_line.values():
             (edit,) = planner.edits(group) or (None,)
             first, *rest = group

@@ -1,14 +1,17 @@
 """Writing `noqa` comments: `gpulint check --add-noqa` and the language server's suppress action.
 
 One edit per line that needs a comment, at a position known from the text alone: the end of the
-line, or just after the codes of a `noqa` already there (its codes are kept). A Python finding
-inside a multi-line string or a backslash-continued statement gets its comment on the last line
-of that range, where a comment is a comment and where flake8 and gpulint read it for every line
-of the range.
+line (after a Python comment already there, the edit holding that comment: `x.item()  # log it
+# noqa: GPU101` on one line), or just after the codes of a `noqa` already there (its codes are
+kept: `# noqa: E501, GPU101`). A Python finding inside a multi-line string or a
+backslash-continued statement gets its comment on the last line of that range, where a comment
+is a comment and where flake8 and gpulint read it for every line of the range.
 """
 
 from __future__ import annotations
 
+import io
+import tokenize
 from collections.abc import Iterable
 
 from gpulint.diagnostics import ENGINE_CODES, UNUSED_NOQA, Edit, Finding
@@ -25,6 +28,7 @@ class NoqaPlanner:
         self.language = language
         self.source = SourceText(text)
         self._last_line: dict[int, int] | None = None
+        self._comments: dict[int, int] | None = None  # line -> column of its comment (Python)
 
     def target_line(self, line: int) -> int:
         if self.language != "python":
@@ -71,4 +75,25 @@ class NoqaPlanner:
         comment = noqa_comment(self.language, ", ".join(missing))
         end = self.source.offset(line, len(text) + 1)
         padding = "" if not text.strip() else ("  " if comment.startswith("#") else " ")
+        col = self._comment_column(line)
+        if col is not None:
+            # `x.item()  # log it`: the line's comment token runs to its end, so the edit holds
+            # it and writes the noqa after it (`# log it  # noqa: GPU101`), as ruff does; an
+            # insertion at the end would change a token the edit does not hold.
+            return Edit(self.source.offset(line, col + 1), end, text[col:] + padding + comment)
         return Edit(end, end, padding + comment)
+
+    def _comment_column(self, line: int) -> int | None:
+        """0-based column of the comment token on `line` (Python), or None."""
+        if self.language != "python":
+            return None
+        if self._comments is None:
+            self._comments = {}
+            try:
+                readline = io.StringIO(self.text, newline=None).readline
+                for tok in tokenize.generate_tokens(readline):
+                    if tok.type == tokenize.COMMENT:
+                        self._comments[tok.start[0]] = tok.start[1]
+            except (tokenize.TokenError, SyntaxError):
+                pass
+        return self._comments.get(line)
