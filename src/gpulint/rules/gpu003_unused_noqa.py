@@ -8,6 +8,17 @@ from gpulint.rule import Invalid, Rule
 from gpulint.suppression import NoqaComment, NoqaUse
 
 
+def _every_case(word: str) -> tuple[str, ...]:
+    """`word` in every mix of cases: flake8 reads `noqa` and its codes in any case."""
+    return tuple(
+        "".join(c.upper() if mask >> i & 1 else c for i, c in enumerate(word))
+        for mask in range(2 ** len(word))
+    )
+
+
+_GPU_ANY_CASE = tuple(w.encode() for w in _every_case("gpu"))
+
+
 class UnusedNoqa(Rule):
     """
     ## What it does
@@ -24,8 +35,8 @@ class UnusedNoqa(Rule):
     - codes of rules this run did not select (ruff's "non-enabled"), or that cannot fire under
       its settings (a hardware rule with no `targets`, advice newer than the project's pinned
       torch): another run may need them. A family prefix (`# noqa: GPU1`) is judged only when
-      every rule it covers ran; so with the default selection only the codes of the few default
-      rules are ever judged, and the rule is most useful with `--select pedantic` (or `ALL`);
+      every rule it covers ran. So `extend-select = ["GPU003"]` alone judges the codes of the
+      default-tier rules only; with `pedantic` (or `ALL`) selected, those of every stable rule;
     - a blanket `# noqa` in Python: flake8 and ruff read the same comment, and it may be
       theirs;
     - a comment that names `GPU003` itself (or a prefix covering it), which is how one
@@ -65,7 +76,7 @@ class UnusedNoqa(Rule):
     name = "unused-noqa"
     severity = Severity.INFO
     language = ("python", "cuda", "markdown", "shell", "yaml", "env", "toml")
-    triggers = ("noqa", "NOQA", "Noqa", "NoQA")
+    triggers = _every_case("noqa")
     message = "unused `noqa` ({what})"
     fixable = True
     tags = ("suppression",)
@@ -88,6 +99,13 @@ class UnusedNoqa(Rule):
             "import torch\nx = torch.ones(3)  # keep the shape\n",
         ),
     ]
+
+    @classmethod
+    def gates(cls, language: str, settings: Any) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
+        # A Python file is judged only for its `GPU` codes (a bare `# noqa` is flake8's too):
+        # one with `# noqa: F401` and no gpulint code is not parsed for this rule.
+        requires = _GPU_ANY_CASE if language == "python" else ()
+        return cls.trigger_bytes(settings), requires
 
     def judge_noqa(self, file: Any, uses: Sequence[NoqaUse]) -> Iterator[Finding]:
         for use in uses:
