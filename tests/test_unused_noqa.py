@@ -258,3 +258,12 @@ def test_add_noqa_never_writes_gpu003(tmp_path):
     proc = gpulint(tmp_path, "--no-cache", "--add-noqa", ".")
     assert "Added 0 noqa codes" in proc.stderr
     assert train.read_text() == "import torch\nx = torch.ones(3)  # noqa: GPU101\n"
+
+
+def test_the_suppress_action_offers_no_noqa_for_gpu003():
+    from gpulint.noqa import NoqaPlanner
+
+    text = "import torch\nx = torch.ones(3)  # noqa: GPU101\n"
+    (finding,) = unused(text)
+    assert NoqaPlanner(text, "python").edits([finding]) == []
+    assert finding.fix is not None  # the quick fix is its own: delete the code
