@@ -230,9 +230,9 @@ def test_flake8_reports_what_the_cli_reports(project):
         text=True,
     )
     assert codes_of(cli) == [(9, "GPU003")]
-    assert flake8.stdout.splitlines() == [
-        "train.py:9:25: GPU003 unused `noqa` (unused: GPU105)"
-    ], flake8.stderr
+    assert flake8.stdout.splitlines() == ["train.py:9:25: GPU003 unused `noqa` (unused: GPU105)"], (
+        flake8.stderr
+    )
 
 
 # -- --add-noqa ------------------------------------------------------------------------------

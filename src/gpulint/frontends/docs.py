@@ -35,8 +35,8 @@ from gpulint.claims import (
 from gpulint.diagnostics import Finding
 from gpulint.frontends import Memo, MemoKey, decode, noqa_by_line, noqa_comments_by_line, run_rules
 from gpulint.settings import Settings
-from gpulint.suppression import NoqaComment
 from gpulint.source import VENDORED_DIRS, SourceText
+from gpulint.suppression import NoqaComment
 
 if TYPE_CHECKING:
     import ast

@@ -15,8 +15,8 @@ from gpulint.envvars import EnvSetting, comments_around
 from gpulint.frontends import decode, noqa_by_line, noqa_comments_by_line, run_rules
 from gpulint.frontends.shell import logical_lines
 from gpulint.settings import Settings
-from gpulint.suppression import NoqaComment
 from gpulint.source import SourceText
+from gpulint.suppression import NoqaComment
 
 
 class EnvFile:

@@ -16,8 +16,8 @@ from typing import Any
 from gpulint.diagnostics import Finding
 from gpulint.frontends import ParseError, decode, noqa_by_line, noqa_comments_by_line, run_rules
 from gpulint.settings import Settings
-from gpulint.suppression import NoqaComment
 from gpulint.source import SourceText
+from gpulint.suppression import NoqaComment
 
 
 @dataclass(frozen=True)

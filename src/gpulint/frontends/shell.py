@@ -20,8 +20,8 @@ from gpulint.diagnostics import Finding
 from gpulint.envvars import EnvSetting, comments_around
 from gpulint.frontends import decode, noqa_by_line, noqa_comments_by_line, run_rules
 from gpulint.settings import Settings
-from gpulint.suppression import NoqaComment
 from gpulint.source import SourceText
+from gpulint.suppression import NoqaComment
 
 _SEPARATORS = {";", "&&", "||", "|", "&", "(", ")", ";;", "|&", "{", "}"}
 _KEYWORDS = {"then", "do", "else", "elif", "if", "while", "until", "time", "!", "exec", "nohup"}

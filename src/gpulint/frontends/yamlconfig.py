@@ -27,8 +27,8 @@ from gpulint.envvars import EnvSetting, comments_around
 from gpulint.frontends import ParseError, decode, noqa_by_line, noqa_comments_by_line, run_rules
 from gpulint.frontends.shell import ShellCommand, ShellFile
 from gpulint.settings import Settings
-from gpulint.suppression import NoqaComment
 from gpulint.source import SourceText
+from gpulint.suppression import NoqaComment
 
 ENV_KEYS = {
     "env",

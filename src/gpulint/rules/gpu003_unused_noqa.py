@@ -89,7 +89,9 @@ class UnusedNoqa(Rule):
         'import torch\ns = "# noqa: GPU101"\n',
     ]
     INVALID = [
-        Invalid("import torch\nx = torch.ones(3)  # noqa: GPU101\n", "import torch\nx = torch.ones(3)\n"),
+        Invalid(
+            "import torch\nx = torch.ones(3)  # noqa: GPU101\n", "import torch\nx = torch.ones(3)\n"
+        ),
         Invalid(
             "import torch\nx = torch.ones(3)  # noqa: E501, GPU101\n",
             "import torch\nx = torch.ones(3)  # noqa: E501\n",
@@ -118,8 +120,12 @@ class UnusedNoqa(Rule):
                     continue
                 yield self._report(file, comment, "blanket, nothing suppressed", ())
                 continue
-            unused = [c for c, k in zip(listed, use.kinds) if k == "run" and c not in use.used]
-            unknown = [c for c, k in zip(listed, use.kinds) if k == "unknown"]
+            unused = [
+                c
+                for c, k in zip(listed, use.kinds, strict=True)
+                if k == "run" and c not in use.used
+            ]
+            unknown = [c for c, k in zip(listed, use.kinds, strict=True) if k == "unknown"]
             if not unused and not unknown:
                 continue
             parts = []
