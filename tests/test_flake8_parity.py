@@ -136,10 +136,12 @@ def test_noqa_forms_agree(tmp_path):
     cli = run_cli(project, ".")
     flake8 = run_flake8(project, "--select", "GPU", ".")
     assert cli == flake8
-    lines = sorted(f[1] for f in cli)
+    lines = sorted(f[1] for f in cli if f[3] == "GPU201")
     # Unsuppressed: the bare line, `noqa: GPU101` (another code), and the second line of a
     # bracketed call (flake8 and gpulint both read noqa per line inside brackets).
     assert lines == [3, 9, 23], cli
+    # ... so those two comments suppress nothing: GPU003 (unused noqa), in both tools alike
+    assert sorted(f[1] for f in cli if f[3] == "GPU003") == [9, 24], cli
 
 
 def test_configuration_is_honoured(tmp_path):

@@ -280,6 +280,14 @@ async def test_hover_on_a_code_in_a_noqa_comment(client: LanguageClient, tmp_pat
         )
     )
     assert hover is not None and hover.contents.value.startswith("**GPU101**")
+    # the unused noqa's own finding (GPU003) spans the comment: it is what `noqa` shows
+    hover = await client.text_document_hover_async(
+        lsp.HoverParams(
+            text_document=lsp.TextDocumentIdentifier(uri=uri),
+            position=lsp.Position(line=1, character=text.splitlines()[1].index("noqa") + 1),
+        )
+    )
+    assert hover is not None and hover.contents.value.startswith("**GPU003**")
 
 
 @pytest.mark.asyncio

@@ -21,6 +21,7 @@ from pathlib import Path
 from gpulint.config import Config, ConfigResolver, apply_table
 from gpulint.diagnostics import (
     ENGINE_CODES,
+    UNUSED_NOQA,
     VENDORED,
     Finding,
     internal_errors,
@@ -803,11 +804,13 @@ def add_noqa(args, checker: Checker, run: Run) -> int:
 
         # One fix per line: a comment for the line's first finding, the others ride along.
         by_line: dict[tuple[int | None, int], list] = {}
+        # (an unused noqa, GPU003, is not answered with one more: it is left to `--fix`)
+        unwritten = {*ENGINE_CODES, UNUSED_NOQA}
         for f in result.findings:
-            if f.code not in ENGINE_CODES:
+            if f.code not in unwritten:
                 target = planner_for(f.cell).target_line(f.line)
                 by_line.setdefault((f.cell, target), []).append(f)
-        findings = [f for f in result.findings if f.code in ENGINE_CODES]
+        findings = [replace(f, fix=None) for f in result.findings if f.code in unwritten]
         for (cell, _), group in by_line.items():
             (edit,) = planner_for(cell).edits(group) or (None,)
             first, *rest = group

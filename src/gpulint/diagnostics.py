@@ -178,6 +178,11 @@ INTERNAL_ERROR = "GPU001"
 # Codes of the engine, not of a rule: never suppressed by `noqa` or per-file-ignores.
 ENGINE_CODES = frozenset({UNANALYSABLE, INTERNAL_ERROR})
 
+# GPU003 (gpulint.rules.gpu003_unused_noqa) judges the `noqa` comments themselves: writing a
+# `noqa` for it (`--add-noqa`, the language server's suppress action) would only hide the advice
+# to delete one.
+UNUSED_NOQA = "GPU003"
+
 
 def where(line: int, col: int, cell: int | None = None) -> str:
     """A place as the text formats print it: `line:col`, or ruff's `cell N:line:col`."""

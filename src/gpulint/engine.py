@@ -20,6 +20,7 @@ from gpulint import __version__
 from gpulint.config import Config
 from gpulint.diagnostics import (
     ENGINE_CODES,
+    VENDORED,
     Finding,
     internal_error,
     unanalysable,
@@ -34,7 +35,7 @@ from gpulint.results import FileResult, Report, display_path
 from gpulint.rule import AnyRule, all_rules
 from gpulint.safeio import MAX_SOURCE_BYTES, Unreadable, read_bytes
 from gpulint.settings import Settings
-from gpulint.suppression import is_suppressed
+from gpulint.suppression import NoqaUse, is_suppressed
 from gpulint.torchversion import project_range, torch_range
 
 if TYPE_CHECKING:
@@ -131,6 +132,7 @@ class Linter:
                 for language in ref.languages:
                     self.refs.setdefault(language, []).append(ref)
         self._gates: dict[str, list[tuple[RuleRef, Gate, Gate]]] = {}
+        self._running: frozenset[str] | None = None
         self._classes: dict[str, type[AnyRule]] = {}
 
     def _class(self, ref: RuleRef) -> type[AnyRule]:
@@ -348,6 +350,9 @@ class Linter:
             parsed.project_lookup = session.lookup
             parsed.project = session
         rules = [cls(self.settings) for cls in rule_classes]
+        judges = [r for r in rules if r.judges_noqa]  # they judge the noqa comments, later
+        if judges:
+            rules = [r for r in rules if not r.judges_noqa]
         # Each rule's failure is caught where it runs (frontends.run_rules, one GPU001 naming
         # the rule); this catches the front-end's own walk around them (its node index, its
         # captures) and the suppression step.
@@ -361,7 +366,7 @@ class Linter:
         if session is not None and deps is not None:
             deps.update(session.deps)
         try:
-            kept = self._suppress(frontend, parsed, findings, relpath or shown)
+            kept = self._suppress(frontend, parsed, findings, relpath or shown, judges)
         except Exception as e:
             return [internal_error(shown, f"{where}'s noqa reading", e)], True
         place = getattr(frontend, "place", None)
@@ -398,23 +403,86 @@ class Linter:
         ]
 
     def _suppress(
-        self, frontend: Frontend, parsed: Any, findings: list[Finding], relpath: str
+        self,
+        frontend: Frontend,
+        parsed: Any,
+        findings: list[Finding],
+        relpath: str,
+        judges: Sequence[AnyRule] = (),
     ) -> list[Finding]:
-        if not findings:
+        if not findings and not judges:
             return findings
         ignored = self.config.ignored_for(relpath)
         noqa = frontend.noqa_lines(parsed)
+        # line -> the codes a noqa suppressed there: what the noqa judges (GPU003) are told
+        suppressed: dict[int, list[str]] = {}
         kept = []
         for f in findings:
             if f.code not in ENGINE_CODES:
                 if any(f.code.startswith(c) for c in ignored):
                     continue
                 if is_suppressed(f.code, noqa.get(f.line)):
+                    suppressed.setdefault(f.line, []).append(f.code)
                     continue
             kept.append(self._with_evidence(f, relpath))
+        if judges:
+            for f in self._judge_noqa(frontend, parsed, judges, suppressed):
+                if f.code in ENGINE_CODES or not any(f.code.startswith(c) for c in ignored):
+                    kept.append(f)
         # One finding per place and code: two paths to the same conclusion are one finding.
         unique = {(f.line, f.col, f.code): f for f in kept}
         return sorted(unique.values(), key=Finding.sort_key)
+
+    def _judge_noqa(
+        self,
+        frontend: Frontend,
+        parsed: Any,
+        judges: Sequence[AnyRule],
+        suppressed: dict[int, list[str]],
+    ) -> list[Finding]:
+        """What the noqa judges report, told for each `noqa` comment of the file which of its
+        codes suppressed a finding (on a line it covers) and what each code is to this run."""
+        reader = getattr(frontend, "noqa_comments", None)
+        if reader is None:
+            return []
+        uses = []
+        for comment in reader(parsed):
+            used: set[str] = set()
+            listed = comment.listed
+            for line in comment.covers:
+                for code in suppressed.get(line, ()):
+                    if not listed:
+                        used.add("")
+                    used.update(c for c in listed if code.startswith(c))
+            uses.append(NoqaUse(comment, frozenset(used), tuple(map(self.noqa_kind, listed))))
+        out: list[Finding] = []
+        for judge in judges:
+            try:
+                out.extend(judge.judge_noqa(parsed, uses))
+            except Exception as e:  # a rule bug costs its findings on this file, as in the walk
+                out.append(internal_error(parsed.display_path, f"rule {judge.code}", e))
+        return out
+
+    def noqa_kind(self, code: str) -> str:
+        """What a code listed in a `noqa` comment is to this run (see `NoqaUse.kinds`). A family
+        prefix (`GPU1`) is "run" only when every rule it covers ran: the others may fire in
+        another run, and the comment is theirs too."""
+        code = code.upper()
+        if not code.startswith("GPU"):
+            return "other"
+        covered = [r.code for r in registry().rules if r.code.startswith(code)]
+        covered += [c for c in (*ENGINE_CODES, VENDORED) if c.startswith(code)]
+        if not covered:
+            return "unknown"
+        return "run" if all(c in self.running_codes() for c in covered) else "off"
+
+    def running_codes(self) -> frozenset[str]:
+        """The codes this run can report: the enabled rules that can fire under its settings
+        (`gates_for`, over every language), and the engine's own."""
+        if self._running is None:
+            codes = {ref.code for language in self.refs for ref, _, _ in self.gates_for(language)}
+            self._running = frozenset(codes | ENGINE_CODES | {VENDORED})
+        return self._running
 
     def _with_evidence(self, finding: Finding, relpath: str = "") -> Finding:
         # A `gpulint trace` of this very line says more than a bench of the pattern in general.

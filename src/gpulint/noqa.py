@@ -1,17 +1,20 @@
 """Writing `noqa` comments: `gpulint check --add-noqa` and the language server's suppress action.
 
 One edit per line that needs a comment, at a position known from the text alone: the end of the
-line, or just after the codes of a `noqa` already there (its codes are kept). A Python finding
-inside a multi-line string or a backslash-continued statement gets its comment on the last line
-of that range, where a comment is a comment and where flake8 and gpulint read it for every line
-of the range.
+line (after a Python comment already there, the edit holding that comment: `x.item()  # log it
+# noqa: GPU101` on one line), or just after the codes of a `noqa` already there (its codes are
+kept: `# noqa: E501, GPU101`). A Python finding inside a multi-line string or a
+backslash-continued statement gets its comment on the last line of that range, where a comment
+is a comment and where flake8 and gpulint read it for every line of the range.
 """
 
 from __future__ import annotations
 
+import io
+import tokenize
 from collections.abc import Iterable
 
-from gpulint.diagnostics import ENGINE_CODES, Edit, Finding
+from gpulint.diagnostics import ENGINE_CODES, UNUSED_NOQA, Edit, Finding
 from gpulint.ruledocs import noqa_comment
 from gpulint.source import SourceText
 from gpulint.suppression import _NOQA, is_suppressed, noqa_codes
@@ -25,6 +28,7 @@ class NoqaPlanner:
         self.language = language
         self.source = SourceText(text)
         self._last_line: dict[int, int] | None = None
+        self._comments: dict[int, int] | None = None  # line -> column of its comment (Python)
 
     def target_line(self, line: int) -> int:
         if self.language != "python":
@@ -39,12 +43,13 @@ class NoqaPlanner:
         return self._last_line.get(line, line)
 
     def edits(self, findings: Iterable[Finding]) -> list[Edit]:
-        """The edits that suppress `findings` (GPU000 and GPU001 are never suppressed)."""
+        """The edits that suppress `findings` (GPU000 and GPU001 are never suppressed, and an
+        unused `noqa`, GPU003, is fixed by deleting it, not by one more)."""
         if self.language is None:
             return []
         wanted: dict[int, set[str]] = {}
         for f in findings:
-            if f.code not in ENGINE_CODES:
+            if f.code not in ENGINE_CODES and f.code != UNUSED_NOQA:
                 wanted.setdefault(self.target_line(f.line), set()).add(f.code)
         out = []
         for line, codes in sorted(wanted.items()):
@@ -70,4 +75,25 @@ class NoqaPlanner:
         comment = noqa_comment(self.language, ", ".join(missing))
         end = self.source.offset(line, len(text) + 1)
         padding = "" if not text.strip() else ("  " if comment.startswith("#") else " ")
+        col = self._comment_column(line)
+        if col is not None:
+            # `x.item()  # log it`: the line's comment token runs to its end, so the edit holds
+            # it and writes the noqa after it (`# log it  # noqa: GPU101`), as ruff does; an
+            # insertion at the end would change a token the edit does not hold.
+            return Edit(self.source.offset(line, col + 1), end, text[col:] + padding + comment)
         return Edit(end, end, padding + comment)
+
+    def _comment_column(self, line: int) -> int | None:
+        """0-based column of the comment token on `line` (Python), or None."""
+        if self.language != "python":
+            return None
+        if self._comments is None:
+            self._comments = {}
+            try:
+                readline = io.StringIO(self.text, newline=None).readline
+                for tok in tokenize.generate_tokens(readline):
+                    if tok.type == tokenize.COMMENT:
+                        self._comments[tok.start[0]] = tok.start[1]
+            except (tokenize.TokenError, SyntaxError):
+                pass
+        return self._comments.get(line)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import re
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import (
     TYPE_CHECKING,
@@ -31,6 +31,7 @@ from gpulint.diagnostics import Finding, Fix, Related, Severity
 
 if TYPE_CHECKING:
     from gpulint.settings import Settings
+    from gpulint.suppression import NoqaUse
 
 # Where a finding is: (line, col, end_line, end_col), 1-based, columns in code points, the end
 # exclusive (None: unknown).
@@ -171,6 +172,15 @@ class Rule(Generic[FileT]):
 
     def finish(self, file: FileT) -> Iterable[Finding]:
         """Called once after the walk, for rules that judge the whole file."""
+        return ()
+
+    # A rule that judges the file's `noqa` comments themselves (GPU003): it takes no part in
+    # the walk; the engine calls `judge_noqa` once suppression is done, with what each comment
+    # suppressed. What it reports is subject to per-file-ignores, not to `noqa` (it judges them).
+    judges_noqa: ClassVar[bool] = False
+
+    def judge_noqa(self, file: FileT, uses: Sequence[NoqaUse]) -> Iterable[Finding]:
+        """Findings about the file's `noqa` comments, after suppression (`judges_noqa`)."""
         return ()
 
     # -- documentation -----------------------------------------------------------------------

@@ -14,7 +14,13 @@ from typing import Any, Generic, Protocol, TypeVar, overload
 from gpulint.diagnostics import Finding, internal_error, unanalysable
 from gpulint.settings import Settings
 from gpulint.source import SourceText
-from gpulint.suppression import noqa_codes
+from gpulint.suppression import (
+    NoqaComment,
+    find_noqa,
+    noqa_codes,
+    noqa_comment_at,
+    opens_comment,
+)
 
 T = TypeVar("T")
 F = TypeVar("F")
@@ -103,6 +109,12 @@ class Frontend(Protocol):
         """1-based line -> noqa codes (empty set: blanket), for lines that carry a noqa."""
         ...
 
+    def noqa_comments(self, parsed: Any) -> list[NoqaComment]:
+        """The `noqa` comments written in the file, where they are and which lines they cover:
+        only real comments of the format (never a `# noqa` inside a string or a code block
+        the front-end does not lint), for a check that reports the unused ones."""
+        ...
+
 
 @functools.cache
 def frontends() -> tuple[Frontend, ...]:
@@ -185,4 +197,18 @@ def noqa_by_line(
         codes = noqa_codes(rewrite(line) if rewrite else line)
         if codes is not None:
             out[number] = codes
+    return out
+
+
+def noqa_comments_by_line(source: SourceText, opening: str) -> list[NoqaComment]:
+    """The `noqa` comments of a line-based format whose comments open with `opening` (`#`,
+    `//`, `<!--`): each covers its own line."""
+    out: list[NoqaComment] = []
+    if "noqa" not in source.text.lower():
+        return out
+    for number in range(1, source.line_count + 1):
+        line = source.line_text(number)
+        match = find_noqa(line)
+        if match is not None and opens_comment(line, match, opening):
+            out.append(noqa_comment_at(line, number, source.line_starts[number - 1], match))
     return out

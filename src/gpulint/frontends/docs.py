@@ -33,9 +33,10 @@ from gpulint.claims import (
     analyse,
 )
 from gpulint.diagnostics import Finding
-from gpulint.frontends import Memo, MemoKey, decode, noqa_by_line, run_rules
+from gpulint.frontends import Memo, MemoKey, decode, noqa_by_line, noqa_comments_by_line, run_rules
 from gpulint.settings import Settings
 from gpulint.source import VENDORED_DIRS, SourceText
+from gpulint.suppression import NoqaComment
 
 if TYPE_CHECKING:
     import ast
@@ -935,6 +936,11 @@ class DocsFrontend:
         if not parsed.rst:
             return noqa_by_line(parsed.source)
         return noqa_by_line(parsed.source, lambda line: re.sub(r"^\s*\.\.\s+noqa", "# noqa", line))
+
+    def noqa_comments(self, parsed: DocFile) -> list[NoqaComment]:
+        # Markdown's `<!-- noqa -->` only: a `# noqa` in a code block is part of the example
+        # shown, and reStructuredText's `.. noqa` directive is left as written.
+        return [] if parsed.rst else noqa_comments_by_line(parsed.source, "<!--")
 
 
 FRONTEND = DocsFrontend()

@@ -12,10 +12,11 @@ from typing import Any
 
 from gpulint.diagnostics import Finding
 from gpulint.envvars import EnvSetting, comments_around
-from gpulint.frontends import decode, noqa_by_line, run_rules
+from gpulint.frontends import decode, noqa_by_line, noqa_comments_by_line, run_rules
 from gpulint.frontends.shell import logical_lines
 from gpulint.settings import Settings
 from gpulint.source import SourceText
+from gpulint.suppression import NoqaComment
 
 
 class EnvFile:
@@ -74,6 +75,9 @@ class EnvFrontend:
 
     def noqa_lines(self, parsed: EnvFile) -> dict[int, frozenset[str]]:
         return noqa_by_line(parsed.source)
+
+    def noqa_comments(self, parsed: EnvFile) -> list[NoqaComment]:
+        return noqa_comments_by_line(parsed.source, "#")
 
 
 FRONTEND = EnvFrontend()

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpulint.diagnostics import Finding
-from gpulint.frontends import ParseError, decode, noqa_by_line, run_rules
+from gpulint.frontends import ParseError, decode, noqa_by_line, noqa_comments_by_line, run_rules
 from gpulint.settings import Settings
 from gpulint.source import SourceText
+from gpulint.suppression import NoqaComment
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,9 @@ class LeverFileFrontend:
 
     def noqa_lines(self, parsed: LeverFile) -> dict[int, frozenset[str]]:
         return noqa_by_line(parsed.source)
+
+    def noqa_comments(self, parsed: LeverFile) -> list[NoqaComment]:
+        return noqa_comments_by_line(parsed.source, "#")
 
 
 FRONTEND = LeverFileFrontend()

@@ -18,9 +18,10 @@ from typing import Any
 
 from gpulint.diagnostics import Finding
 from gpulint.envvars import EnvSetting, comments_around
-from gpulint.frontends import decode, noqa_by_line, run_rules
+from gpulint.frontends import decode, noqa_by_line, noqa_comments_by_line, run_rules
 from gpulint.settings import Settings
 from gpulint.source import SourceText
+from gpulint.suppression import NoqaComment
 
 _SEPARATORS = {";", "&&", "||", "|", "&", "(", ")", ";;", "|&", "{", "}"}
 _KEYWORDS = {"then", "do", "else", "elif", "if", "while", "until", "time", "!", "exec", "nohup"}
@@ -268,6 +269,9 @@ class ShellFrontend:
 
     def noqa_lines(self, parsed: ShellFile) -> dict[int, frozenset[str]]:
         return noqa_by_line(parsed.source)
+
+    def noqa_comments(self, parsed: ShellFile) -> list[NoqaComment]:
+        return noqa_comments_by_line(parsed.source, "#")
 
 
 FRONTEND = ShellFrontend()

@@ -24,10 +24,11 @@ import yaml
 
 from gpulint.diagnostics import Finding
 from gpulint.envvars import EnvSetting, comments_around
-from gpulint.frontends import ParseError, decode, noqa_by_line, run_rules
+from gpulint.frontends import ParseError, decode, noqa_by_line, noqa_comments_by_line, run_rules
 from gpulint.frontends.shell import ShellCommand, ShellFile
 from gpulint.settings import Settings
 from gpulint.source import SourceText
+from gpulint.suppression import NoqaComment
 
 ENV_KEYS = {
     "env",
@@ -248,6 +249,9 @@ class YamlFrontend:
 
     def noqa_lines(self, parsed: YamlFile) -> dict[int, frozenset[str]]:
         return noqa_by_line(parsed.source)
+
+    def noqa_comments(self, parsed: YamlFile) -> list[NoqaComment]:
+        return noqa_comments_by_line(parsed.source, "#")
 
 
 FRONTEND = YamlFrontend()

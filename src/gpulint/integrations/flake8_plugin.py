@@ -15,7 +15,10 @@ buffer that way), it lints the lines flake8 received.
 `noqa` handling to what is left. The Python front-end reads a `noqa` comment over the same
 line ranges as flake8 does (a multi-line string or a backslash-continued statement is one range),
 so flake8's pass never removes anything the CLI would report. `--extend-ignore`, `--select` and
-`--per-file-ignores` on flake8's side filter further, as for any plugin.
+`--per-file-ignores` on flake8's side filter further, as for any plugin. GPU003 (an unused gpulint
+`noqa`) is reported here as by the CLI when flake8 selects it: it is judged on gpulint's own
+suppression, before flake8's, and flake8's pass never hides it (the comment it is on does not name
+GPU003; a bare `# noqa`, which would, is never reported in Python).
 
 Tiers: flake8 only filters what a plugin reports, so a rule outside the default tier must be
 turned on here for `flake8 --select GPU811` to show what `gpulint check --select GPU811` does.

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpulint.config import Config, ConfigError, load_config
-from gpulint.diagnostics import ENGINE_CODES, Edit, Finding
+from gpulint.diagnostics import ENGINE_CODES, UNUSED_NOQA, Edit, Finding
 from gpulint.engine import Linter, evidence_notes
 from gpulint.fixes import apply_edits, still_parses
 from gpulint.hardware import UnknownTargetError
@@ -258,8 +258,8 @@ _NOQA_CODES = re.compile(r"noqa:\s?[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*", re.IGNO
 
 def noqa_edit(result: LintResult, finding: Finding) -> Edit | None:
     """Suppress `finding` with a noqa comment on its line (extending one already there)."""
-    if finding.code in ENGINE_CODES or result.language is None:
-        return None  # GPU000 and GPU001 are never suppressed
+    if finding.code in ENGINE_CODES or finding.code == UNUSED_NOQA or result.language is None:
+        return None  # GPU000 and GPU001 are never suppressed; GPU003 is fixed by deleting
     source = result.source
     line = source.line_text(finding.line)
     line_end = source.offset(finding.line, len(line) + 1)

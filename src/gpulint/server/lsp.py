@@ -26,7 +26,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 from gpulint import __version__
-from gpulint.diagnostics import Edit, Finding, Severity, rule_url
+from gpulint.diagnostics import UNUSED_NOQA, Edit, Finding, Severity, rule_url
 from gpulint.rule import rule_by_code
 from gpulint.ruledocs import rule_hover
 from gpulint.server import positions
@@ -527,25 +527,35 @@ def build_server(debounce: float = 0.15) -> GpulintServer:
             return None
         line, col = ls.cursor(result, params.position)
         here = (line, col)
-        for f in result.findings:
-            start = (f.line, f.col)
-            end = (f.end_line or f.line, f.end_col or 10**9)
-            rule = rule_by_code(f.code)
-            if rule is not None and start <= here <= end:
-                return lsp.Hover(
-                    contents=lsp.MarkupContent(
-                        kind=lsp.MarkupKind.Markdown, value=rule_hover(rule, f.message)
-                    ),
-                    range=ls.finding_range(result, f),
-                )
-        # A rule code under the cursor, as in the code list of a noqa comment.
+
+        def finding_hover(on_noqa: bool) -> lsp.Hover | None:
+            for f in result.findings:
+                if (f.code == UNUSED_NOQA) != on_noqa:
+                    continue
+                start = (f.line, f.col)
+                end = (f.end_line or f.line, f.end_col or 10**9)
+                rule = rule_by_code(f.code)
+                if rule is not None and start <= here <= end:
+                    return lsp.Hover(
+                        contents=lsp.MarkupContent(
+                            kind=lsp.MarkupKind.Markdown, value=rule_hover(rule, f.message)
+                        ),
+                        range=ls.finding_range(result, f),
+                    )
+            return None
+
+        found = finding_hover(False)
+        if found is not None:
+            return found
+        # A rule code under the cursor, as in the code list of a noqa comment (before the
+        # GPU003 finding that spans the whole comment, when it is unused).
         for m in _CODE.finditer(result.source.line_text(line)):
             rule = rule_by_code(m.group(0))
             if rule is not None and m.start() + 1 <= col <= m.end() + 1:
                 return lsp.Hover(
                     contents=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value=rule_hover(rule))
                 )
-        return None
+        return finding_hover(True)
 
     return server
 

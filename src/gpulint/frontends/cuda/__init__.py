@@ -31,12 +31,13 @@ import re
 from collections.abc import Iterable, Sequence
 
 from gpulint.diagnostics import Finding
-from gpulint.frontends import ParseError, decode, noqa_by_line, run_rules
+from gpulint.frontends import ParseError, decode, noqa_by_line, noqa_comments_by_line, run_rules
 from gpulint.frontends.cuda.conventions import LAST_CHECK_END
 from gpulint.frontends.cuda.file import CudaFile
 from gpulint.frontends.cuda.grammar import node_types, parser
 from gpulint.frontends.cuda.idioms import blank_strings_and_comments
 from gpulint.settings import Settings
+from gpulint.suppression import NoqaComment
 
 # Alignment attributes the grammar does not know (`struct __align__(16) S`, `__shared__
 # __align__(128) char smem[]`): the commonest cause of ERROR nodes in real CUDA code. They are
@@ -406,6 +407,9 @@ class CudaFrontend:
                     else:
                         found[reported] = here | codes
         return found
+
+    def noqa_comments(self, parsed: CudaFile) -> list[NoqaComment]:
+        return noqa_comments_by_line(parsed.source, "//")
 
 
 FRONTEND = CudaFrontend()

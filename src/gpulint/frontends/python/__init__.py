@@ -17,7 +17,13 @@ from gpulint.diagnostics import Finding
 from gpulint.frontends import ParseError, decode, noqa_by_line, run_rules
 from gpulint.frontends.python.file import PythonFile
 from gpulint.settings import Settings
-from gpulint.suppression import noqa_codes
+from gpulint.suppression import (
+    NoqaComment,
+    find_noqa,
+    noqa_codes,
+    noqa_comment_at,
+    opens_comment,
+)
 
 
 class PythonFrontend:
@@ -37,6 +43,34 @@ class PythonFrontend:
         out = noqa_by_line(parsed.source)
         if out:
             _spread_over_ranges(parsed, out)
+        return out
+
+    def noqa_comments(self, parsed: PythonFile) -> list[NoqaComment]:
+        """The `# noqa` comments that are comment tokens (not text in a string), each covering
+        its line, or the whole range (`_noqa_ranges`) its line is in, as `noqa_lines` reads it.
+        flake8 and ruff read the same comments: `shared`."""
+        source = parsed.source
+        if "noqa" not in source.text.lower():
+            return []
+        lines: dict[int, int] = {}  # line -> column of its comment
+        try:
+            for tok in tokenize.generate_tokens(io.StringIO(parsed.text, newline=None).readline):
+                if tok.type == tokenize.COMMENT and "noqa" in tok.string.lower():
+                    lines[tok.start[0]] = tok.start[1]
+        except (tokenize.TokenError, SyntaxError):
+            return []
+        ranges = {}
+        for first, last in _noqa_ranges(parsed.text):
+            for n in range(first, last + 1):
+                ranges[n] = tuple(range(first, last + 1))
+        out = []
+        for number in sorted(lines):
+            line = source.line_text(number)
+            match = find_noqa(line, lines[number])
+            if match is None or not opens_comment(line, match, "#"):
+                continue
+            start = source.line_starts[number - 1]
+            out.append(noqa_comment_at(line, number, start, match, ranges.get(number), True))
         return out
 
 
