@@ -256,6 +256,50 @@ def test_constexpr_arithmetic_of_a_tile_is_a_tile():
     assert not tt.is_tile("BLOCK + 1", known) and not tt.is_tile("2 // BLOCK", known)
 
 
+def test_a_tile_split_or_scaled_by_another_constexpr_is_a_tile():
+    known = frozenset({"BLOCK"})
+    constexprs = frozenset({"BLOCK", "GROUP"})
+    assert tt.is_tile("BLOCK // GROUP", known, constexprs)
+    assert tt.is_tile("BLOCK * GROUP", known, constexprs)
+    assert tt.is_tile("GROUP * BLOCK", known, constexprs)
+    assert not tt.is_tile("BLOCK // GROUP", known)  # GROUP not known to be a constexpr
+    assert not tt.is_tile("BLOCK // BLOCK", known, constexprs)
+    assert not tt.is_tile("D // GROUP", known, constexprs)  # D is no tile
+
+
+def test_a_start_scaled_by_a_constexpr_steps_by_the_scaled_size():
+    file = parse(
+        "import triton\nimport triton.language as tl\n"
+        "@triton.jit\n"
+        "def k(x, n, BLOCK: tl.constexpr, G: tl.constexpr):\n"
+        "    pid = tl.program_id(0)\n"
+        "    a = pid * BLOCK // G + tl.arange(0, BLOCK // G)\n"
+        "    b = pid * BLOCK * G + tl.arange(0, BLOCK * G)\n"
+        "    c = pid * BLOCK * n + tl.arange(0, BLOCK)\n"
+    )
+    (kernel,) = tt.kernels(file)
+    flow = tt.flow(file, kernel)
+    body = {s.targets[0].id: s.value for s in kernel.node.body if isinstance(s, ast.Assign)}
+    assert flow.of(body["a"]).tiles == {("BLOCK // G", tt.PROGRAM)}
+    assert flow.of(body["b"]).tiles == {("BLOCK * G", tt.PROGRAM)}
+    assert ("BLOCK * n", tt.PROGRAM) not in flow.of(body["c"]).tiles  # a run-time factor
+
+
+def test_a_kernel_states_divisibility_in_its_text_or_hints():
+    head = "@triton.jit\ndef k(x_ptr, n, B: tl.constexpr):\n"
+    cases = [
+        ('    """n must be divisible by B."""\n    pass\n', True, False),
+        ("    # assumes n is a multiple of B\n    pass\n", True, False),
+        ('    """Adds."""\n    pass\n', False, False),
+        ("    o = tl.multiple_of(tl.program_id(0) * B, B)\n", False, True),
+        ("    o = tl.program_id(0) * B\n", False, False),
+    ]
+    for body, documented, hinted in cases:
+        f, kernel = _kernel(head + body)
+        assert tt.documents_divisibility(f, kernel) is documented, body
+        assert tt.hints_alignment(f, kernel) is hinted, body
+
+
 def test_a_start_scaled_by_a_literal_steps_by_the_scaled_size():
     file = parse(
         "import triton\nimport triton.language as tl\n"

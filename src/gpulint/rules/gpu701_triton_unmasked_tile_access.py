@@ -18,12 +18,16 @@ class TritonUnmaskedTileAccess(Rule):
     attention kernel). A program-id tile counts where the code treats `X` as a tile of a larger
     extent: an autotuned meta-parameter, a divisor of `cdiv` (in the kernel or its launch grid),
     a loop step, or a size the kernel's own masks bound, or constexpr arithmetic of one by a
-    literal (`pid * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2)`, the packed bytes of a fp4
-    tile; `pid * BLOCK * 2 + tl.arange(0, BLOCK * 2)`); `row * D + tl.arange(0, D)` with none
+    literal or another constexpr (`pid * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2)`, the
+    packed bytes of a fp4 tile; `pid * BLOCK * 2 + tl.arange(0, BLOCK * 2)`; the
+    `BLOCK // GROUP_SIZE` scales of a group quantizer); `row * D + tl.arange(0, D)` with none
     of these is a whole row and is left alone. A kernel with no launch in its file (its
     launcher lives elsewhere) that is passed a size it never reads (the textbook
     `add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE)` with its masks left out; not a
-    pointer or a stride, by their names) has its constexpr blocks taken as tiles of it. Block pointers are checked the same way: a
+    pointer or a stride, by their names) has its constexpr blocks taken as tiles of it, unless
+    its docstring or comments say a size is divisible by (a multiple of) the block, or it hints
+    alignment (`tl.multiple_of`, `tl.max_contiguous`, `tl.assume`). Block pointers are checked
+    the same way: a
     `tl.make_block_ptr` whose offsets are tiled by a program id, or that `tl.advance` moves by
     its block in such a loop, needs `boundary_check` on that dimension unless the dimension's
     shape is a compile-time constant.
@@ -217,7 +221,13 @@ def k(x_ptr, n, BLOCK: tl.constexpr):
                 continue
             flow = tt.flow(file, kernel)
             known = tt.tile_sizes(file, kernel)
-            if not tt.launches(file, kernel) and tt.unread_sizes(kernel):
+            constexprs = frozenset(kernel.constexprs)
+            if (
+                not tt.launches(file, kernel)
+                and tt.unread_sizes(kernel)
+                and not tt.documents_divisibility(file, kernel)
+                and not tt.hints_alignment(file, kernel)
+            ):
                 # Launched from elsewhere, and a size it is passed goes unread (the textbook
                 # `n_elements` of a kernel with no mask): its constexpr blocks tile that size.
                 known = known | frozenset(kernel.constexprs)
@@ -249,7 +259,7 @@ def k(x_ptr, n, BLOCK: tl.constexpr):
                 else:
                     unchecked = None
                     tiles = sorted(
-                        ((x, o) for x, o in value.tiles if o == tt.LOOP or tt.is_tile(x, known)),
+                        ((x, o) for x, o in value.tiles if o == tt.LOOP or tt.is_tile(x, known, constexprs)),
                         key=lambda t: (t[0] not in known, t),  # a size as written first
                     )
                     if not tiles or value.bits & tt.PADDED:

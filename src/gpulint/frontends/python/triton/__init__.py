@@ -29,6 +29,8 @@ from gpulint.frontends.python.triton.autotune import (
 )
 from gpulint.frontends.python.triton.kernels import (
     Kernel,
+    documents_divisibility,
+    hints_alignment,
     is_autotune_decorator,
     is_jit_decorator,
     kernel_calls,
@@ -108,10 +110,12 @@ __all__ = [
     "ceil_division",
     "comprehension_bindings",
     "divisibility_flags",
+    "documents_divisibility",
     "dot_operand_tiles",
     "element_bytes",
     "evaluate",
     "flow",
+    "hints_alignment",
     "is_autotune_decorator",
     "is_config_call",
     "is_tile",

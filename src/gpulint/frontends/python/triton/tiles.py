@@ -95,11 +95,12 @@ def _rounds_up(node: ast.AST) -> bool:
     return f == "next_power_of_2"
 
 
-def is_tile(size: str, known: frozenset[str]) -> bool:
+def is_tile(size: str, known: frozenset[str], constexprs: frozenset[str] = frozenset()) -> bool:
     """`size` is one of the `known` tile sizes (`tile_sizes`), or constexpr arithmetic of one
-    by a literal: `BLOCK_N // 8` (the packed columns of a BLOCK_N tile), `BLOCK * 2`, `2 * BK`.
-    A tile scaled by a constant covers a scaled extent in as many blocks, and overruns it the
-    same way."""
+    by a literal or by another of the kernel's `constexprs`: `BLOCK_N // 8` (the packed columns
+    of a BLOCK_N tile), `BLOCK * 2`, `2 * BK`, `BLOCK // GROUP`. A tile scaled by a constant
+    covers a scaled extent in as many blocks, and overruns it the same way; a run-time factor
+    (`BLOCK // n`) is no such constant."""
     if size in known:
         return True
     try:
@@ -114,9 +115,10 @@ def is_tile(size: str, known: frozenset[str]) -> bool:
     return any(
         isinstance(base, ast.Name)
         and base.id in known
-        and isinstance(c, ast.Constant)
-        and type(c.value) is int
-        and c.value > 1
+        and (
+            (isinstance(c, ast.Constant) and type(c.value) is int and c.value > 1)
+            or (isinstance(c, ast.Name) and c.id in constexprs and c.id != base.id)
+        )
         for base, c in sides
     )
 
