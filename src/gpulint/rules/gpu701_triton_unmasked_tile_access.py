@@ -259,7 +259,11 @@ def k(x_ptr, n, BLOCK: tl.constexpr):
                 else:
                     unchecked = None
                     tiles = sorted(
-                        ((x, o) for x, o in value.tiles if o == tt.LOOP or tt.is_tile(x, known, constexprs)),
+                        (
+                            (x, o)
+                            for x, o in value.tiles
+                            if o == tt.LOOP or tt.is_tile(x, known, constexprs)
+                        ),
                         key=lambda t: (t[0] not in known, t),  # a size as written first
                     )
                     if not tiles or value.bits & tt.PADDED:
