@@ -53,6 +53,11 @@ class TritonUnmaskedTileAccess(Rule):
     of a tile it passes (`torch.empty((triton.cdiv(m, B) * B, k))`, `m + (B - m % B) % B`); pointers into a buffer strided by a size
     named as rounded or padded (`seqlen_q_rounded`: allocated up to a multiple of the block),
     also through a `@triton.jit` helper whose callers all pass such a pointer; test code.
+    Launches in other modules of the checked tree count as the file's own: a kernels module
+    launched from `ops.py` (`from .kernels import add_kernel; add_kernel[grid](...)`, or
+    `from . import kernels; kernels.add_kernel[grid](...)`) takes its tiles from that
+    launcher's `cdiv` grid, and is left alone where that launcher asserts divisibility or
+    launches an exact grid.
     A definition under `if MODE == "a":` on a constexpr does not reach a use under
     `if MODE == "b":`.
 
@@ -219,11 +224,18 @@ def k(x_ptr, n, BLOCK: tl.constexpr):
         for kernel in kernels:
             if kernel.name in exact or _kernel_declares_divisibility(file, kernel):
                 continue
+            remote = {id(host): host for host, _ in tt.remote_launches(file, kernel)}
+            if any(
+                kernel.name in _exact_grid_kernels(host)
+                or _launcher_asserts_divisibility(host, [kernel], file)
+                for host in remote.values()
+            ):
+                continue  # launched from another module that relies on or asserts divisibility
             flow = tt.flow(file, kernel)
             known = tt.tile_sizes(file, kernel)
             constexprs = frozenset(kernel.constexprs)
             if (
-                not tt.launches(file, kernel)
+                not tt.host_launches(file, kernel)
                 and tt.unread_sizes(kernel)
                 and not tt.documents_divisibility(file, kernel)
                 and not tt.hints_alignment(file, kernel)
@@ -350,11 +362,14 @@ def _has_mod(node: ast.AST) -> bool:
     return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(node))
 
 
-def _launcher_asserts_divisibility(file: PythonFile, kernels) -> bool:
+def _launcher_asserts_divisibility(
+    file: PythonFile, kernels, home: PythonFile | None = None
+) -> bool:
     """`assert n % BLOCK == 0`, or `if n % BLOCK != 0: raise ...`, anywhere in the module (a
     modulus that is one of the kernels' tile sizes, or a literal of 32 or more: `% 16` is
-    alignment, `% nheads_k` a shape check)."""
-    sizes = set().union(*(tt.tile_sizes(file, k) for k in kernels))
+    alignment, `% nheads_k` a shape check). `home`: the kernels' own file, where `file` is
+    another module that launches them."""
+    sizes = set().union(*(tt.tile_sizes(home or file, k) for k in kernels))
     constexprs = {c for k in kernels for c in k.constexprs}
     for call in file.nodes(ast.Call):  # kernel[grid](..., BLOCK_SIZE=block_size)
         if isinstance(call.func, ast.Subscript):

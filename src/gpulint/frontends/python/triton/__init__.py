@@ -40,11 +40,13 @@ from gpulint.frontends.python.triton.kernels import (
 )
 from gpulint.frontends.python.triton.launches import (
     divisibility_flags,
+    host_launches,
     launch_bindings,
     launch_divided_tiles,
     launch_padded_buffers,
     launches,
     mod_polarity,
+    remote_launches,
 )
 from gpulint.frontends.python.triton.literals import (
     TL,
@@ -116,6 +118,7 @@ __all__ = [
     "evaluate",
     "flow",
     "hints_alignment",
+    "host_launches",
     "is_autotune_decorator",
     "is_config_call",
     "is_tile",
@@ -135,6 +138,7 @@ __all__ = [
     "one_config",
     "pipeline_buffers",
     "prunes_configs",
+    "remote_launches",
     "shared_memory_estimate",
     "tile_bytes",
     "tile_sizes",

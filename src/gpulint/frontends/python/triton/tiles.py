@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from gpulint.frontends import MemoKey
 from gpulint.frontends.python.triton.autotune import Config, is_config_call
 from gpulint.frontends.python.triton.kernels import Kernel
+from gpulint.frontends.python.triton.launches import launch_bindings, remote_launches
 from gpulint.frontends.python.triton.literals import (
     Unknown,
     ceil_division,
@@ -127,13 +128,22 @@ def tile_sizes(file: PythonFile, kernel: Kernel) -> frozenset[str]:
     """Sizes the code itself treats as tiles of a larger extent, so that a program-id tile of
     that size can overrun: autotuned meta-parameters, divisors of a ceiling division anywhere in
     the file (`tl.cdiv(n, X)`, `triton.cdiv(n, meta["X"])`, and launch keywords passed such a
-    divisor), loop steps, and sizes the kernel's own masks bound. A size with none of these
+    divisor; or in the host code of another module of the tree that launches the kernel),
+    loop steps, and sizes the kernel's own masks bound. A size with none of these
     (`row * D + tl.arange(0, D)`: a whole row) is left alone."""
     cache = file.memo.get(_TILES, dict)
     key = id(kernel.node)
     if key in cache:
         return cache[key]
     sizes: set[str] = set(_file_tile_sizes(file))
+    for host, call in remote_launches(file, kernel):
+        # Launched from another module: what its host code divides by (`triton.cdiv(n,
+        # BLOCK_SIZE)`), and the constexprs it binds to such a divisor, positionally too.
+        host_sizes = _file_tile_sizes(host)
+        sizes |= host_sizes
+        for param, value in launch_bindings(kernel, call).items():
+            if param in kernel.constexprs and (label(value) in host_sizes or _rounds_up(value)):
+                sizes.add(param)
     f = flow(file, kernel)
     for node in ast.walk(kernel.node):
         if isinstance(node, ast.For):
