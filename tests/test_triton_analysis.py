@@ -316,3 +316,38 @@ def test_a_start_scaled_by_a_literal_steps_by_the_scaled_size():
     assert flow.of(body["a"]).tiles == {("BLOCK // 2", tt.PROGRAM)}
     assert flow.of(body["b"]).tiles == {("BLOCK * 2", tt.PROGRAM)}
     assert not flow.of(body["c"]).tiles  # divided by a run-time value: no step known
+
+
+def test_wide_names_follow_casts_annotations_and_assignments():
+    f, kernel = _kernel(
+        "@triton.jit\ndef k(x_ptr, s: tl.int64, t, u, BLOCK: tl.constexpr):\n"
+        "    pid = tl.program_id(0).to(tl.int64)\n"
+        "    row = pid // 2\n"
+        "    t = tl.cast(t, tl.int64)\n"
+        "    other = tl.program_id(1)\n"
+        "    u2 = u * 2\n"
+    )
+    assert tt.wide_names(f, kernel) == {"s", "pid", "row", "t"}
+
+
+def test_index_products_feed_tile_pointers_and_say_whether_alone():
+    f, kernel = _kernel(
+        "@triton.jit\n"
+        "def k(x_ptr, y_ptr, s_ptr, o_ptr, stride, stride_z, stride_h, n, BLOCK: tl.constexpr):\n"
+        "    row = tl.program_id(0)\n"
+        "    z = tl.program_id(1)\n"
+        "    cols = tl.arange(0, BLOCK)\n"
+        "    start = row * stride\n"
+        "    x = tl.load(x_ptr + start + cols)\n"  # one product, a tile: alone
+        "    s = tl.load(s_ptr + row * n)\n"  # one element per row: no tile
+        "    y = tl.load(y_ptr + z * stride_z + row * stride_h + cols)\n"  # two terms
+        "    unused = row * n\n"  # feeds no pointer
+        "    for i in range(n):\n"
+        "        tl.store(o_ptr + i * stride + cols, x)\n"  # a loop counter
+    )
+    got = {(p.text, p.alone, p.wide) for p in tt.index_products(f, kernel)}
+    assert got == {
+        ("row * stride", True, False),
+        ("z * stride_z", False, False),
+        ("row * stride_h", False, False),
+    }

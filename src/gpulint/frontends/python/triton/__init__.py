@@ -13,7 +13,8 @@ One module per fact, each importing only those above it:
 - `autotune`: the `triton.Config`s of an autotune decorator;
 - `launches`: `kernel[grid](...)` sites and what the host code proves about tiles there;
 - `offsets`: the dataflow of tiled offsets inside a kernel, and load/store masks;
-- `tiles`: which sizes are tiles, and the shared-memory tiles of a `tl.dot` pipeline.
+- `tiles`: which sizes are tiles, and the shared-memory tiles of a `tl.dot` pipeline;
+- `widths`: 64-bit values, and program-id products that offset a pointer in int32.
 
 The names rules use are importable from here.
 """
@@ -86,6 +87,12 @@ from gpulint.frontends.python.triton.tiles import (
     tile_bytes,
     tile_sizes,
 )
+from gpulint.frontends.python.triton.widths import (
+    IndexProduct,
+    index_products,
+    is_wide,
+    wide_names,
+)
 
 __all__ = [
     "ARANGE",
@@ -100,6 +107,7 @@ __all__ = [
     "TL",
     "TRITON_DEFAULT_STAGES",
     "Config",
+    "IndexProduct",
     "Kernel",
     "OffsetFlow",
     "Offsets",
@@ -118,6 +126,7 @@ __all__ = [
     "evaluate",
     "flow",
     "hints_alignment",
+    "index_products",
     "host_launches",
     "is_autotune_decorator",
     "is_config_call",
@@ -125,6 +134,7 @@ __all__ = [
     "is_jit_decorator",
     "is_power_of_two",
     "is_triton",
+    "is_wide",
     "kernel_calls",
     "kernel_of",
     "kernels",
@@ -144,4 +154,5 @@ __all__ = [
     "tile_sizes",
     "tl_name",
     "unread_sizes",
+    "wide_names",
 ]

@@ -1,0 +1,219 @@
+"""Integer widths in Triton kernels: which values are 64-bit, and the products of a program id
+with a run-time integer argument that offset a pointer.
+
+Triton gives `tl.program_id` the type int32, and an integer argument int32 unless its value
+does not fit (then int64, chosen per launch), so `pid * stride` is an int32 product even where
+the tensor it indexes holds more than 2^31 elements. A value is 64-bit here when it is cast
+(`x.to(tl.int64)`, `tl.cast(x, tl.int64)`), annotated (`stride: tl.int64`), or assigned from
+an expression holding such a value; the names are followed through assignments, not by their
+order, so a cast anywhere in the kernel widens the name everywhere (never wrongly wide-alarmed).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gpulint.frontends import MemoKey
+from gpulint.frontends.python.triton.kernels import Kernel
+from gpulint.frontends.python.triton.literals import tl_name
+from gpulint.frontends.python.triton.offsets import ARANGE, BLOCKPTR, PROGRAM, TILE, flow
+
+if TYPE_CHECKING:
+    from gpulint.frontends.python.file import PythonFile
+
+_PRODUCTS: MemoKey[dict[int, list[IndexProduct]]] = MemoKey("triton.index_products")
+
+# The pointer a memory operation reads or writes through: its first argument (or keyword).
+_POINTER_OPS = {
+    "load": "pointer",
+    "store": "pointer",
+    "make_block_ptr": "base",
+    "make_tensor_descriptor": "base",
+    "atomic_add": "pointer",
+    "atomic_max": "pointer",
+    "atomic_min": "pointer",
+    "atomic_cas": "pointer",
+    "atomic_xchg": "pointer",
+    "atomic_and": "pointer",
+    "atomic_or": "pointer",
+    "atomic_xor": "pointer",
+}
+_WIDE = re.compile(r"\b(?:u?int64)\b")
+_POINTER_NAME = re.compile(r"(?i)ptr|pointer")
+
+
+@dataclass(frozen=True)
+class IndexProduct:
+    """`index * size` in a kernel: `index` derived from a program id alone, `size` a run-time
+    integer parameter (not constexpr, not a pointer by its name), the product feeding the
+    pointer of a load, store or atomic that addresses a tile (an `arange` in its offsets), or
+    the base of a block pointer."""
+
+    node: ast.BinOp
+    index: ast.expr
+    size: str
+    wide: bool  # either side is 64-bit: cast, annotated, or assigned from such a value
+    # The only program-id product offsetting some tile pointer: the row offset of a 2-D
+    # tensor (`x_ptr + row * stride + cols`), not one term of a batch/head/row decomposition.
+    alone: bool = False
+
+    @property
+    def text(self) -> str:
+        return ast.unparse(self.node)
+
+
+def wide_names(file: PythonFile, kernel: Kernel) -> frozenset[str]:
+    """Names in the kernel that hold a 64-bit integer: parameters annotated `tl.int64`, and
+    names assigned anywhere from an expression with an int64 cast or another such name."""
+    out = {
+        a.arg
+        for a in (
+            *kernel.node.args.posonlyargs,
+            *kernel.node.args.args,
+            *kernel.node.args.kwonlyargs,
+        )
+        if a.annotation is not None and _WIDE.search(ast.unparse(a.annotation))
+    }
+    assigns: list[tuple[list[str], ast.AST]] = []
+    for node in ast.walk(kernel.node):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+            if isinstance(node, ast.AnnAssign) and _WIDE.search(ast.unparse(node.annotation)):
+                out.update(names)
+            assigns.append((names, node.value))
+    changed = True
+    while changed:
+        changed = False
+        for names, value in assigns:
+            if set(names) <= out:
+                continue
+            if is_wide(file, value, frozenset(out)):
+                out.update(names)
+                changed = True
+    return frozenset(out)
+
+
+def is_wide(file: PythonFile, node: ast.AST, wide: frozenset[str]) -> bool:
+    """The expression holds a 64-bit value: an int64 cast or conversion in it, or a wide name."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name) and n.id in wide:
+            return True
+        if isinstance(n, ast.Call):
+            is_to = isinstance(n.func, ast.Attribute) and n.func.attr == "to"
+            if (is_to or tl_name(file, n) == "cast") and _WIDE.search(ast.unparse(n)):
+                return True
+    return False
+
+
+def _pointer_roots(file: PythonFile, kernel: Kernel) -> list[ast.AST]:
+    """The pointer arguments of the kernel's memory operations that address a tile (an
+    `arange` in their offsets, or a block pointer), not one element per program."""
+    f = flow(file, kernel)
+    roots: list[ast.AST] = []
+    for call in ast.walk(kernel.node):
+        if not isinstance(call, ast.Call):
+            continue
+        op = tl_name(file, call)
+        if op not in _POINTER_OPS:
+            continue
+        arg = call.args[0] if call.args else None
+        arg = next((k.value for k in call.keywords if k.arg == _POINTER_OPS[op]), arg)
+        if arg is None:
+            continue
+        if op in ("make_block_ptr", "make_tensor_descriptor") or f.of(arg).bits & (
+            ARANGE | TILE | BLOCKPTR
+        ):
+            roots.append(arg)
+    return roots
+
+
+def _reaching_names(kernel: Kernel, root: ast.AST) -> frozenset[str]:
+    """Every name whose value reaches `root` through assignments in the kernel (by name, in
+    any order)."""
+    names = {n.id for n in ast.walk(root) if isinstance(n, ast.Name)}
+    assigns = []
+    for node in ast.walk(kernel.node):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.value is not None:
+            lhs: list[ast.expr] = node.targets if isinstance(node, ast.Assign) else [node.target]
+            assigns.append(
+                (
+                    {n.id for t in lhs for n in ast.walk(t) if isinstance(n, ast.Name)},
+                    node.value,
+                )
+            )
+    changed = True
+    while changed:
+        changed = False
+        for targets, value in assigns:
+            if targets & names:
+                more = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)} - names
+                if more:
+                    names |= more
+                    changed = True
+    return frozenset(names)
+
+
+def index_products(file: PythonFile, kernel: Kernel) -> list[IndexProduct]:
+    """Every `index * size` of the kernel (see `IndexProduct`), in source order (cached)."""
+    cache = file.memo.get(_PRODUCTS, dict)
+    key = id(kernel.node)
+    if key not in cache:
+        cache[key] = _index_products(file, kernel)
+    return cache[key]
+
+
+def _index_products(file: PythonFile, kernel: Kernel) -> list[IndexProduct]:
+    f = flow(file, kernel)
+    wide = wide_names(file, kernel)
+    sizes = {p for p in kernel.params if p not in kernel.constexprs and not _POINTER_NAME.search(p)}
+    candidates: list[tuple[ast.BinOp, ast.expr, str]] = []
+    for node in ast.walk(kernel.node):
+        if not isinstance(node, ast.BinOp) or not isinstance(node.op, ast.Mult):
+            continue
+        for index, factor in ((node.left, node.right), (node.right, node.left)):
+            if not isinstance(factor, ast.Name) or factor.id not in sizes:
+                continue
+            value = f.of(index)
+            if value.pure_index and PROGRAM in value.origins:
+                candidates.append((node, index, factor.id))
+                break
+    if not candidates:
+        return []
+    # Which tile pointers each product feeds: in the pointer expression itself, or in the
+    # value of an assignment to a name that reaches it.
+    fed: dict[int, list[int]] = {}  # id(product) -> the roots it feeds
+    feeding: dict[int, set[str]] = {}  # root -> the products (as text) feeding it
+    for r, root in enumerate(_pointer_roots(file, kernel)):
+        names = _reaching_names(kernel, root)
+        inside = {id(n) for n in ast.walk(root)}
+        for node, _, _ in candidates:
+            if id(node) in inside or _assigned_to(file, node, names, kernel):
+                fed.setdefault(id(node), []).append(r)
+                feeding.setdefault(r, set()).add(ast.unparse(node))
+    out: list[IndexProduct] = []
+    for node, index, size in candidates:
+        roots = fed.get(id(node))
+        if not roots:
+            continue
+        alone = any(len(feeding[r]) == 1 for r in roots)
+        wider = is_wide(file, index, wide) or size in wide
+        out.append(IndexProduct(node, index, size, wider, alone))
+    out.sort(key=lambda p: (p.node.lineno, p.node.col_offset))
+    return out
+
+
+def _assigned_to(file: PythonFile, node: ast.AST, names: frozenset[str], kernel: Kernel) -> bool:
+    """`node` sits in the value of an assignment to one of `names`."""
+    for anc in file.ancestors(node):
+        if anc is kernel.node:
+            return False
+        if isinstance(anc, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = anc.targets if isinstance(anc, ast.Assign) else [anc.target]
+            return any(
+                isinstance(n, ast.Name) and n.id in names for t in targets for n in ast.walk(t)
+            )
+    return False
