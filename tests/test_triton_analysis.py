@@ -341,6 +341,8 @@ def test_index_products_feed_tile_pointers_and_say_whether_alone():
         "    x = tl.load(x_ptr + start + cols)\n"  # one product, a tile: alone
         "    s = tl.load(s_ptr + row * n)\n"  # one element per row: no tile
         "    y = tl.load(y_ptr + z * stride_z + row * stride_h + cols)\n"  # two terms
+        "    offs_m = tl.arange(0, BLOCK)\n"
+        "    tl.store(o_ptr + z * n + offs_m[:, None] * stride, x)\n"  # beside a row tile
         "    unused = row * n\n"  # feeds no pointer
         "    for i in range(n):\n"
         "        tl.store(o_ptr + i * stride + cols, x)\n"  # a loop counter
@@ -350,4 +352,5 @@ def test_index_products_feed_tile_pointers_and_say_whether_alone():
         ("row * stride", True, False),
         ("z * stride_z", False, False),
         ("row * stride_h", False, False),
+        ("z * n", False, False),
     }

@@ -15,11 +15,17 @@ class TritonInt32OffsetOverflow(Rule):
     run-time integer argument (`pid * stride_xm`, `row * n_cols`, `pid_m * stride_am`) with
     neither operand widened to 64 bits anywhere in the kernel: no `.to(tl.int64)` or
     `tl.cast(..., tl.int64)` of the program-id value or of the argument, no `tl.int64`
-    annotation, no name assigned from such a value. Only products that reach the pointer of a
-    `tl.load`, `tl.store`, atomic or `tl.make_block_ptr` count, followed through assignments;
-    products of a constexpr (`pid * BLOCK_SIZE`) or of a loop counter are left alone, as are
-    kernels whose every launch passes the argument as a literal (a fixed, small size) and test
-    code. One finding per kernel, at its first such product, naming the others.
+    annotation, no name assigned from such a value. The product must be the row offset of a
+    2-D tile: followed through assignments, it reaches the pointer of a `tl.load`, `tl.store`
+    or atomic that addresses a tile (an `arange` in its offsets), or a `tl.make_block_ptr`
+    base, as that pointer's only term stepped by a run-time size (`x_ptr + row * stride +
+    cols`, `x_ptr += pid * stride_x`). Left alone: products of a constexpr (`pid *
+    BLOCK_SIZE`) or of a loop counter; one element per program (`scale_ptr + row *
+    stride_s`); pointers that combine several such terms (`off_z * stride_qz + off_h *
+    stride_qh`, or a head offset beside `offs_m[:, None] * stride_m`, where the row term is
+    not the program id's and a token-major head stride is small); kernels whose every launch
+    passes the argument as a literal; test code. One finding per kernel, at its first such
+    product, naming the others.
 
     ## Why is this bad?
     Triton types `tl.program_id` as int32, and an integer argument as int32 unless the value

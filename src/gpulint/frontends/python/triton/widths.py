@@ -56,8 +56,11 @@ class IndexProduct:
     index: ast.expr
     size: str
     wide: bool  # either side is 64-bit: cast, annotated, or assigned from such a value
-    # The only program-id product offsetting some tile pointer: the row offset of a 2-D
-    # tensor (`x_ptr + row * stride + cols`), not one term of a batch/head/row decomposition.
+    # The only term stepped by a run-time size in some tile pointer: the row offset of a 2-D
+    # tensor (`x_ptr + row * stride + cols`), not one term of a batch/head decomposition, nor
+    # the head offset of a pointer that also steps its rows by a run-time stride
+    # (`cur_head * stride_h + offs_m[:, None] * stride_m`: in a token-major layout the head
+    # stride is small, and the large term is not the program id's).
     alone: bool = False
 
     @property
@@ -171,6 +174,9 @@ def _index_products(file: PythonFile, kernel: Kernel) -> list[IndexProduct]:
     wide = wide_names(file, kernel)
     sizes = {p for p in kernel.params if p not in kernel.constexprs and not _POINTER_NAME.search(p)}
     candidates: list[tuple[ast.BinOp, ast.expr, str]] = []
+    # Other terms stepped by a run-time size: `offs_m[:, None] * stride_m` (a tile of rows),
+    # `k_loc[:, None] * stride_kbs` (rows gathered by loaded indices), `i * stride` (a loop).
+    strided: list[ast.BinOp] = []
     for node in ast.walk(kernel.node):
         if not isinstance(node, ast.BinOp) or not isinstance(node.op, ast.Mult):
             continue
@@ -180,13 +186,16 @@ def _index_products(file: PythonFile, kernel: Kernel) -> list[IndexProduct]:
             value = f.of(index)
             if value.pure_index and PROGRAM in value.origins:
                 candidates.append((node, index, factor.id))
-                break
+            else:
+                strided.append(node)
+            break
     if not candidates:
         return []
     # Which tile pointers each product feeds: in the pointer expression itself, or in the
     # value of an assignment to a name that reaches it.
     fed: dict[int, list[int]] = {}  # id(product) -> the roots it feeds
     feeding: dict[int, set[str]] = {}  # root -> the products (as text) feeding it
+    rows_tiled: set[int] = set()  # roots with another term stepped by a run-time size
     for r, root in enumerate(_pointer_roots(file, kernel)):
         names = _reaching_names(kernel, root)
         inside = {id(n) for n in ast.walk(root)}
@@ -194,12 +203,14 @@ def _index_products(file: PythonFile, kernel: Kernel) -> list[IndexProduct]:
             if id(node) in inside or _assigned_to(file, node, names, kernel):
                 fed.setdefault(id(node), []).append(r)
                 feeding.setdefault(r, set()).add(ast.unparse(node))
+        if any(id(t) in inside or _assigned_to(file, t, names, kernel) for t in strided):
+            rows_tiled.add(r)
     out: list[IndexProduct] = []
     for node, index, size in candidates:
         roots = fed.get(id(node))
         if not roots:
             continue
-        alone = any(len(feeding[r]) == 1 for r in roots)
+        alone = any(len(feeding[r]) == 1 and r not in rows_tiled for r in roots)
         wider = is_wide(file, index, wide) or size in wide
         out.append(IndexProduct(node, index, size, wider, alone))
     out.sort(key=lambda p: (p.node.lineno, p.node.col_offset))
