@@ -328,6 +328,13 @@ def test_wide_names_follow_casts_annotations_and_assignments():
         "    u2 = u * 2\n"
     )
     assert tt.wide_names(f, kernel) == {"s", "pid", "row", "t"}
+    assert tt.widens_anywhere(f, kernel)
+    f, kernel = _kernel(
+        "@triton.jit\ndef k(x_ptr, s):\n    tl.store(x_ptr + (s * 2).to(tl.int64), 0)\n"
+    )
+    assert not tt.wide_names(f, kernel) and tt.widens_anywhere(f, kernel)  # an inline cast
+    f, kernel = _kernel("@triton.jit\ndef k(x_ptr, s):\n    x = tl.load(x_ptr + s.to(tl.int32))\n")
+    assert not tt.widens_anywhere(f, kernel)
 
 
 def test_index_products_feed_tile_pointers_and_say_whether_alone():

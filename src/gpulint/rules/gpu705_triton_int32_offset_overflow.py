@@ -12,10 +12,10 @@ class TritonInt32OffsetOverflow(Rule):
     """
     ## What it does
     Finds a `@triton.jit` kernel that offsets a pointer by the product of a program id and a
-    run-time integer argument (`pid * stride_xm`, `row * n_cols`, `pid_m * stride_am`) with
-    neither operand widened to 64 bits anywhere in the kernel: no `.to(tl.int64)` or
-    `tl.cast(..., tl.int64)` of the program-id value or of the argument, no `tl.int64`
-    annotation, no name assigned from such a value. The product must be the row offset of a
+    run-time integer argument (`pid * stride_xm`, `row * n_cols`, `pid_m * stride_am`) and
+    widens nothing to 64 bits anywhere: no `.to(tl.int64)` or `tl.cast(..., tl.int64)`, no
+    `tl.int64` annotation (a kernel that widens some offsets has had its author weigh which
+    need it, and is left alone). The product must be the row offset of a
     2-D tile: followed through assignments, it reaches the pointer of a `tl.load`, `tl.store`
     or atomic that addresses a tile (an `arange` in its offsets), or a `tl.make_block_ptr`
     base, as that pointer's only term stepped by a run-time size (`x_ptr + row * stride +
@@ -130,6 +130,8 @@ def k(out_ptr, in_ptr, stride_row, n_cols, BLOCK: tl.constexpr):
         if file.is_test:
             return
         for kernel in tt.kernels(file):
+            if tt.widens_anywhere(file, kernel):
+                continue  # its author chose which offsets need 64 bits
             products = [p for p in tt.index_products(file, kernel) if p.alone and not p.wide]
             fixed = _literal_sizes(file, kernel)
             products = [p for p in products if p.size not in fixed]

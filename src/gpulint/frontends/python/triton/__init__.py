@@ -92,6 +92,7 @@ from gpulint.frontends.python.triton.widths import (
     index_products,
     is_wide,
     wide_names,
+    widens_anywhere,
 )
 
 __all__ = [
@@ -155,4 +156,5 @@ __all__ = [
     "tl_name",
     "unread_sizes",
     "wide_names",
+    "widens_anywhere",
 ]

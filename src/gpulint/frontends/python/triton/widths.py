@@ -100,6 +100,12 @@ def wide_names(file: PythonFile, kernel: Kernel) -> frozenset[str]:
     return frozenset(out)
 
 
+def widens_anywhere(file: PythonFile, kernel: Kernel) -> bool:
+    """The kernel widens some integer to 64 bits: an int64 cast, conversion or annotation
+    anywhere in it (its author has weighed which offsets need 64 bits)."""
+    return bool(wide_names(file, kernel)) or is_wide(file, kernel.node, frozenset())
+
+
 def is_wide(file: PythonFile, node: ast.AST, wide: frozenset[str]) -> bool:
     """The expression holds a 64-bit value: an int64 cast or conversion in it, or a wide name."""
     for n in ast.walk(node):
