@@ -15,26 +15,25 @@ class TritonInt32OffsetOverflow(Rule):
     run-time integer argument (`pid * stride_xm`, `row * n_cols`, `pid_m * stride_am`) and
     widens nothing to 64 bits anywhere: no `.to(tl.int64)` or `tl.cast(..., tl.int64)`, no
     `tl.int64` annotation (a kernel that widens some offsets has had its author weigh which
-    need it, and is left alone). The product must be the row offset of a
-    2-D tile: followed through assignments, it reaches the pointer of a `tl.load`, `tl.store`
-    or atomic that addresses a tile (an `arange` in its offsets), or a `tl.make_block_ptr`
-    base, as that pointer's only term stepped by a run-time size (`x_ptr + row * stride +
-    cols`, `x_ptr += pid * stride_x`). Left alone: products of a constexpr (`pid *
-    BLOCK_SIZE`) or of a loop counter; one element per program (`scale_ptr + row *
-    stride_s`); pointers that combine several such terms (`off_z * stride_qz + off_h *
-    stride_qh`, or a head offset beside `offs_m[:, None] * stride_m`, where the row term is
-    not the program id's and a token-major head stride is small); kernels whose every launch
-    passes the argument as a literal; test code. One finding per kernel, at its first such
-    product, naming the others.
+    need it, and is left alone). The product must be the row offset of a 2-D tile: followed
+    through assignments, it reaches the pointer of a `tl.load`, `tl.store` or atomic that
+    addresses a tile (an `arange` in its offsets), or a `tl.make_block_ptr` base, as that
+    pointer's only term stepped by a run-time size (`x_ptr + row * stride + cols`,
+    `x_ptr += pid * stride_x`). Left alone: products of a constexpr (`pid * BLOCK_SIZE`) or
+    of a loop counter; one element per program (`scale_ptr + row * stride_s`); pointers that
+    combine several such terms (`off_z * stride_qz + off_h * stride_qh`, or a head offset
+    beside `offs_m[:, None] * stride_m`, where the row term is not the program id's and a
+    token-major head stride is small); kernels whose every launch passes the argument as a
+    literal; test code. One finding per kernel, at its first such product, naming the others.
 
     ## Why is this bad?
     Triton types `tl.program_id` as int32, and an integer argument as int32 unless the value
     passed does not fit, so `pid * stride` is computed in 32 bits before it is added to the
-    64-bit pointer. A tensor of 2^31 elements (8 GiB of bf16: 16k rows of a 128k vocabulary,
-    a long-context KV cache) has rows whose offset `row * stride` exceeds 2^31 - 1: the
-    product wraps negative and the last rows read or write memory outside the tensor, an
-    illegal memory access or, worse, silently wrong values. It works on every test size and
-    breaks at scale.
+    64-bit pointer. Past 2^31 elements (8 GiB of bf16: 16k rows of a 128k vocabulary, a
+    long-context KV cache) the offset `row * stride` of the last rows exceeds 2^31 - 1 (with
+    16385 rows of 131072, the last starts at 16384 × 131072 = 2^31): the product wraps
+    negative and the last rows read or write memory outside the tensor, an illegal memory
+    access or, worse, silently wrong values. It works on every test size and breaks at scale.
 
     ## Example
     ```python
