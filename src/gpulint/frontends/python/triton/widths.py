@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from gpulint.frontends.python.file import PythonFile
 
 _PRODUCTS: MemoKey[dict[int, list[IndexProduct]]] = MemoKey("triton.index_products")
+_ASSIGNS: MemoKey[dict[int, dict[int, tuple[set[str], ast.AST, bool]]]] = MemoKey(
+    "triton.kernel_assignments"
+)
 
 # The pointer a memory operation reads or writes through: its first argument (or keyword).
 _POINTER_OPS = {
@@ -68,34 +71,52 @@ class IndexProduct:
         return ast.unparse(self.node)
 
 
+def _assignments(file: PythonFile, kernel: Kernel) -> dict[int, tuple[set[str], ast.AST, bool]]:
+    """The kernel's assignment statements, from the semantic model's bindings: by statement,
+    the names it binds, the value it assigns (the whole right-hand side of an unpacking) and
+    whether it annotates them as 64-bit."""
+    cache = file.memo.get(_ASSIGNS, dict)
+    if id(kernel.node) in cache:
+        return cache[id(kernel.node)]
+    out: dict[int, tuple[set[str], ast.AST, bool]] = {}
+    cache[id(kernel.node)] = out
+    for name, bindings in file.model.table(kernel.node).items():
+        for b in bindings:
+            if not b.is_assignment:
+                continue
+            value = b.value if b.value is not None else getattr(b.node, "value", None)
+            if value is None:
+                continue
+            annotation = getattr(b.node, "annotation", None)
+            wide = annotation is not None and bool(_WIDE.search(ast.unparse(annotation)))
+            entry = out.setdefault(id(b.node), (set(), value, wide))
+            entry[0].add(name)
+    return out
+
+
 def wide_names(file: PythonFile, kernel: Kernel) -> frozenset[str]:
     """Names in the kernel that hold a 64-bit integer: parameters annotated `tl.int64`, and
     names assigned anywhere from an expression with an int64 cast or another such name."""
     out = {
-        a.arg
-        for a in (
-            *kernel.node.args.posonlyargs,
-            *kernel.node.args.args,
-            *kernel.node.args.kwonlyargs,
-        )
-        if a.annotation is not None and _WIDE.search(ast.unparse(a.annotation))
+        b.name
+        for bindings in file.model.table(kernel.node).values()
+        for b in bindings
+        if b.kind == "param"
+        and getattr(b.node, "annotation", None) is not None
+        and _WIDE.search(ast.unparse(b.node.annotation))  # type: ignore[attr-defined]
     }
-    assigns: list[tuple[list[str], ast.AST]] = []
-    for node in ast.walk(kernel.node):
-        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.value is not None:
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
-            if isinstance(node, ast.AnnAssign) and _WIDE.search(ast.unparse(node.annotation)):
-                out.update(names)
-            assigns.append((names, node.value))
+    assigns = list(_assignments(file, kernel).values())
+    for names, _, annotated in assigns:
+        if annotated:
+            out |= names
     changed = True
     while changed:
         changed = False
-        for names, value in assigns:
-            if set(names) <= out:
+        for names, value, _ in assigns:
+            if names <= out:
                 continue
             if is_wide(file, value, frozenset(out)):
-                out.update(names)
+                out |= names
                 changed = True
     return frozenset(out)
 
@@ -140,24 +161,15 @@ def _pointer_roots(file: PythonFile, kernel: Kernel) -> list[ast.AST]:
     return roots
 
 
-def _reaching_names(kernel: Kernel, root: ast.AST) -> frozenset[str]:
+def _reaching_names(file: PythonFile, kernel: Kernel, root: ast.AST) -> frozenset[str]:
     """Every name whose value reaches `root` through assignments in the kernel (by name, in
     any order)."""
     names = {n.id for n in ast.walk(root) if isinstance(n, ast.Name)}
-    assigns = []
-    for node in ast.walk(kernel.node):
-        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.value is not None:
-            lhs: list[ast.expr] = node.targets if isinstance(node, ast.Assign) else [node.target]
-            assigns.append(
-                (
-                    {n.id for t in lhs for n in ast.walk(t) if isinstance(n, ast.Name)},
-                    node.value,
-                )
-            )
+    assigns = list(_assignments(file, kernel).values())
     changed = True
     while changed:
         changed = False
-        for targets, value in assigns:
+        for targets, value, _ in assigns:
             if targets & names:
                 more = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)} - names
                 if more:
@@ -203,7 +215,7 @@ def _index_products(file: PythonFile, kernel: Kernel) -> list[IndexProduct]:
     feeding: dict[int, set[str]] = {}  # root -> the products (as text) feeding it
     rows_tiled: set[int] = set()  # roots with another term stepped by a run-time size
     for r, root in enumerate(_pointer_roots(file, kernel)):
-        names = _reaching_names(kernel, root)
+        names = _reaching_names(file, kernel, root)
         inside = {id(n) for n in ast.walk(root)}
         for node, _, _ in candidates:
             if id(node) in inside or _assigned_to(file, node, names, kernel):
@@ -225,12 +237,10 @@ def _index_products(file: PythonFile, kernel: Kernel) -> list[IndexProduct]:
 
 def _assigned_to(file: PythonFile, node: ast.AST, names: frozenset[str], kernel: Kernel) -> bool:
     """`node` sits in the value of an assignment to one of `names`."""
+    statements = _assignments(file, kernel)
     for anc in file.ancestors(node):
         if anc is kernel.node:
             return False
-        if isinstance(anc, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-            targets = anc.targets if isinstance(anc, ast.Assign) else [anc.target]
-            return any(
-                isinstance(n, ast.Name) and n.id in names for t in targets for n in ast.walk(t)
-            )
+        if id(anc) in statements:
+            return bool(statements[id(anc)][0] & names)
     return False
