@@ -256,6 +256,50 @@ def test_constexpr_arithmetic_of_a_tile_is_a_tile():
     assert not tt.is_tile("BLOCK + 1", known) and not tt.is_tile("2 // BLOCK", known)
 
 
+def test_a_tile_split_or_scaled_by_another_constexpr_is_a_tile():
+    known = frozenset({"BLOCK"})
+    constexprs = frozenset({"BLOCK", "GROUP"})
+    assert tt.is_tile("BLOCK // GROUP", known, constexprs)
+    assert tt.is_tile("BLOCK * GROUP", known, constexprs)
+    assert tt.is_tile("GROUP * BLOCK", known, constexprs)
+    assert not tt.is_tile("BLOCK // GROUP", known)  # GROUP not known to be a constexpr
+    assert not tt.is_tile("BLOCK // BLOCK", known, constexprs)
+    assert not tt.is_tile("D // GROUP", known, constexprs)  # D is no tile
+
+
+def test_a_start_scaled_by_a_constexpr_steps_by_the_scaled_size():
+    file = parse(
+        "import triton\nimport triton.language as tl\n"
+        "@triton.jit\n"
+        "def k(x, n, BLOCK: tl.constexpr, G: tl.constexpr):\n"
+        "    pid = tl.program_id(0)\n"
+        "    a = pid * BLOCK // G + tl.arange(0, BLOCK // G)\n"
+        "    b = pid * BLOCK * G + tl.arange(0, BLOCK * G)\n"
+        "    c = pid * BLOCK * n + tl.arange(0, BLOCK)\n"
+    )
+    (kernel,) = tt.kernels(file)
+    flow = tt.flow(file, kernel)
+    body = {s.targets[0].id: s.value for s in kernel.node.body if isinstance(s, ast.Assign)}
+    assert flow.of(body["a"]).tiles == {("BLOCK // G", tt.PROGRAM)}
+    assert flow.of(body["b"]).tiles == {("BLOCK * G", tt.PROGRAM)}
+    assert ("BLOCK * n", tt.PROGRAM) not in flow.of(body["c"]).tiles  # a run-time factor
+
+
+def test_a_kernel_states_divisibility_in_its_text_or_hints():
+    head = "@triton.jit\ndef k(x_ptr, n, B: tl.constexpr):\n"
+    cases = [
+        ('    """n must be divisible by B."""\n    pass\n', True, False),
+        ("    # assumes n is a multiple of B\n    pass\n", True, False),
+        ('    """Adds."""\n    pass\n', False, False),
+        ("    o = tl.multiple_of(tl.program_id(0) * B, B)\n", False, True),
+        ("    o = tl.program_id(0) * B\n", False, False),
+    ]
+    for body, documented, hinted in cases:
+        f, kernel = _kernel(head + body)
+        assert tt.documents_divisibility(f, kernel) is documented, body
+        assert tt.hints_alignment(f, kernel) is hinted, body
+
+
 def test_a_start_scaled_by_a_literal_steps_by_the_scaled_size():
     file = parse(
         "import triton\nimport triton.language as tl\n"
@@ -272,3 +316,48 @@ def test_a_start_scaled_by_a_literal_steps_by_the_scaled_size():
     assert flow.of(body["a"]).tiles == {("BLOCK // 2", tt.PROGRAM)}
     assert flow.of(body["b"]).tiles == {("BLOCK * 2", tt.PROGRAM)}
     assert not flow.of(body["c"]).tiles  # divided by a run-time value: no step known
+
+
+def test_wide_names_follow_casts_annotations_and_assignments():
+    f, kernel = _kernel(
+        "@triton.jit\ndef k(x_ptr, s: tl.int64, t, u, BLOCK: tl.constexpr):\n"
+        "    pid = tl.program_id(0).to(tl.int64)\n"
+        "    row = pid // 2\n"
+        "    t = tl.cast(t, tl.int64)\n"
+        "    other = tl.program_id(1)\n"
+        "    u2 = u * 2\n"
+    )
+    assert tt.wide_names(f, kernel) == {"s", "pid", "row", "t"}
+    assert tt.widens_anywhere(f, kernel)
+    f, kernel = _kernel(
+        "@triton.jit\ndef k(x_ptr, s):\n    tl.store(x_ptr + (s * 2).to(tl.int64), 0)\n"
+    )
+    assert not tt.wide_names(f, kernel) and tt.widens_anywhere(f, kernel)  # an inline cast
+    f, kernel = _kernel("@triton.jit\ndef k(x_ptr, s):\n    x = tl.load(x_ptr + s.to(tl.int32))\n")
+    assert not tt.widens_anywhere(f, kernel)
+
+
+def test_index_products_feed_tile_pointers_and_say_whether_alone():
+    f, kernel = _kernel(
+        "@triton.jit\n"
+        "def k(x_ptr, y_ptr, s_ptr, o_ptr, stride, stride_z, stride_h, n, BLOCK: tl.constexpr):\n"
+        "    row = tl.program_id(0)\n"
+        "    z = tl.program_id(1)\n"
+        "    cols = tl.arange(0, BLOCK)\n"
+        "    start = row * stride\n"
+        "    x = tl.load(x_ptr + start + cols)\n"  # one product, a tile: alone
+        "    s = tl.load(s_ptr + row * n)\n"  # one element per row: no tile
+        "    y = tl.load(y_ptr + z * stride_z + row * stride_h + cols)\n"  # two terms
+        "    offs_m = tl.arange(0, BLOCK)\n"
+        "    tl.store(o_ptr + z * n + offs_m[:, None] * stride, x)\n"  # beside a row tile
+        "    unused = row * n\n"  # feeds no pointer
+        "    for i in range(n):\n"
+        "        tl.store(o_ptr + i * stride + cols, x)\n"  # a loop counter
+    )
+    got = {(p.text, p.alone, p.wide) for p in tt.index_products(f, kernel)}
+    assert got == {
+        ("row * stride", True, False),
+        ("z * stride_z", False, False),
+        ("row * stride_h", False, False),
+        ("z * n", False, False),
+    }

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -332,6 +333,53 @@ class ProjectSession:
             info.relpath, hashlib.sha256(data).hexdigest(), tuple(sites), tuple(deps.items())
         )
 
+    # -- who uses a name defined here ----------------------------------------------------------
+    def modules_subscripting(self, name: str) -> list[tuple[PythonFile, ProjectSession]]:
+        """The other modules of the tree whose text subscripts `name` (`name[...]`, as a Triton
+        launch `add_kernel[grid](...)` does), parsed, each with its own session. A cheap text
+        index of the subscripted names of every module is built once per process; a module is
+        parsed only when it subscripts the name, and recorded as consulted (an edited launcher
+        invalidates this file's cached result)."""
+        out: list[tuple[PythonFile, ProjectSession]] = []
+        if self.depth >= MAX_DEPTH:
+            return out
+        for module in _subscripting_index(self.index).get(name, ()):
+            info = self.index.modules.get(module)
+            if info is None or info.relpath == self.relpath:
+                continue
+            if len(self.deps) >= MAX_MODULES_PER_FILE and info.relpath not in self.deps:
+                break
+            if module not in _PARSED:
+                _PARSED[module] = _parse_module(self.index, info)
+            found = _PARSED[module]
+            if found is None:
+                continue
+            parsed, digest = found
+            self.deps[info.relpath] = digest
+            out.append((parsed, ProjectSession(self.index, info.relpath, self.depth + 1)))
+        return out
+
+    def refers_to(self, file: PythonFile, node: ast.expr, module: str | None, name: str) -> bool:
+        """Whether `node` in `file` (the module of this session) is the top-level `name` of the
+        tree's `module`: imported from it (`from .kernels import add_kernel; add_kernel`), or
+        an attribute of it imported as a module (`from . import kernels; kernels.add_kernel`)."""
+        if module is None:
+            return False
+        if isinstance(node, ast.Name):
+            imported = self._imported(file, node.id, node)
+            if imported is None or imported[1] != name:
+                return False
+            return self.index.resolve_module(imported[0], self.relpath) == module
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            if node.attr != name:
+                return False
+            imported = self._imported(file, node.value.id, node)
+            if imported is None:
+                return False
+            dotted = f"{imported[0]}.{imported[1]}" if imported[1] else imported[0]
+            return self.index.resolve_module(dotted, self.relpath) == module
+        return False
+
     # -- resolving a call to (module, function) ------------------------------------------------
     def _target(self, file: PythonFile, call: ast.Call) -> tuple[str, str] | None:
         func = call.func
@@ -520,6 +568,44 @@ class ProjectSession:
         return table, inner.deps
 
 
+# Per process: module name -> (the parsed module, its digest), or None when it cannot be read
+# or parsed; and, per index, the names each module subscripts (`name[`), by name.
+_PARSED: dict[str, tuple[PythonFile, str] | None] = {}
+_SUBSCRIPTING: dict[int, dict[str, list[str]]] = {}
+_SUBSCRIPT = re.compile(rb"([A-Za-z_][A-Za-z0-9_]*)\s*\[")
+
+
+def _subscripting_index(index: ProjectIndex) -> dict[str, list[str]]:
+    key = id(index)
+    if key not in _SUBSCRIPTING:
+        from gpulint.safeio import MAX_SOURCE_BYTES, read_bytes
+
+        _SUBSCRIPTING.clear()  # one index per run
+        table: dict[str, list[str]] = {}
+        for name, info in index.modules.items():
+            try:
+                data = read_bytes(info.path, MAX_SOURCE_BYTES, index.roots)
+            except Exception:  # unreadable: that file's own lint reports it
+                continue
+            for word in {m.group(1).decode("ascii") for m in _SUBSCRIPT.finditer(data)}:
+                table.setdefault(word, []).append(name)
+        _SUBSCRIPTING[key] = table
+    return _SUBSCRIPTING[key]
+
+
+def _parse_module(index: ProjectIndex, info: _Module) -> tuple[PythonFile, str] | None:
+    from gpulint.frontends.python import FRONTEND
+    from gpulint.safeio import MAX_SOURCE_BYTES, read_bytes
+    from gpulint.settings import Settings
+
+    try:
+        data = read_bytes(info.path, MAX_SOURCE_BYTES, index.roots)
+        parsed = FRONTEND.parse(info.relpath, data, Settings())
+    except Exception:  # unreadable, unparsable: that file's own lint reports it
+        return None
+    return parsed, hashlib.sha256(data).hexdigest()
+
+
 def _defines(text: bytes, name: str) -> bool:
     """The module's text has a top-level `def name(` or `class name` (a cheap test before a
     star import is taken to bring `name`: the summary is computed only if it does)."""
@@ -538,6 +624,8 @@ def reset() -> None:
     _COMPILED_OPS.clear()
     _CHEAP_DATASETS.clear()
     _TIMING_DECORATORS.clear()
+    _PARSED.clear()
+    _SUBSCRIPTING.clear()
 
 
 # Per process: module name -> (runs compiled extension ops, its digest, the tree modules it

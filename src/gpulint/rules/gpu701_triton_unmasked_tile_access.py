@@ -18,12 +18,16 @@ class TritonUnmaskedTileAccess(Rule):
     attention kernel). A program-id tile counts where the code treats `X` as a tile of a larger
     extent: an autotuned meta-parameter, a divisor of `cdiv` (in the kernel or its launch grid),
     a loop step, or a size the kernel's own masks bound, or constexpr arithmetic of one by a
-    literal (`pid * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2)`, the packed bytes of a fp4
-    tile; `pid * BLOCK * 2 + tl.arange(0, BLOCK * 2)`); `row * D + tl.arange(0, D)` with none
+    literal or another constexpr (`pid * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2)`, the
+    packed bytes of a fp4 tile; `pid * BLOCK * 2 + tl.arange(0, BLOCK * 2)`; the
+    `BLOCK // GROUP_SIZE` scales of a group quantizer); `row * D + tl.arange(0, D)` with none
     of these is a whole row and is left alone. A kernel with no launch in its file (its
     launcher lives elsewhere) that is passed a size it never reads (the textbook
     `add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE)` with its masks left out; not a
-    pointer or a stride, by their names) has its constexpr blocks taken as tiles of it. Block pointers are checked the same way: a
+    pointer or a stride, by their names) has its constexpr blocks taken as tiles of it, unless
+    its docstring or comments say a size is divisible by (a multiple of) the block, or it hints
+    alignment (`tl.multiple_of`, `tl.max_contiguous`, `tl.assume`). Block pointers are checked
+    the same way: a
     `tl.make_block_ptr` whose offsets are tiled by a program id, or that `tl.advance` moves by
     its block in such a loop, needs `boundary_check` on that dimension unless the dimension's
     shape is a compile-time constant.
@@ -49,6 +53,11 @@ class TritonUnmaskedTileAccess(Rule):
     of a tile it passes (`torch.empty((triton.cdiv(m, B) * B, k))`, `m + (B - m % B) % B`); pointers into a buffer strided by a size
     named as rounded or padded (`seqlen_q_rounded`: allocated up to a multiple of the block),
     also through a `@triton.jit` helper whose callers all pass such a pointer; test code.
+    Launches in other modules of the checked tree count as the file's own: a kernels module
+    launched from `ops.py` (`from .kernels import add_kernel; add_kernel[grid](...)`, or
+    `from . import kernels; kernels.add_kernel[grid](...)`) takes its tiles from that
+    launcher's `cdiv` grid, and is left alone where that launcher asserts divisibility or
+    launches an exact grid.
     A definition under `if MODE == "a":` on a constexpr does not reach a use under
     `if MODE == "b":`.
 
@@ -215,9 +224,22 @@ def k(x_ptr, n, BLOCK: tl.constexpr):
         for kernel in kernels:
             if kernel.name in exact or _kernel_declares_divisibility(file, kernel):
                 continue
+            remote = {id(host): host for host, _ in tt.remote_launches(file, kernel)}
+            if any(
+                kernel.name in _exact_grid_kernels(host)
+                or _launcher_asserts_divisibility(host, [kernel], file)
+                for host in remote.values()
+            ):
+                continue  # launched from another module that relies on or asserts divisibility
             flow = tt.flow(file, kernel)
             known = tt.tile_sizes(file, kernel)
-            if not tt.launches(file, kernel) and tt.unread_sizes(kernel):
+            constexprs = frozenset(kernel.constexprs)
+            if (
+                not tt.host_launches(file, kernel)
+                and tt.unread_sizes(kernel)
+                and not tt.documents_divisibility(file, kernel)
+                and not tt.hints_alignment(file, kernel)
+            ):
                 # Launched from elsewhere, and a size it is passed goes unread (the textbook
                 # `n_elements` of a kernel with no mask): its constexpr blocks tile that size.
                 known = known | frozenset(kernel.constexprs)
@@ -249,7 +271,11 @@ def k(x_ptr, n, BLOCK: tl.constexpr):
                 else:
                     unchecked = None
                     tiles = sorted(
-                        ((x, o) for x, o in value.tiles if o == tt.LOOP or tt.is_tile(x, known)),
+                        (
+                            (x, o)
+                            for x, o in value.tiles
+                            if o == tt.LOOP or tt.is_tile(x, known, constexprs)
+                        ),
                         key=lambda t: (t[0] not in known, t),  # a size as written first
                     )
                     if not tiles or value.bits & tt.PADDED:
@@ -336,11 +362,14 @@ def _has_mod(node: ast.AST) -> bool:
     return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(node))
 
 
-def _launcher_asserts_divisibility(file: PythonFile, kernels) -> bool:
+def _launcher_asserts_divisibility(
+    file: PythonFile, kernels, home: PythonFile | None = None
+) -> bool:
     """`assert n % BLOCK == 0`, or `if n % BLOCK != 0: raise ...`, anywhere in the module (a
     modulus that is one of the kernels' tile sizes, or a literal of 32 or more: `% 16` is
-    alignment, `% nheads_k` a shape check)."""
-    sizes = set().union(*(tt.tile_sizes(file, k) for k in kernels))
+    alignment, `% nheads_k` a shape check). `home`: the kernels' own file, where `file` is
+    another module that launches them."""
+    sizes = set().union(*(tt.tile_sizes(home or file, k) for k in kernels))
     constexprs = {c for k in kernels for c in k.constexprs}
     for call in file.nodes(ast.Call):  # kernel[grid](..., BLOCK_SIZE=block_size)
         if isinstance(call.func, ast.Subscript):

@@ -13,7 +13,8 @@ One module per fact, each importing only those above it:
 - `autotune`: the `triton.Config`s of an autotune decorator;
 - `launches`: `kernel[grid](...)` sites and what the host code proves about tiles there;
 - `offsets`: the dataflow of tiled offsets inside a kernel, and load/store masks;
-- `tiles`: which sizes are tiles, and the shared-memory tiles of a `tl.dot` pipeline.
+- `tiles`: which sizes are tiles, and the shared-memory tiles of a `tl.dot` pipeline;
+- `widths`: 64-bit values, and program-id products that offset a pointer in int32.
 
 The names rules use are importable from here.
 """
@@ -29,6 +30,8 @@ from gpulint.frontends.python.triton.autotune import (
 )
 from gpulint.frontends.python.triton.kernels import (
     Kernel,
+    documents_divisibility,
+    hints_alignment,
     is_autotune_decorator,
     is_jit_decorator,
     kernel_calls,
@@ -38,11 +41,13 @@ from gpulint.frontends.python.triton.kernels import (
 )
 from gpulint.frontends.python.triton.launches import (
     divisibility_flags,
+    host_launches,
     launch_bindings,
     launch_divided_tiles,
     launch_padded_buffers,
     launches,
     mod_polarity,
+    remote_launches,
 )
 from gpulint.frontends.python.triton.literals import (
     TL,
@@ -82,6 +87,13 @@ from gpulint.frontends.python.triton.tiles import (
     tile_bytes,
     tile_sizes,
 )
+from gpulint.frontends.python.triton.widths import (
+    IndexProduct,
+    index_products,
+    is_wide,
+    wide_names,
+    widens_anywhere,
+)
 
 __all__ = [
     "ARANGE",
@@ -96,6 +108,7 @@ __all__ = [
     "TL",
     "TRITON_DEFAULT_STAGES",
     "Config",
+    "IndexProduct",
     "Kernel",
     "OffsetFlow",
     "Offsets",
@@ -108,16 +121,21 @@ __all__ = [
     "ceil_division",
     "comprehension_bindings",
     "divisibility_flags",
+    "documents_divisibility",
     "dot_operand_tiles",
     "element_bytes",
     "evaluate",
     "flow",
+    "hints_alignment",
+    "index_products",
+    "host_launches",
     "is_autotune_decorator",
     "is_config_call",
     "is_tile",
     "is_jit_decorator",
     "is_power_of_two",
     "is_triton",
+    "is_wide",
     "kernel_calls",
     "kernel_of",
     "kernels",
@@ -131,9 +149,12 @@ __all__ = [
     "one_config",
     "pipeline_buffers",
     "prunes_configs",
+    "remote_launches",
     "shared_memory_estimate",
     "tile_bytes",
     "tile_sizes",
     "tl_name",
     "unread_sizes",
+    "wide_names",
+    "widens_anywhere",
 ]

@@ -99,6 +99,31 @@ def unread_sizes(kernel: Kernel) -> frozenset[str]:
     )
 
 
+# A size said to be a multiple of the block, in a kernel's docstring or comments: "n_elements
+# must be divisible by BLOCK_SIZE", "assumes N is a multiple of BLOCK".
+_DIVISIBLE_TEXT = re.compile(r"(?i)\bdivisible\b|\bmultiples? of\b|\bdivides\b|\bevenly\b")
+
+
+def documents_divisibility(file: PythonFile, kernel: Kernel) -> bool:
+    """The kernel's own text (its docstring, comments in its body or on the lines of its
+    decorators and signature) says a size is a multiple of a block."""
+    first = min([kernel.node.lineno, *(d.lineno for d in kernel.node.decorator_list)])
+    last = kernel.node.end_lineno or kernel.node.lineno
+    lines = file.text.splitlines()[first - 1 : last]
+    doc = ast.get_docstring(kernel.node) or ""
+    comments = [line.partition("#")[2] for line in lines if "#" in line]
+    return bool(_DIVISIBLE_TEXT.search(doc) or any(_DIVISIBLE_TEXT.search(c) for c in comments))
+
+
+def hints_alignment(file: PythonFile, kernel: Kernel) -> bool:
+    """`tl.multiple_of` / `tl.max_contiguous` / `tl.assume` anywhere in the kernel: its author
+    states what its offsets are multiples of."""
+    return any(
+        isinstance(n, ast.Call) and tl_name(file, n) in ("multiple_of", "max_contiguous", "assume")
+        for n in ast.walk(kernel.node)
+    )
+
+
 def kernel_of(file: PythonFile, node: ast.AST) -> Kernel | None:
     """The `@triton.jit` function that `node` sits in, if any."""
     by_node = {k.node: k for k in kernels(file)}

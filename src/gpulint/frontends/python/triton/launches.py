@@ -1,5 +1,6 @@
-"""Launch sites of Triton kernels, `kernel[grid](...)` in the host code of the same file, and
-what they prove about a kernel's tiles: the parameter each argument binds, divisibility flags
+"""Launch sites of Triton kernels, `kernel[grid](...)` in the host code of the same file or of
+another module of the checked tree that imports the kernel, and what they prove about a
+kernel's tiles: the parameter each argument binds, divisibility flags
 passed or set by heuristics, dimensions the launcher asserts are multiples of a tile, and
 buffers it allocates rounded up to one."""
 
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 
 _LAUNCH_DIVIDED: MemoKey[dict[int, frozenset[str]]] = MemoKey("triton.launch_divided")
 _LAUNCH_PADDED: MemoKey[dict[int, frozenset[str]]] = MemoKey("triton.launch_padded")
+_REMOTE: MemoKey[dict[int, list[tuple[PythonFile, ast.Call]]]] = MemoKey("triton.remote_launches")
 
 
 def divisibility_flags(file: PythonFile, kernel: Kernel) -> dict[str, bool]:
@@ -36,9 +38,7 @@ def divisibility_flags(file: PythonFile, kernel: Kernel) -> dict[str, bool]:
                     polarity = mod_polarity(body)
                     if polarity is not None:
                         out[k.value] = polarity
-    for call in file.nodes(ast.Call):
-        if not isinstance(call.func, ast.Subscript) or label(call.func.value) != kernel.name:
-            continue
+    for host, call in host_launches(file, kernel):
         params = kernel.params
         passed = [(params[i], a) for i, a in enumerate(call.args) if i < len(params)]
         starred = [i for i, a in enumerate(call.args) if isinstance(a, ast.Starred)]
@@ -58,7 +58,7 @@ def divisibility_flags(file: PythonFile, kernel: Kernel) -> dict[str, bool]:
                 # the last plain assignment above the launch, from the model's bindings
                 found = [
                     b
-                    for b in file.model.bindings_of(value.id, before=call)
+                    for b in host.model.bindings_of(value.id, before=call)
                     if b.kind in ("assign", "annassign")
                     and b.value is not None
                     and b.position[0] < call.lineno
@@ -124,6 +124,35 @@ def launches(file: PythonFile, kernel: Kernel) -> list[ast.Call]:
         for call in file.nodes(ast.Call)
         if isinstance(call.func, ast.Subscript) and label(call.func.value) == kernel.name
     ]
+
+
+def remote_launches(file: PythonFile, kernel: Kernel) -> list[tuple[PythonFile, ast.Call]]:
+    """`kernel[grid](...)` in other modules of the checked tree that import the kernel from
+    this file (`from .kernels import add_kernel; add_kernel[grid](...)`, or `from . import
+    kernels; kernels.add_kernel[grid](...)`), each with the module it sits in; none when the
+    file is linted without its project."""
+    cache = file.memo.get(_REMOTE, dict)
+    key = id(kernel.node)
+    if key in cache:
+        return cache[key]
+    out: list[tuple[PythonFile, ast.Call]] = []
+    project = file.project
+    if project is not None:
+        for host, session in project.modules_subscripting(kernel.name):
+            for call in host.nodes(ast.Call):
+                func = call.func
+                if isinstance(func, ast.Subscript) and session.refers_to(
+                    host, func.value, project.name, kernel.name
+                ):
+                    out.append((host, call))
+    cache[key] = out
+    return out
+
+
+def host_launches(file: PythonFile, kernel: Kernel) -> list[tuple[PythonFile, ast.Call]]:
+    """Every launch of the kernel: in its own file, then in other modules of the tree, each
+    with the module whose host code makes it."""
+    return [(file, c) for c in launches(file, kernel)] + remote_launches(file, kernel)
 
 
 def _host_value(
@@ -351,30 +380,29 @@ def launch_divided_tiles(file: PythonFile, kernel: Kernel) -> frozenset[str]:
     key = id(kernel.node)
     if key in cache:
         return cache[key]
-    calls = launches(file, kernel)
     out: set[str] | None = None
-    for call in calls:
-        scope = file.enclosing_function(call)
+    for host, call in host_launches(file, kernel):
+        scope = host.enclosing_function(call)
         if scope is None:
             out = set()
             break
         bound = launch_bindings(kernel, call)
         passed = set().union(*(_names(v) for v in bound.values())) if bound else set()
         checks = [
-            (dim, c) for dim, c in _checked_multiples(file, scope, call) if _names(dim) & passed
+            (dim, c) for dim, c in _checked_multiples(host, scope, call) if _names(dim) & passed
         ]
         here = set()
         for param in kernel.constexprs:
             values = _tile_values(file, kernel, bound, param)
             if not values:
                 continue
-            ints = [_host_int(file, scope, v, call.lineno) for v in values]
+            ints = [_host_int(host, scope, v, call.lineno) for v in values]
             known = [b for b in ints if b]
             if len(known) == len(ints) and any(all(c % b == 0 for b in known) for _, c in checks):
                 here.add(param)
                 continue
             if len(values) == 1:
-                dim = _divides_dim(file, _host_value(file, scope, values[0], call.lineno))
+                dim = _divides_dim(host, _host_value(host, scope, values[0], call.lineno))
                 if dim is not None and _names(dim) & passed:
                     here.add(param)
         out = here if out is None else out & here
@@ -390,8 +418,8 @@ def launch_padded_buffers(file: PythonFile, kernel: Kernel) -> frozenset[str]:
     if key in cache:
         return cache[key]
     out: set[str] | None = None
-    for call in launches(file, kernel):
-        scope = file.enclosing_function(call)
+    for host, call in host_launches(file, kernel):
+        scope = host.enclosing_function(call)
         if scope is None:
             out = set()
             break
@@ -413,10 +441,10 @@ def launch_padded_buffers(file: PythonFile, kernel: Kernel) -> frozenset[str]:
                 and arg.func.attr == "contiguous"
                 else arg
             )
-            for dim in _allocated_dims(file, scope, base, call.lineno):
-                multiples = _rounded_to(file, scope, dim, call.lineno)
+            for dim in _allocated_dims(host, scope, base, call.lineno):
+                multiples = _rounded_to(host, scope, dim, call.lineno)
                 if any(
-                    _same_size(file, scope, m, t, call.lineno) for m in multiples for t in tiles
+                    _same_size(host, scope, m, t, call.lineno) for m in multiples for t in tiles
                 ):
                     here.add(param)
         out = here if out is None else out & here

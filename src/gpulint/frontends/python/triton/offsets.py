@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -466,7 +466,7 @@ class OffsetFlow:
                     (left, node.right, "{x} * {c}"),
                     (right, node.left, "{c} * {x}"),
                 ):
-                    scaled = _scaled_start(start, factor, text)
+                    scaled = _scaled_start(start, factor, text, self.kernel.constexprs)
                     if scaled is not None:
                         return scaled  # `pid * BLOCK * 2`: a start stepping by `BLOCK * 2`
                 return (left | right).keep(ARANGE | START | TILE | PADDED)  # scaled by a stride
@@ -478,7 +478,7 @@ class OffsetFlow:
                     keep |= INDEX
                 return left.keep(keep)
             if isinstance(node.op, ast.FloorDiv):
-                scaled = _scaled_start(left, node.right, "{x} // {c}")
+                scaled = _scaled_start(left, node.right, "{x} // {c}", self.kernel.constexprs)
                 if scaled is not None:
                     return scaled  # `pid * BLOCK // 2`: a start stepping by `BLOCK // 2`
                 return left.keep(INDEX)
@@ -559,17 +559,23 @@ class OffsetFlow:
 _PARAM_STACK: list[tuple[str, str]] = []
 
 
-def _scaled_start(value: Offsets, factor: ast.AST, text: str) -> Offsets | None:
-    """A start `index * X` scaled by a literal `c` (`* c`, `// c`) steps by `X * c` / `X // c`,
-    spelled as `tl.arange(0, X // 2)` spells it; None for anything else (a stride, a run-time
-    factor, a start of a composite size)."""
+def _scaled_start(
+    value: Offsets, factor: ast.AST, text: str, constexprs: Collection[str] = ()
+) -> Offsets | None:
+    """A start `index * X` scaled by a literal `c` or a constexpr parameter (`* c`, `// c`,
+    `* GROUP`) steps by `X * c` / `X // c`, spelled as `tl.arange(0, X // 2)` spells it; None
+    for anything else (a stride, a run-time factor, a start of a composite size)."""
     if not value.bits & START or value.bits & (ARANGE | TILE | BLOCKPTR):
         return None
-    if not (isinstance(factor, ast.Constant) and type(factor.value) is int and factor.value > 1):
+    if isinstance(factor, ast.Constant) and type(factor.value) is int and factor.value > 1:
+        c = str(factor.value)
+    elif isinstance(factor, ast.Name) and factor.id in constexprs:
+        c = factor.id
+    else:
         return None
-    if not value.starts or not all(x.isidentifier() for x, _ in value.starts):
+    if not value.starts or not all(x.isidentifier() and x != c for x, _ in value.starts):
         return None
-    starts = frozenset((text.format(x=x, c=factor.value), o) for x, o in value.starts)
+    starts = frozenset((text.format(x=x, c=c), o) for x, o in value.starts)
     return Offsets(START | (value.bits & PADDED), starts=starts)
 
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from gpulint.frontends import MemoKey
 from gpulint.frontends.python.triton.autotune import Config, is_config_call
 from gpulint.frontends.python.triton.kernels import Kernel
+from gpulint.frontends.python.triton.launches import launch_bindings, remote_launches
 from gpulint.frontends.python.triton.literals import (
     Unknown,
     ceil_division,
@@ -95,11 +96,12 @@ def _rounds_up(node: ast.AST) -> bool:
     return f == "next_power_of_2"
 
 
-def is_tile(size: str, known: frozenset[str]) -> bool:
+def is_tile(size: str, known: frozenset[str], constexprs: frozenset[str] = frozenset()) -> bool:
     """`size` is one of the `known` tile sizes (`tile_sizes`), or constexpr arithmetic of one
-    by a literal: `BLOCK_N // 8` (the packed columns of a BLOCK_N tile), `BLOCK * 2`, `2 * BK`.
-    A tile scaled by a constant covers a scaled extent in as many blocks, and overruns it the
-    same way."""
+    by a literal or by another of the kernel's `constexprs`: `BLOCK_N // 8` (the packed columns
+    of a BLOCK_N tile), `BLOCK * 2`, `2 * BK`, `BLOCK // GROUP`. A tile scaled by a constant
+    covers a scaled extent in as many blocks, and overruns it the same way; a run-time factor
+    (`BLOCK // n`) is no such constant."""
     if size in known:
         return True
     try:
@@ -114,9 +116,10 @@ def is_tile(size: str, known: frozenset[str]) -> bool:
     return any(
         isinstance(base, ast.Name)
         and base.id in known
-        and isinstance(c, ast.Constant)
-        and type(c.value) is int
-        and c.value > 1
+        and (
+            (isinstance(c, ast.Constant) and type(c.value) is int and c.value > 1)
+            or (isinstance(c, ast.Name) and c.id in constexprs and c.id != base.id)
+        )
         for base, c in sides
     )
 
@@ -125,13 +128,22 @@ def tile_sizes(file: PythonFile, kernel: Kernel) -> frozenset[str]:
     """Sizes the code itself treats as tiles of a larger extent, so that a program-id tile of
     that size can overrun: autotuned meta-parameters, divisors of a ceiling division anywhere in
     the file (`tl.cdiv(n, X)`, `triton.cdiv(n, meta["X"])`, and launch keywords passed such a
-    divisor), loop steps, and sizes the kernel's own masks bound. A size with none of these
+    divisor; or in the host code of another module of the tree that launches the kernel),
+    loop steps, and sizes the kernel's own masks bound. A size with none of these
     (`row * D + tl.arange(0, D)`: a whole row) is left alone."""
     cache = file.memo.get(_TILES, dict)
     key = id(kernel.node)
     if key in cache:
         return cache[key]
     sizes: set[str] = set(_file_tile_sizes(file))
+    for host, call in remote_launches(file, kernel):
+        # Launched from another module: what its host code divides by (`triton.cdiv(n,
+        # BLOCK_SIZE)`), and the constexprs it binds to such a divisor, positionally too.
+        host_sizes = _file_tile_sizes(host)
+        sizes |= host_sizes
+        for param, value in launch_bindings(kernel, call).items():
+            if param in kernel.constexprs and (label(value) in host_sizes or _rounds_up(value)):
+                sizes.add(param)
     f = flow(file, kernel)
     for node in ast.walk(kernel.node):
         if isinstance(node, ast.For):
