@@ -172,7 +172,8 @@ def test_page_lists_left_alone_then_known_problems(rule):
         assert page.index("## Known problems") > left
     # `gpulint rule CODE` and SARIF's help.text carry the same list.
     text = rule_text(rule)
-    assert "Left alone" in text and all(e.why in text for e in rule.EXEMPTIONS)
+    assert "Left alone" in text
+    assert all(e.why.replace("**", "") in text for e in rule.EXEMPTIONS)
 
 
 @pytest.mark.parametrize(
