@@ -220,9 +220,7 @@ def main(args):
                 continue
             value = workers.value
             if isinstance(value, ast.Constant):
-                if self.exempt(
-                    "no-workers", not isinstance(value.value, int) or value.value <= 0
-                ):
+                if self.exempt("no-workers", not isinstance(value.value, int) or value.value <= 0):
                     continue
                 shown, fix = str(value.value), "True"
             else:

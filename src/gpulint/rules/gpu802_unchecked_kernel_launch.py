@@ -199,7 +199,7 @@ void step(float* x, int n) { fill(x, n); }
             "A standalone program: a file defining `main`, the `#if` branch holding `main` "
             "beside library code, the functions only it calls, headers only programs include, a "
             "file that `#include`s a driver source defining `main` (a tutorial step's "
-            "`#include \"launch.cu\"`). Demos and benchmark drivers print what they measured, "
+            '`#include "launch.cu"`). Demos and benchmark drivers print what they measured, '
             "and whether to check is their author's choice, not a hot-path bug.",
             """
 __global__ void k(float* x) {}

@@ -124,7 +124,7 @@ void drained(torch::Tensor x) {
         Exemption(
             "script-built-extension",
             "An extension source built only by a Python script in its own folder "
-            "(`torch.utils.cpp_extension.load(sources=[\"op.cu\"])`, no `setup.py` there or one "
+            '(`torch.utils.cpp_extension.load(sources=["op.cu"])`, no `setup.py` there or one '
             "folder up packaging it) where no Python file of the folder mentions a stream or a "
             "CUDA graph, or an extension only scripts use (see GPU802: no package's module loads "
             "or imports it) whose scripts never mention one: every caller of its ops is in "
