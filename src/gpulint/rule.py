@@ -10,10 +10,11 @@ is registered by hand.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 import textwrap
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import (
     TYPE_CHECKING,
@@ -93,6 +94,43 @@ class Valid:
     targets: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class Exemption:
+    """A case a rule leaves alone on purpose, as ruff's and clang-tidy's docs list theirs.
+
+    `name` (kebab-case) is what the rule's code passes to `Rule.exempt` where it stays silent,
+    so every deliberate silence is named; `why` is one line for the rule's page ("Left alone"):
+    the case, then why no finding is right. `example` (a snippet, linted as the rule's VALID
+    examples are) or `fixture` (a file under fixtures/, linted as tests/test_fixtures.py does)
+    must stay silent and take this exemption: tests/test_exemptions.py runs it. `filename`: the
+    path the example is linted as, where the case depends on it (test code), instead of the
+    rule's example file name. `files`: for a case only a project shows (an extension and the
+    scripts that load it), its files as (path, text) pairs, linted together as one tree."""
+
+    name: str
+    why: str
+    example: str | Valid | None = None
+    fixture: str | None = None
+    filename: str | None = None
+    files: tuple[tuple[str, str], ...] = ()
+
+
+# Set by `recording_exemptions()`: the (rule code, exemption name) pairs taken while it is on.
+_TAKEN: set[tuple[str, str]] | None = None
+
+
+@contextlib.contextmanager
+def recording_exemptions() -> Iterator[set[tuple[str, str]]]:
+    """Record the exemptions rules take (tests: an exemption's example must take it). While on,
+    `Rule.exempt` also refuses a name its rule does not declare."""
+    global _TAKEN
+    before, _TAKEN = _TAKEN, set()
+    try:
+        yield _TAKEN
+    finally:
+        _TAKEN = before
+
+
 class Rule(Generic[FileT]):
     """The base of every rule. `Rule[PythonFile]` (or `Rule[CudaFile]`, ...) types `file` in
     `report` and `finish`; a bare `Rule` is `Rule[Any]`, for rules over several formats."""
@@ -125,6 +163,9 @@ class Rule(Generic[FileT]):
     example_filename: ClassVar[str | None] = None  # file name the examples are linted as
     VALID: ClassVar[list[str | Valid]] = []
     INVALID: ClassVar[list[str | Invalid]] = []
+    # The cases the rule leaves alone on purpose, each taken in its code by `self.exempt(name,
+    # ...)` and shown on its page under "Left alone" (a subclass inherits its parent's).
+    EXEMPTIONS: ClassVar[tuple[Exemption, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -132,6 +173,9 @@ class Rule(Generic[FileT]):
             raise TypeError(f"{cls.__name__}: `default_enabled` is gone; set `tier` instead")
         if cls.tier not in TIERS:
             raise TypeError(f"{cls.__name__}: tier {cls.tier!r} is not one of {TIERS}")
+        names = [e.name for e in cls.EXEMPTIONS]
+        if len(set(names)) != len(names):
+            raise TypeError(f"{cls.__name__}: an exemption is declared twice in {names}")
 
     @classmethod
     def default_enabled(cls) -> bool:
@@ -169,6 +213,21 @@ class Rule(Generic[FileT]):
             fix if self.fixable else None,
             related,
         )
+
+    def exempt(self, name: str, taken: object) -> bool:
+        """`bool(taken)`: whether the case `name` (one of `EXEMPTIONS`) holds here, so the rule
+        stays silent. Written where the rule decides, `if self.exempt("test-code", file.is_test):
+        return`, it names the silent path; tests/test_exemptions.py checks every name used is
+        declared, every declared one is used, and its example takes it."""
+        if taken and _TAKEN is not None:
+            if name not in {e.name for e in self.EXEMPTIONS}:
+                raise ValueError(f"{self.code}: exemption {name!r} is not in its EXEMPTIONS")
+            _TAKEN.add((self.code, name))
+        return bool(taken)
+
+    @classmethod
+    def exemption(cls, name: str) -> Exemption | None:
+        return next((e for e in cls.EXEMPTIONS if e.name == name), None)
 
     def finish(self, file: FileT) -> Iterable[Finding]:
         """Called once after the walk, for rules that judge the whole file."""

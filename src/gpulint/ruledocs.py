@@ -17,6 +17,9 @@ from importlib import resources
 
 from gpulint.rule import DOC_SECTIONS, Invalid, Rule, Valid
 
+# Docstring sections the page places itself (not among a rule's extra sections).
+KNOWN_PROBLEMS = "Known problems"
+
 # Families by hundreds, as in the catalog.
 FAMILIES = {
     "GPU1": "Host-device syncs and data movement",
@@ -331,6 +334,40 @@ def _examples(rule: type[Rule]) -> list[str]:
     return lines
 
 
+def _left_alone(rule: type[Rule]) -> list[str]:
+    """The rule's declared exemptions (`Rule.EXEMPTIONS`), each with the silent example the
+    test suite runs to show the rule takes it."""
+    if not rule.EXEMPTIONS:
+        return []
+    lines = [
+        "## Left alone",
+        "",
+        "Cases the rule leaves alone on purpose. Each is named where the rule's code takes it "
+        "(`self.exempt(...)`), and its example is linted by the test suite, which checks that "
+        "the rule stays silent there for that reason.",
+        "",
+    ]
+    info = _example_info(rule)
+    for exemption in rule.EXEMPTIONS:
+        lines += [f"### `{exemption.name}`", "", exemption.why, ""]
+        if exemption.example is not None:
+            quiet = (
+                exemption.example
+                if isinstance(exemption.example, Valid)
+                else Valid(exemption.example)
+            )
+            lines += _targets_note(quiet.targets)
+            if exemption.filename:
+                lines += [f"In `{exemption.filename}`:", ""]
+            lines += _fence(quiet.code, info) + [""]
+        for path, text in exemption.files:
+            suffix = "." + path.rsplit(".", 1)[-1] if "." in path else ""
+            lines += [f"`{path}`:", ""] + _fence(text, _FENCE.get(suffix, "")) + [""]
+        if exemption.fixture is not None:
+            lines += [f"Example: `fixtures/{exemption.fixture}`.", ""]
+    return lines
+
+
 def _section(sections: dict[str, str], name: str) -> list[str]:
     body = sections.get(name, "")
     return [f"## {name}", "", body, ""] if body else []
@@ -349,8 +386,10 @@ def rule_markdown(rule: type[Rule]) -> str:
     lines += _section(sections, "Use instead")
     # Sections a rule adds beyond the five (e.g. "Options"), in the order it wrote them.
     for name in sections:
-        if name not in DOC_SECTIONS:
+        if name not in DOC_SECTIONS and name != KNOWN_PROBLEMS:
             lines += _section(sections, name)
+    lines += _left_alone(rule)
+    lines += _section(sections, KNOWN_PROBLEMS)
     lines += _autofix(rule)
     lines += _examples(rule)
     lines += ["## Suppressing it", "", _suppression(rule), ""]

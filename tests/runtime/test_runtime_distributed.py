@@ -86,10 +86,17 @@ def _no_sync_raw(world, ok=True):
         "backend": "nccl",
         "variants": {
             "every_micro_step": {
-                "ms": [9.0, 9.2, 9.1], "iters": 5, "allreduces_per_step": 8, "grad_bytes": 4,
+                "ms": [9.0, 9.2, 9.1],
+                "iters": 5,
+                "allreduces_per_step": 8,
+                "grad_bytes": 4,
             },
-            "no_sync": {"ms": [5.0, 5.1, 5.2], "iters": 5, "allreduces_per_step": 1,
-                        "grad_bytes": 4},
+            "no_sync": {
+                "ms": [5.0, 5.1, 5.2],
+                "iters": 5,
+                "allreduces_per_step": 1,
+                "grad_bytes": 4,
+            },
         },  # fmt: skip
         "checks": {"same_parameters_both_ways": {"ok": ok, "max_abs_diff": 0.0 if ok else 1.0}},
     }

@@ -20,7 +20,7 @@ from gpulint.frontends.python.syncs import (
 )
 from gpulint.frontends.python.tensors import assigned_values
 from gpulint.frontends.python.timing import is_clock
-from gpulint.rule import Rule
+from gpulint.rule import Exemption, Rule
 
 _BULK = {"`.cpu()`", "`.numpy()`", "`.tolist()`"}
 _DEVICE_SYNC = "`torch.cuda.synchronize()`"
@@ -34,21 +34,19 @@ class HostSyncInStepLoop(Rule):
     step loop: `.item()`, `.cpu()`, `.numpy()`, `.tolist()`, `float()`/`int()`/`bool()` of a
     tensor, `print()` of a tensor, `torch.cuda.synchronize()`, and the implicit ones: an f-string
     or `%` formatting of a tensor, `if`/`while`/`assert` on a tensor, `nonzero()`-style ops and
-    boolean-mask indexing (their output size is data-dependent). A helper that syncs (`.item()`
-    per parameter in `clip_grads()`, a `meter.add(loss)` that calls `.item()`), called every step,
-    is reported at the call in the loop with the line that syncs, also through further calls
-    and across the modules of the checked tree (imports, `from m import *`, methods of an
-    instance built in sight).
+    boolean-mask indexing (their output size is data-dependent). A NaN check (`if not
+    torch.isfinite(loss):`) is a deliberate guard, not counted as a sync. A helper that syncs
+    (`.item()` per parameter in `clip_grads()`, a `meter.add(loss)` that calls `.item()`),
+    called every step, is reported at the call in the loop with the line that syncs, also
+    through further calls and across the modules of the checked tree (imports, `from m import
+    *`, methods of an instance built in sight).
 
     A step loop is a loop whose own body calls `.backward()`, `optimizer.step()` or
     `scaler.step()` (directly or through a function it calls once per iteration: a closure,
     `self.training_step(batch)`), or takes a batch per iteration (iterates a data loader,
-    `x, y = get_batch()`) and calls a model. NaN checks (`if not torch.isfinite(loss):`) are
-    deliberate and left alone. Calls under a periodic guard
-    (`if step % log_every == 0:`, `if should_log:`), before or after the loop, and in tests are
-    left alone, and so are conversions of values that are plainly Python numbers. A
-    `torch.cuda.synchronize()` next to a clock read or a CUDA event record is there to time the
-    step (GPU601 asks for it) and is left alone too.
+    `x, y = get_batch()`) and calls a model. Every iteration means in the loop's body, not
+    before or after the loop, and not under a periodic guard (`if step % log_every == 0:`,
+    `if should_log:`).
 
     A gradient-accumulation block (`if (i + 1) % accum == 0:` that steps the optimizer, or a
     WGAN's `if i % n_critic == 0:` generator turn) is a periodic guard too: it runs once per
@@ -61,24 +59,16 @@ class HostSyncInStepLoop(Rule):
 
     Only syncs the default path pays on every step are reported. A helper's sync counts at the
     call only where it runs on every call of the helper (not under an `if` of the helper's,
-    unless both sides of that `if` sync, nor past a guard that may return early), where the call itself is not under an `if` in the loop
-    (a branch a config value or a flag may never take), and where the caller hands it device
-    data (`all_reduce_mean(loss_value)` with `loss_value = loss.item()` gets a Python number). A
-    sync that follows an unconditional `torch.cuda.synchronize()` of the same iteration, with
-    only host work between them, costs nothing extra: the device is already idle, so the host
-    waits for nothing. A value read before the statement that moves its batch to the device
-    (`batch = move_to_device(batch, device)`) is still on the CPU. A warm-up loop, a profiler
-    pass or a loop under a `--profile`/`--benchmark` flag is opt-in measurement, not a per-step
-    cost of training. Readbacks that follow one another in an iteration are one finding, at the
-    first: once the host has waited there, a later readback on every path after it, with no
-    forward, backward or optimizer step queued between them (`loss.item()`, then
-    `acc.item()`, then a metrics dict), waits only for the few kernels in between. The finding
-    names the others (lines, and SARIF related locations); a readback after the next forward
-    waits for a whole step again and is its own finding. A sync on a side of an `if` that the script's command-line defaults do not
-    take (`if args.caption_dropout > 0:` with `default=0.0`) is not on the default path either,
-    unless the README or a launch script in the script's folder passes that option. One line
-    with two reads is one finding, and a helper called from several places of one loop is
-    reported once, at the first call.
+    unless both sides of that `if` sync, nor past a guard that may return early). A value read
+    before the statement that moves its batch to the device (`batch = move_to_device(batch,
+    device)`) is still on the CPU. Readbacks that follow one another in an iteration are one
+    finding, at the first: once the host has waited there, a later readback on every path
+    after it, with no forward, backward or optimizer step queued between them (`loss.item()`,
+    then `acc.item()`, then a metrics dict), waits only for the few kernels in between. The
+    finding names the others (lines, and SARIF related locations); a readback after the next
+    forward waits for a whole step again and is its own finding. One line with two reads is
+    one finding, and a helper called from several places of one loop is reported once, at the
+    first call.
 
     ## Why is this bad?
     CUDA runs asynchronously: the CPU queues kernels and races ahead. Reading a value back makes
@@ -110,6 +100,13 @@ class HostSyncInStepLoop(Rule):
             print(f"loss {running_loss.item() / (step + 1):.4f}")
     ```
 
+    ## Known problems
+    Whether a value is a tensor is judged from the module and the callees in sight: a sync on a
+    value the rule cannot trace to a torch op, a model call or a tensor method is missed, and a
+    flag or a branch it cannot read (a config object, an environment switch) counts as taken.
+    A sync a step's own code needs (a data-dependent shape the next op consumes) is reported
+    like any other: suppress it where it is meant.
+
     ## References
     - [CUDA semantics: asynchronous execution](https://docs.pytorch.org/docs/stable/notes/cuda.html#asynchronous-execution)
     - [PyTorch performance tuning guide: avoid unnecessary CPU-GPU synchronization](https://docs.pytorch.org/tutorials/recipes/recipes/tuning_guide.html)
@@ -131,6 +128,179 @@ class HostSyncInStepLoop(Rule):
         "{loop}{others}; keep the value on the device and read it every N steps"
     )
     tags = ("sync",)
+
+    EXEMPTIONS = (
+        Exemption(
+            "test-code",
+            "Tests: a test's loop runs a few steps to check results, not to train.",
+            """
+import torch
+for x, y in train_loader:
+    loss = model(x.cuda(), y.cuda())
+    loss.backward()
+    optimizer.step()
+    assert loss.item() < 10
+""",
+            filename="tests/test_training.py",
+        ),
+        Exemption(
+            "value-on-host",
+            "A conversion of a value already on the host (built by `.numpy()`, `.cpu()` or "
+            "`.tolist()`, or a batch element the loop never moves to the device): no sync at "
+            "all.",
+            """
+import torch
+for x, meta in train_loader:
+    loss = model(x.cuda())
+    loss.backward()
+    optimizer.step()
+    ids = meta.tolist()
+""",
+        ),
+        Exemption(
+            "loop-control",
+            "A readback that decides whether the loop goes on (`if stop.item(): break`, a "
+            "`while` on it): the value has to be on the host, nothing to defer.",
+            """
+import torch
+for x, y in train_loader:
+    loss = model(x.cuda(), y.cuda())
+    loss.backward()
+    optimizer.step()
+    if loss.item() < target_loss:
+        break
+""",
+        ),
+        Exemption(
+            "times-the-step",
+            "A `torch.cuda.synchronize()` within two statements of a clock read or a CUDA event "
+            "record: it is there so the timing measures the device (GPU601 asks for it).",
+            """
+import time
+import torch
+for step in range(max_steps):
+    t0 = time.time()
+    loss = model(x.cuda(), y.cuda())
+    loss.backward()
+    optimizer.step()
+    if device_type == "cuda":
+        torch.cuda.synchronize()
+    dt = time.time() - t0
+""",
+        ),
+        Exemption(
+            "eval-output-copy",
+            "A bulk copy (`.cpu()`, `.numpy()`, `.tolist()`) in a loop that does not train: an "
+            "evaluation pass collecting its outputs must copy them to the host anyway.",
+            """
+import torch
+for x, y in val_loader:
+    preds = model(x.cuda())
+    outputs.append(preds.cpu())
+""",
+        ),
+        Exemption(
+            "after-device-sync",
+            "A sync that follows an unconditional `torch.cuda.synchronize()` of the same "
+            "iteration with only host work between them: the device is idle already, so the "
+            "host waits for nothing.",
+            """
+import time
+import torch
+for x, y in train_loader:
+    t0 = time.time()
+    loss = model(x.cuda(), y.cuda())
+    loss.backward()
+    optimizer.step()
+    torch.cuda.synchronize()
+    total += loss.item()
+    step_time = time.time() - t0
+""",
+        ),
+        Exemption(
+            "only-when-failing",
+            "A readback inside a `raise`: it runs once, on the way out, not every step.",
+            """
+import torch
+for x, y in train_loader:
+    loss = model(x.cuda(), y.cuda())
+    loss.backward()
+    optimizer.step()
+    if diverged:
+        raise RuntimeError(f"diverged: loss {loss.item()}")
+""",
+        ),
+        Exemption(
+            "opt-in-measurement",
+            "A warm-up loop, a profiler pass, or a loop under a `--profile`/`--benchmark` flag: "
+            "opt-in measurement, not a per-step cost of training.",
+            """
+import torch
+for _ in range(warmup_steps):
+    loss = model(x.cuda(), y.cuda())
+    loss.backward()
+    optimizer.step()
+    print(loss.item())
+""",
+        ),
+        Exemption(
+            "off-by-default-option",
+            "A sync on a side of an `if` that the script's command-line defaults do not take "
+            "(`if args.caption_dropout > 0:` with `default=0.0`), unless the README or a launch "
+            "script in the script's folder passes that option.",
+            """
+import argparse
+import torch
+parser = argparse.ArgumentParser()
+parser.add_argument("--caption_dropout", type=float, default=0.0)
+args = parser.parse_args()
+for x, y in train_loader:
+    emb = encoder(x.cuda())
+    if args.caption_dropout > 0:
+        drop = torch.rand(emb.shape[0], device=emb.device) < args.caption_dropout
+        if drop.any():
+            emb[drop] = 0
+    loss = model(emb, y.cuda())
+    loss.backward()
+    optimizer.step()
+""",
+        ),
+        Exemption(
+            "call-under-branch",
+            "A call of a syncing helper under an `if` in the loop: a branch a config value or a "
+            "flag may never take.",
+            """
+import torch
+def log_metrics(loss):
+    print(loss.item())
+for x, y in train_loader:
+    loss = model(x.cuda(), y.cuda())
+    loss.backward()
+    optimizer.step()
+    if model.training:
+        log_metrics(loss)
+""",
+        ),
+        Exemption(
+            "callee-given-host-values",
+            "A syncing helper the loop hands only Python values (`all_reduce_mean(loss_value)` "
+            "with `loss_value = loss.item()`): it has no device data of the caller's to wait "
+            "for.",
+            """
+import torch
+import torch.distributed as dist
+def all_reduce_mean(value):
+    t = torch.tensor(value, device="cuda")
+    dist.all_reduce(t)
+    return (t / dist.get_world_size()).item()
+for x, y in train_loader:
+    loss = model(x.cuda(), y.cuda())
+    loss.backward()
+    optimizer.step()
+    lr = all_reduce_mean(float(args.lr))
+""",
+        ),
+    )
 
     VALID = [
         # Periodic guard.
@@ -170,36 +340,6 @@ for i in range(iters):
     out.backward(grad)
     end[i].record()
     torch.cuda.synchronize()
-""",
-        # A sync before reading the wall clock for the step time.
-        """
-import time
-import torch
-for step in range(max_steps):
-    t0 = time.time()
-    loss = model(x.cuda(), y.cuda())
-    loss.backward()
-    optimizer.step()
-    if device_type == "cuda":
-        torch.cuda.synchronize()
-    dt = time.time() - t0
-""",
-        # Behind a command-line option that is off by default.
-        """
-import argparse
-import torch
-parser = argparse.ArgumentParser()
-parser.add_argument("--caption_dropout", type=float, default=0.0)
-args = parser.parse_args()
-for x, y in train_loader:
-    emb = encoder(x.cuda())
-    if args.caption_dropout > 0:
-        drop = torch.rand(emb.shape[0], device=emb.device) < args.caption_dropout
-        if drop.any():
-            emb[drop] = 0
-    loss = model(emb, y.cuda())
-    loss.backward()
-    optimizer.step()
 """,
     ]
     INVALID = [
@@ -270,7 +410,7 @@ for x, y in loader:
         return None
 
     def _call_site(self, node: ast.Call, file: PythonFile) -> "_Site | None":
-        if file.is_test or not file.uses_cuda:
+        if self.exempt("test-code", file.is_test) or not file.uses_cuda:
             return None
         what = self._sync(node, file)
         if what is None:
@@ -278,27 +418,31 @@ for x, y in loader:
         loop = self._every_step(node, file)
         if loop is None:
             return None
-        if isinstance(node.func, ast.Attribute) and _host_value(file, node.func.value, loop):
-            return None  # not a sync at all: the value is on the host already
+        if self.exempt(
+            "value-on-host",
+            isinstance(node.func, ast.Attribute) and _host_value(file, node.func.value, loop),
+        ):
+            return None  # not a sync at all
+        # (real syncs, still grouped with the others of the iteration, but not reported)
         exempt = (
-            _loop_control(file, node)
-            or (what == _DEVICE_SYNC and _times_something(node, file))  # times the step
-            or (what in _BULK and not file.loops.trains(loop))  # an eval loop's output copy
+            self.exempt("loop-control", _loop_control(file, node))
+            or self.exempt("times-the-step", what == _DEVICE_SYNC and _times_something(node, file))
+            or self.exempt("eval-output-copy", what in _BULK and not file.loops.trains(loop))
         )
-        if _after_sync(file, node, loop):
+        if self.exempt("after-device-sync", _after_sync(file, node, loop)):
             return None
         return _Site(node, what, loop, reported=not exempt)
 
     def _implicit(self, node: ast.AST, file: PythonFile) -> "_Site | None":
         """`if torch.isnan(loss).any():`... (`syncs.implicit_sync`) on every step."""
-        if file.is_test or not file.uses_cuda:
+        if self.exempt("test-code", file.is_test) or not file.uses_cuda:
             return None
         found = implicit_sync(file, node)
         if found is None:
             return None
         what, at = found
         loop = self._every_step(at, file)
-        if loop is None or _after_sync(file, at, loop):
+        if loop is None or self.exempt("after-device-sync", _after_sync(file, at, loop)):
             return None
         return _Site(at, what, loop)
 
@@ -352,9 +496,10 @@ for x, y in loader:
         loop = file.loops.runs_every_step(node)
         if (
             loop is None
-            or _only_when_failing(node, file, loop)
-            or _opt_in(file, node, loop)
-            or off_by_default(file, node, loop)  # `if args.caption_dropout > 0:`, default 0
+            or self.exempt("only-when-failing", _only_when_failing(node, file, loop))
+            or self.exempt("opt-in-measurement", _opt_in(file, node, loop))
+            # `if args.caption_dropout > 0:` with `default=0.0`
+            or self.exempt("off-by-default-option", off_by_default(file, node, loop))
         ):
             return None
         return loop
@@ -390,9 +535,11 @@ for x, y in loader:
         if summary is None or summary.sync is None:
             return None
         site = summary.sync
-        if under_branch(file, node, loop) or _host_arguments(file, node):
-            return None  # a branch the default path may not take; a callee given Python numbers
-        if _after_sync(file, node, loop):
+        if self.exempt("call-under-branch", under_branch(file, node, loop)):
+            return None
+        if self.exempt("callee-given-host-values", _host_arguments(file, node)):
+            return None
+        if self.exempt("after-device-sync", _after_sync(file, node, loop)):
             return None
         callee = terminal_name(node.func) or "the callee"
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
@@ -412,7 +559,9 @@ for x, y in loader:
             node,
             f"`{callee}()`",
             loop,
-            reported=not (site.what in _BULK and not file.loops.trains(loop)),
+            reported=not self.exempt(
+                "eval-output-copy", site.what in _BULK and not file.loops.trains(loop)
+            ),
             key=(site.path, site.line, loop.lineno),
             callee=(fmt, related),
         )

@@ -6,7 +6,7 @@ from gpulint.frontends.python.extensions import runs_compiled_ops
 from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.loops import is_step_marker, own_nodes
 from gpulint.frontends.python.training import optimizes_inputs
-from gpulint.rule import Rule
+from gpulint.rule import Exemption, Rule
 
 # Anything that says the module chooses (or may choose) a precision. Reading the text is right
 # here: these leave the rule silent, so a mention in a comment or a config key only errs on the
@@ -34,10 +34,7 @@ class Fp32TrainingByDefault(Rule):
     `torch.set_float32_matmul_precision("high"|"medium")`, no TF32 flag, no `mixed_precision=` or
     `precision=` argument, no `--precision` / `--dtype` option or `precision:` config key (the
     choice is then configurable), no loss scaler. One finding, at the first training loop.
-
-    Modules whose loop is driven by a framework that sets precision from its own configuration
-    (Accelerate, DeepSpeed, Lightning, Composer, Megatron...), CPU-only modules, tests and
-    inference are left alone.
+    CPU-only modules, and modules with no training loop (inference), are not checked.
 
     ## Why is this bad?
     FP32 matmuls and convolutions use neither the BF16/FP16 tensor cores nor TF32. On an NVIDIA
@@ -64,19 +61,10 @@ class Fp32TrainingByDefault(Rule):
     ```
 
     ## Known problems
-    Two kinds of FP32 step are left alone because a lower precision would not change their
-    work. Steps whose heavy work is the project's own compiled kernels: the module, or a module
-    of the tree it imports (two levels down), calls a compiled extension (built with
-    `torch.utils.cpp_extension.load`, or imported as `_C` by PyTorch's convention, typically
-    inside a `torch.autograd.Function`), and the loop calls no model of its own (a
-    differentiable rasterizer or voxel renderer over raw per-point tensors). Autocast leaves
-    such ops in the precision their kernels were written for. A small network beside them (a
-    deformation MLP called as `deform.step(...)`) is left alone too, and a compiled op that
-    is only used for set-up elsewhere in the tree counts as well: a missed finding, not a
-    wrong one. And loops that optimise inputs, not weights: every optimizer the module builds
-    is given tensors the module made (a latent being projected, a null-text embedding, an
-    image), none of a model's parameters; the network's precision is chosen where it is
-    loaded. Extensions outside the tree (an uninstalled git submodule) are unknown.
+    A small network beside the project's compiled kernels (a deformation MLP called as
+    `deform.step(...)`) goes unreported with them (see `compiled-ops`), and a compiled op that
+    is only used for set-up elsewhere in the tree counts as well: a missed finding, not a wrong
+    one. Extensions outside the tree (an uninstalled git submodule) are unknown.
 
     ## References
     - [Automatic Mixed Precision package - torch.amp](https://docs.pytorch.org/docs/stable/amp.html)
@@ -96,6 +84,65 @@ class Fp32TrainingByDefault(Rule):
         '(or at least call `torch.set_float32_matmul_precision("high")`)'
     )
     tags = ("precision",)
+
+    EXEMPTIONS = (
+        Exemption(
+            "test-code",
+            "Tests: a test's few steps check results, their speed is not the point.",
+            """
+import torch
+for x, y in train_loader:
+    loss = criterion(model(x.cuda()), y.cuda())
+    loss.backward()
+    optimizer.step()
+""",
+            filename="tests/test_train.py",
+        ),
+        Exemption(
+            "no-weight-updates",
+            "`.backward()` with no optimizer stepping or zeroing gradients anywhere in the "
+            "module: tracing or a gradient check, not training.",
+            """
+import torch
+for out in outputs:
+    grad = torch.empty_like(out, device="cuda")
+    out.backward(grad)
+""",
+        ),
+        Exemption(
+            "framework-owns-precision",
+            "A loop driven by a framework that sets precision from its own configuration "
+            "(Accelerate, DeepSpeed, Lightning, Composer, Megatron...).",
+            """
+import torch
+from accelerate import Accelerator
+accelerator = Accelerator()
+for x, y in train_loader:
+    loss = criterion(model(x), y)
+    accelerator.backward(loss)
+    optimizer.step()
+model.cuda()
+""",
+        ),
+        Exemption(
+            "optimizes-inputs",
+            "A loop that optimises inputs, not weights: every optimizer the module builds is "
+            "given tensors the module made (a latent being projected, a null-text embedding, an "
+            "image), none of a model's parameters; the network's precision is chosen where it is "
+            "loaded.",
+            fixture="python/gpu202_silent_latent_projection.py",
+        ),
+        Exemption(
+            "compiled-ops",
+            "A step whose heavy work is the project's own compiled kernels: the module, or a "
+            "module of the tree it imports (two levels down), calls a compiled extension (built "
+            "with `torch.utils.cpp_extension.load`, or imported as `_C`, typically inside a "
+            "`torch.autograd.Function`), and the loop calls no model of its own (a "
+            "differentiable rasterizer over raw per-point tensors). Autocast leaves such ops in "
+            "the precision their kernels were written for.",
+            fixture="python/gpu202_silent_compiled_ops_and_inputs.py",
+        ),
+    )
 
     VALID = [
         """
@@ -122,24 +169,6 @@ for x, y in train_loader:
     loss.backward()
     optimizer.step()
 """,
-        # The framework owns precision.
-        """
-import torch
-from accelerate import Accelerator
-accelerator = Accelerator()
-for x, y in train_loader:
-    loss = criterion(model(x), y)
-    accelerator.backward(loss)
-    optimizer.step()
-model.cuda()
-""",
-        # `.backward()` with no optimizer: tracing or a gradient check, not training.
-        """
-import torch
-for out in outputs:
-    grad = torch.empty_like(out, device="cuda")
-    out.backward(grad)
-""",
     ]
     INVALID = [
         """
@@ -155,19 +184,21 @@ for epoch in range(10):
     ]
 
     def finish(self, file: PythonFile):
-        if file.is_test or not file.uses_cuda:
+        if not file.uses_cuda or self.exempt("test-code", file.is_test):
             return
         loop = self._training_loop(file)
-        if loop is None or not _updates_weights(file):
+        if loop is None or self.exempt("no-weight-updates", not _updates_weights(file)):
             return
         if _PRECISION.search(file.text):
+            return  # a faster precision is chosen (or configurable)
+        if self.exempt(
+            "framework-owns-precision", any(_FRAMEWORK.match(q) for q in file.bindings.values())
+        ):
             return
-        if any(_FRAMEWORK.match(q) for q in file.bindings.values()):
+        if self.exempt("optimizes-inputs", optimizes_inputs(file)):
             return
-        if optimizes_inputs(file):
-            return  # a latent or an embedding optimised through a network loaded elsewhere
-        if not file.loops.calls_model(loop) and _compiled_ops(file):
-            return  # the step's work is the project's own compiled kernels: autocast skips them
+        if self.exempt("compiled-ops", not file.loops.calls_model(loop) and _compiled_ops(file)):
+            return
         yield self.report(file, _loop_head(loop))
 
     @staticmethod

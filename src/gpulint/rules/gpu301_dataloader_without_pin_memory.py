@@ -11,7 +11,7 @@ from gpulint.frontends.python.datasets import (
 from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.names import has_star_kwargs, keyword, terminal_name
 from gpulint.frontends.python.transfers import device_transfer, root_name, transfer_receiver
-from gpulint.rule import Rule
+from gpulint.rule import Exemption, Rule
 
 _PREPARE = ("prepare", "prepare_data_loader")
 
@@ -152,17 +152,8 @@ class DataLoaderWithoutPinMemory(Rule):
     """
     ## What it does
     Finds `torch.utils.data.DataLoader(...)` without `pin_memory=True` in a module that uses
-    CUDA. Loaders whose `pin_memory` comes from a variable or `**kwargs`, CPU-only modules,
-    tests, text pipelines (a tokenizer and no images, audio or video) and torchvision's small-image
-    datasets (MNIST, CIFAR, SVHN) are left alone: a batch of token ids or of 32x32 images is a few
-    hundred KiB, and pinning it saves microseconds. So are loaders handed to Hugging Face
-    Accelerate's `accelerator.prepare(...)`, which copies each batch with a blocking `.to()`
-    (unless the module turns on its `non_blocking` option or turns off its `device_placement`):
-    pinning then only speeds up a copy of a few milliseconds, and overlaps nothing. And so are
-    loaders whose `collate_fn` (a function of the module that builds no tensor) hands out lists
-    of samples that the loop over them never moves to a device as loaded (a captioning or
-    latent-caching tool that stacks them into a new tensor, or turns them back into images, on
-    the host): nothing is copied from the pinned memory.
+    CUDA. A `pin_memory` from a variable is the author's choice; CPU-only modules are not
+    checked.
 
     ## Why is this bad?
     Host-to-device copies from pageable memory go through a staging buffer and cannot overlap
@@ -184,21 +175,12 @@ class DataLoaderWithoutPinMemory(Rule):
     ```
 
     ## Known problems
-    Loaders over data already in memory are left alone when they run no worker processes: a
-    `TensorDataset`, a list or `range` of values, or a dataset class of the module whose
-    `__getitem__` only indexes tensors or arrays loaded whole when it was built (pre-computed
-    features). With `num_workers=0` the loader pins each batch on the main thread, between
-    steps: a one-thread host copy (4.8 GB/s on the H200's host) that costs what the pageable
-    copy it replaces does (6.8 GB/s), so nothing is gained. With workers, the loader's
-    pin-memory thread copies while the step runs, and the finding stays: for large batches of
-    in-memory CPU tensors pinning still pays (as would moving the whole dataset to the GPU
-    once). Also left alone: loaders whose `collate_fn` (a function or method of the module)
-    moves the batch to the GPU, and `batch_size=1` loaders that only evaluation loops iterate,
-    each reading a value back to the host per sample (`.item()`): such a pass waits for the GPU
-    at every sample, so a copy that could overlap would not. A dataset is judged by what its
-    `__getitem__` does: a call the module cannot read (a transform, `Image.open`, a
-    tokenizer), data a caller passes that the module cannot trace, and a memory map
-    (`np.load(path, mmap_mode="r")`) all count as work per sample, and keep the finding.
+    A dataset is judged by what its `__getitem__` does: a call the module cannot read (a
+    transform, `Image.open`, a tokenizer), data a caller passes that the module cannot trace,
+    and a memory map (`np.load(path, mmap_mode="r")`) all count as work per sample, and keep
+    the finding. With workers, a loader over large in-memory CPU tensors keeps it too: the
+    loader's pin-memory thread copies while the step runs, so pinning still pays (as would
+    moving the whole dataset to the GPU once).
 
     ## References
     - [torch.utils.data: memory pinning](https://docs.pytorch.org/docs/stable/data.html#memory-pinning)
@@ -217,14 +199,81 @@ class DataLoaderWithoutPinMemory(Rule):
     )
     tags = ("input-pipeline",)
 
+    EXEMPTIONS = (
+        Exemption(
+            "test-code",
+            "Tests: a test's loader copies a few batches.",
+            "import torch\nfrom torch.utils.data import DataLoader\n"
+            "l = DataLoader(ds, batch_size=4)\nmodel.cuda()\n",
+            filename="tests/test_data.py",
+        ),
+        Exemption(
+            "items-on-device",
+            "A dataset or `collate_fn` that hands out CUDA tensors (a `collate_fn` of the module "
+            "that moves the batch to the GPU): there is nothing to pin.",
+            fixture="python/gpu301_gpu302_silent_cuda_dataset.py",
+        ),
+        Exemption(
+            "in-memory-without-workers",
+            "A loader over data already in memory (a `TensorDataset`, a list or `range` of "
+            "values, a dataset class of the module whose `__getitem__` only indexes tensors or "
+            "arrays loaded whole when it was built) with no worker processes: the loader would "
+            "pin each batch on the main thread, between steps, a one-thread host copy (4.8 GB/s "
+            "on the H200's host) that costs what the pageable copy it replaces does (6.8 GB/s).",
+            "import torch\nfrom torch.utils.data import DataLoader, TensorDataset\n"
+            "l = DataLoader(TensorDataset(features, labels), batch_size=256)\n"
+            "for x, y in l:\n    model(x.cuda()).backward()\n",
+        ),
+        Exemption(
+            "per-item-evaluation",
+            "A `batch_size=1` loader that only evaluation loops iterate, each reading a value "
+            "back to the host per sample (`.item()`): such a pass waits for the GPU at every "
+            "sample, so a copy that could overlap would not.",
+            """
+import torch
+from torch.utils.data import DataLoader
+val_loader = DataLoader(photos, batch_size=1)
+for image in val_loader:
+    scores.append(model(image.cuda()).sigmoid().item())
+""",
+        ),
+        Exemption(
+            "small-batches",
+            "Text pipelines (a tokenizer and no images, audio or video) and torchvision's "
+            "small-image datasets (MNIST, CIFAR, SVHN): a batch of token ids or of 32x32 images "
+            "is a few hundred KiB, and pinning it saves microseconds.",
+            fixture="python/gpu301_silent_cifar_loader.py",
+        ),
+        Exemption(
+            "accelerate-blocking-copies",
+            "A loader handed to Hugging Face Accelerate's `accelerator.prepare(...)`, which "
+            "copies each batch with a blocking `.to()` (unless the module turns on its "
+            "`non_blocking` option or turns off its `device_placement`): pinning then only "
+            "speeds up a copy of a few milliseconds, and overlaps nothing.",
+            "import torch\nfrom accelerate import Accelerator\nfrom torch.utils.data import DataLoader\n"
+            "accelerator = Accelerator()\nl = DataLoader(ds, batch_size=4)\n"
+            "model, l = accelerator.prepare(model, l)\nmodel.cuda()\n",
+        ),
+        Exemption(
+            "batches-stay-on-host",
+            "A loader whose `collate_fn` (a function of the module that builds no tensor) hands "
+            "out lists of samples that the loop over them never moves to a device as loaded (a "
+            "captioning or latent-caching tool that stacks them into a new tensor, or turns them "
+            "back into images, on the host): nothing is copied from the pinned memory.",
+            fixture="python/gpu301_silent_host_side_batches.py",
+        ),
+        Exemption(
+            "kwargs-may-set-it",
+            "A loader built with `**kwargs`, or with `pin_memory` passed positionally.",
+            "import torch\nfrom torch.utils.data import DataLoader\n"
+            "l = DataLoader(ds, **loader_kwargs)\nx.cuda()\n",
+        ),
+    )
+
     VALID = [
         "import torch\nfrom torch.utils.data import DataLoader\nl = DataLoader(ds, pin_memory=True)\nx.cuda()\n",
-        "import torch\nfrom torch.utils.data import DataLoader\nl = DataLoader(ds, **loader_kwargs)\nx.cuda()\n",
         "import torch\nfrom torch.utils.data import DataLoader\nl = DataLoader(ds, pin_memory=args.pin)\nx.cuda()\n",
         "from torch.utils.data import DataLoader\nl = DataLoader(ds, batch_size=4)  # CPU-only module\n",
-        "import torch\nfrom accelerate import Accelerator\nfrom torch.utils.data import DataLoader\n"
-        "accelerator = Accelerator()\nl = DataLoader(ds, batch_size=4)\n"
-        "model, l = accelerator.prepare(model, l)\nmodel.cuda()\n",
     ]
     INVALID = [
         "import torch\nfrom torch.utils.data import DataLoader\nl = DataLoader(ds, batch_size=4)\nmodel.cuda()\n",
@@ -235,7 +284,7 @@ class DataLoaderWithoutPinMemory(Rule):
     ]
 
     def visit_Call(self, node: ast.Call, file: PythonFile):
-        if file.is_test or not file.uses_cuda:
+        if not file.uses_cuda or self.exempt("test-code", file.is_test):
             return
         qualified = file.qualname(node)
         if (
@@ -244,22 +293,25 @@ class DataLoaderWithoutPinMemory(Rule):
             or not qualified.endswith(".DataLoader")
         ):
             return
-        if items_on_device(file, node):
-            return  # the dataset or collate_fn hands out CUDA tensors: there is nothing to pin
-        if items_in_memory(file, node) and has_workers(node) is False:
-            return  # in memory, no workers: pinning would be one more copy on the main thread
-        if per_item_evaluation(file, node):
-            return  # one sample per batch, read back every sample: nothing to overlap
-        if token_batches(file) or tiny_samples(file, node):
-            return  # token ids or MNIST/CIFAR images: kilobytes per batch, pinning saves microseconds
-        if _accelerate_moves_batches(file, node):
-            return  # accelerate copies each batch blocking: pinning saves a few ms, overlaps nothing
-        if _batches_stay_on_host(file, node):
-            return  # lists of samples handled on the host: nothing copies from pinned memory
+        if self.exempt("items-on-device", items_on_device(file, node)):
+            return
+        if self.exempt(
+            "in-memory-without-workers",
+            items_in_memory(file, node) and has_workers(node) is False,
+        ):
+            return
+        if self.exempt("per-item-evaluation", per_item_evaluation(file, node)):
+            return
+        if self.exempt("small-batches", token_batches(file) or tiny_samples(file, node)):
+            return
+        if self.exempt("accelerate-blocking-copies", _accelerate_moves_batches(file, node)):
+            return
+        if self.exempt("batches-stay-on-host", _batches_stay_on_host(file, node)):
+            return
         pin = keyword(node, "pin_memory")
         if pin is None:
-            if has_star_kwargs(node) or len(node.args) > 7:
-                return  # pin_memory may be passed positionally or through **kwargs
+            if self.exempt("kwargs-may-set-it", has_star_kwargs(node) or len(node.args) > 7):
+                return
             yield self.report(file, node)
         elif isinstance(pin.value, ast.Constant) and pin.value.value is False:
             yield self.report(

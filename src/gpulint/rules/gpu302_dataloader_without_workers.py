@@ -13,7 +13,7 @@ from gpulint.frontends.python.model import SCOPES
 from gpulint.frontends.python.names import has_star_kwargs, keyword, terminal_name
 from gpulint.frontends.python.options import documented_elsewhere, option_default
 from gpulint.frontends.python.tensors import assigned_values
-from gpulint.rule import Rule
+from gpulint.rule import Exemption, Rule
 
 # Modules that decode or augment samples on the host.
 _DECODERS = {
@@ -172,13 +172,8 @@ class DataLoaderWithoutWorkers(Rule):
     option's default (`num_workers=args.workers` with `--workers` defaulting to 0) where every
     sample is decoded or transformed when it is read, unless the script's folder documents a
     value: a command in a README or `.sh` launch script beside it that runs the script with
-    `--workers=4`, or a README that names the option. Other `num_workers` from a variable or
-    `**kwargs`, tests, CPU-only modules,
-    modules with no training or evaluation loop (data preparation scripts), loaders over
-    in-memory tensors (`TensorDataset`, tensors already on the GPU), pre-tokenised text (a
-    tokenizer and no images, audio or video in the module, unless a dataset class of the module
-    tokenises in `__getitem__`) and `num_workers=0` with `batch_size=None` (a dataset that reads
-    whole batches itself) are left alone.
+    `--workers=4`, or a README that names the option. Other `num_workers` from a variable are
+    the author's choice; CPU-only modules are not checked.
 
     The finding is a warning when the samples plainly need host work (a `transform=`, a
     torchvision dataset, a dataset class that decodes images or audio), and info otherwise
@@ -204,17 +199,10 @@ class DataLoaderWithoutWorkers(Rule):
     ```
 
     ## Known problems
-    In-memory datasets are judged by what their `__getitem__` does, not by their name: a
-    dataset class of the module that only indexes tensors or arrays loaded whole in `__init__`
-    (`np.load(path)`, `torch.load(path)`, tensors built there or passed from this file), or
-    that returns values it holds (a prompt and an index), is left alone, as is a list or
-    `range` of values whose `collate_fn` does no work. Indexing memory costs microseconds a
-    sample; workers would only add processes. A call the module cannot read (a transform, a
-    decoder, a tokenizer), data passed from a caller it cannot trace, and memory maps keep the
-    finding. So does a `transform` applied under an `if` in `__getitem__`, even where the
-    default run passes none. `batch_size=1` loaders that only evaluation loops iterate, each
-    reading a value back per sample (`.item()`), are left alone too: a one-off pass that waits
-    for the GPU at every sample anyway.
+    In-memory datasets are judged by what their `__getitem__` does, not by their name (see
+    `in-memory-dataset`): a call the module cannot read (a transform, a decoder, a tokenizer),
+    data passed from a caller it cannot trace, and memory maps keep the finding. So does a
+    `transform` applied under an `if` in `__getitem__`, even where the default run passes none.
 
     ## References
     - [torch.utils.data: single- and multi-process data loading](https://docs.pytorch.org/docs/stable/data.html#single-and-multi-process-data-loading)
@@ -240,13 +228,119 @@ class DataLoaderWithoutWorkers(Rule):
     )
     tags = ("input-pipeline",)
 
+    EXEMPTIONS = (
+        Exemption(
+            "test-code",
+            "Tests: a test's loader reads a few batches, not a training run's.",
+            "import torch\nfrom torch.utils.data import DataLoader\n"
+            "loader = DataLoader(ds, batch_size=64)\nfor x, y in loader:\n"
+            "    loss = model(x.cuda(), y.cuda())\n    loss.backward()\n",
+            filename="tests/test_data.py",
+        ),
+        Exemption(
+            "no-step-loop",
+            "A module with no training or evaluation loop (a data preparation script, a "
+            "loader factory): where the batches go, and at what pace, is not in sight.",
+            fixture="python/gpu302_silent_data_prep_script.py",
+        ),
+        Exemption(
+            "items-on-device",
+            "A dataset or `collate_fn` that hands out CUDA tensors (a `TensorDataset` of GPU "
+            "tensors): they cannot be handed to worker processes.",
+            "import torch\nfrom torch.utils.data import DataLoader, TensorDataset\n"
+            "l = DataLoader(TensorDataset(x.cuda(), y.cuda()), batch_size=64)\n"
+            "for a, b in l:\n    model(a).backward()\n",
+        ),
+        Exemption(
+            "in-memory-dataset",
+            "A loader over data in memory: a `TensorDataset`, a dataset class of the module that "
+            "only indexes tensors or arrays loaded whole in `__init__` (`np.load(path)`, "
+            "`torch.load(path)`, tensors built there or passed from this file) or returns values "
+            "it holds, a list or `range` whose `collate_fn` does no work. Indexing memory costs "
+            "microseconds a sample; workers would only add processes.",
+            fixture="python/gpu301_gpu302_gpu303_silent_in_memory_datasets.py",
+        ),
+        Exemption(
+            "per-item-evaluation",
+            "A `batch_size=1` loader that only evaluation loops iterate, each reading a value "
+            "back per sample (`.item()`): a one-off pass that waits for the GPU at every sample "
+            "anyway.",
+            """
+import torch
+from PIL import Image
+from torch.utils.data import DataLoader
+val_loader = DataLoader(photos, batch_size=1)
+for image in val_loader:
+    scores.append(model(image.cuda()).sigmoid().item())
+""",
+        ),
+        Exemption(
+            "pre-tokenised-text",
+            "Pre-tokenised text (a tokenizer and no images, audio or video in the module, unless "
+            "a dataset class of the module tokenises in `__getitem__`): indexing and padding rows "
+            "is small beside the step.",
+            fixture="python/gpu301_gpu302_silent_token_batches.py",
+        ),
+        Exemption(
+            "kwargs-may-set-it",
+            "A loader built with `**kwargs`, or with `num_workers` passed positionally.",
+            "import torch\nfrom torch.utils.data import DataLoader\n"
+            "l = DataLoader(ds, **kwargs)\nfor x in l:\n    model(x.cuda()).backward()\n",
+        ),
+        Exemption(
+            "option-without-per-item-work",
+            "`num_workers` from a command-line option defaulting to 0, where no sample is plainly "
+            "decoded or transformed when read: the default run's cost is not sure enough.",
+            """
+import argparse
+import torch
+from torch.utils.data import DataLoader
+parser = argparse.ArgumentParser()
+parser.add_argument("--workers", type=int, default=0)
+args = parser.parse_args()
+loader = DataLoader(ds, batch_size=64, num_workers=args.workers)
+for x, y in loader:
+    model(x.cuda(), y.cuda()).backward()
+""",
+        ),
+        Exemption(
+            "option-documented",
+            "`num_workers` from a command-line option defaulting to 0, where the script's folder "
+            "documents a value: a README or `.sh` launch script beside it that runs the script "
+            "with `--workers=4`, or a README that names the option.",
+            files=(
+                (
+                    "train.py",
+                    """import argparse
+import torch
+import torchvision
+from torch.utils.data import DataLoader
+parser = argparse.ArgumentParser()
+parser.add_argument("--workers", type=int, default=0)
+args = parser.parse_args()
+ds = torchvision.datasets.ImageFolder("data/train", transform=augment)
+loader = DataLoader(ds, batch_size=64, num_workers=args.workers)
+for x, y in loader:
+    model(x.cuda(), y.cuda()).backward()
+""",
+                ),
+                ("README.md", "Train with:\n\n    python train.py --workers 8\n"),
+            ),
+        ),
+        Exemption(
+            "dataset-reads-batches",
+            "`num_workers=0` with `batch_size=None`: a dataset that reads whole batches itself, "
+            "with no workers on purpose.",
+            "import torch\nfrom torch.utils.data import DataLoader\n"
+            "l = DataLoader(shards, batch_size=None, num_workers=0)\n"
+            "for x in l:\n    model(x.cuda()).backward()\n",
+        ),
+    )
+
     VALID = [
         "import torch\nfrom torch.utils.data import DataLoader\nl = DataLoader(ds, num_workers=8, pin_memory=True)\nx.cuda()\n",
         "import torch\nfrom torch.utils.data import DataLoader\nl = DataLoader(ds, num_workers=args.workers)\nx.cuda()\n",
-        "import torch\nfrom torch.utils.data import DataLoader\nl = DataLoader(ds, **kwargs)\nx.cuda()\n",
         "from torch.utils.data import DataLoader\nl = DataLoader(ds, batch_size=4)  # CPU-only module\n",
-        "import torch\nfrom torch.utils.data import DataLoader, TensorDataset\n"
-        "l = DataLoader(TensorDataset(x.cuda(), y.cuda()), batch_size=64)\n",
     ]
     INVALID = [
         """
@@ -267,23 +361,30 @@ trainer.fit(model, loader)
     ]
 
     def visit_Call(self, node: ast.Call, file: PythonFile):
-        if file.is_test or not file.uses_cuda or not is_dataloader(file, node):
+        if not file.uses_cuda or not is_dataloader(file, node):
             return
-        if not _has_step_loop(file):
+        if self.exempt("test-code", file.is_test):
             return
-        if items_on_device(file, node):
-            return  # CUDA tensors cannot be handed to worker processes
-        if items_in_memory(file, node):
-            return  # indexing data in memory costs microseconds: workers buy nothing
-        if per_item_evaluation(file, node):
-            return  # one sample per batch, read back every sample: a one-off pass
-        if token_batches(file) and not tokenizes_per_item(file, node):
-            return  # pre-tokenised text: indexing and padding rows is small beside the step
+        if self.exempt("no-step-loop", not _has_step_loop(file)):
+            return
+        if self.exempt("items-on-device", items_on_device(file, node)):
+            return
+        if self.exempt("in-memory-dataset", items_in_memory(file, node)):
+            return
+        if self.exempt("per-item-evaluation", per_item_evaluation(file, node)):
+            return
+        if self.exempt(
+            "pre-tokenised-text", token_batches(file) and not tokenizes_per_item(file, node)
+        ):
+            return
         # Sure when samples are decoded or augmented; only likely for pre-tokenised text and such.
         severity = None if _decodes_per_sample(file, node) else Severity.INFO
         workers = keyword(node, "num_workers")
         if workers is None:
-            if has_star_kwargs(node) or len(node.args) > _NUM_WORKERS_POSITION:
+            if self.exempt(
+                "kwargs-may-set-it",
+                has_star_kwargs(node) or len(node.args) > _NUM_WORKERS_POSITION,
+            ):
                 return
             yield self.report(file, node, severity=severity, how="without `num_workers`")
         elif (option := option_default(file, workers.value)) is not None:
@@ -291,8 +392,8 @@ trainer.fit(model, loader)
             if (
                 type(default) is int
                 and default == 0
-                and _works_per_item(file, node)
-                and not documented_elsewhere(file, dest)  # the documented command sets it
+                and not self.exempt("option-without-per-item-work", not _works_per_item(file, node))
+                and not self.exempt("option-documented", documented_elsewhere(file, dest))
             ):
                 # `num_workers=args.workers` with `--workers` defaulting to 0: a run with the
                 # script's own defaults loads in the training process.
@@ -302,10 +403,11 @@ trainer.fit(model, loader)
                 )
         elif isinstance(workers.value, ast.Constant) and workers.value.value == 0:
             batch_size = keyword(node, "batch_size")
-            if (
+            if self.exempt(
+                "dataset-reads-batches",
                 batch_size is not None
                 and isinstance(batch_size.value, ast.Constant)
-                and batch_size.value.value is None
+                and batch_size.value.value is None,
             ):
-                return  # the dataset reads whole batches itself, with workers=0 on purpose
+                return
             yield self.report(file, workers, severity=severity, how="with `num_workers=0`")

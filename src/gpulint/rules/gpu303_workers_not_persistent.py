@@ -9,7 +9,7 @@ from gpulint.frontends.python.datasets import (
 from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.loops import LOOPS, SCOPES
 from gpulint.frontends.python.names import has_star_kwargs, keyword, terminal_name
-from gpulint.rule import Rule
+from gpulint.rule import Exemption, Rule
 
 
 def _is_dataloader(file: PythonFile, call: ast.Call) -> bool:
@@ -22,12 +22,12 @@ class WorkersNotPersistent(Rule):
     ## What it does
     Finds a `DataLoader` with worker processes (`num_workers` a positive number, or a value from
     the configuration) and no `persistent_workers=True`, when the loader is iterated again and
-    again: inside an outer (epoch) loop, or handed to a function called inside one.
-    `persistent_workers` from a variable or `**kwargs`, `num_workers=0`, loaders iterated once and
-    tests are left alone.
+    again: inside an outer (epoch) loop, or handed to a function called inside one. A loader
+    iterated once, or rebuilt on every pass of the loop, starts its workers once per loader:
+    persistence cannot help it. `persistent_workers` given any value counts as decided.
 
     A project that declares only torch releases before 1.7, which have no `persistent_workers`,
-    is left alone.
+    is not checked.
 
     ## Why is this bad?
     Without persistent workers, every `iter(loader)` (every epoch) shuts down all worker
@@ -53,14 +53,9 @@ class WorkersNotPersistent(Rule):
     (`persistent_workers=True` with zero workers raises an error).
 
     ## Known problems
-    Loaders over data already in memory (a `TensorDataset`, a dataset class of the module whose
-    `__getitem__` only indexes tensors or arrays loaded whole in `__init__`; see GPU302) and
-    loaders that hand out CUDA tensors are left alone: a worker that re-opens nothing starts in
-    milliseconds with the default `fork`, and the better fix there is `num_workers=0`. Under
-    the `spawn` start method the dataset is pickled to every worker each epoch, which for a
-    large in-memory dataset is a real cost this rule does not report. `batch_size=1` loaders
-    that only evaluation loops iterate, each reading a value back per sample, are left alone as
-    well.
+    Under the `spawn` start method an in-memory dataset (left alone here: see `in-memory-dataset`)
+    is pickled to every worker each epoch, which for a large one is a real cost this rule does
+    not report.
 
     ## References
     - [torch.utils.data.DataLoader: persistent_workers, prefetch_factor](https://docs.pytorch.org/docs/stable/data.html#torch.utils.data.DataLoader)
@@ -78,6 +73,90 @@ class WorkersNotPersistent(Rule):
         "{loop} iterates it; pass `persistent_workers={value}` (and tune `prefetch_factor`)"
     )
     tags = ("input-pipeline",)
+
+    EXEMPTIONS = (
+        Exemption(
+            "test-code",
+            "Tests: a test's loader runs a few batches, its start-up is not a training cost.",
+            """
+import torch
+from torch.utils.data import DataLoader
+loader = DataLoader(ds, num_workers=8)
+for epoch in range(2):
+    for x in loader:
+        model(x.cuda())
+""",
+            filename="tests/test_loader.py",
+        ),
+        Exemption(
+            "kwargs-may-set-it",
+            "A loader built with `**kwargs`: `persistent_workers` may be among them.",
+            """
+import torch
+from torch.utils.data import DataLoader
+loader = DataLoader(ds, num_workers=8, **loader_kwargs)
+for epoch in range(10):
+    for x in loader:
+        model(x.cuda())
+""",
+        ),
+        Exemption(
+            "no-workers",
+            "No `num_workers`, or `num_workers=0` (no workers to restart: GPU302's business), "
+            "or the workers passed positionally.",
+            """
+import torch
+from torch.utils.data import DataLoader
+loader = DataLoader(ds, num_workers=0)
+for epoch in range(10):
+    for x in loader:
+        model(x.cuda())
+""",
+        ),
+        Exemption(
+            "endless-sampler",
+            "A sampler that never ends (`InfiniteSampler`, or one of the module whose `__iter__` "
+            "loops `while True` or cycles): one pass never ends, the workers start once.",
+            """
+import torch
+from torch.utils.data import DataLoader
+loader = DataLoader(ds, num_workers=8, sampler=InfiniteSampler(ds))
+for epoch in range(10):
+    for x in loader:
+        model(x.cuda())
+""",
+        ),
+        Exemption(
+            "in-memory-dataset",
+            "A loader over data already in memory (a `TensorDataset`, a dataset class of the "
+            "module whose `__getitem__` only indexes tensors or arrays loaded whole in "
+            "`__init__`; see GPU302), or one handing out CUDA tensors: a worker that re-opens "
+            "nothing starts in milliseconds with the default `fork`, and the better fix there is "
+            "`num_workers=0`.",
+            """
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+loader = DataLoader(TensorDataset(features, labels), num_workers=4)
+for epoch in range(10):
+    for x, y in loader:
+        model(x.cuda())
+""",
+        ),
+        Exemption(
+            "per-item-evaluation",
+            "A `batch_size=1` loader that only evaluation loops iterate, each reading a value "
+            "back per sample (`.item()`): a pass that waits for the GPU at every sample anyway.",
+            """
+import torch
+from torch.utils.data import DataLoader
+val_loader = DataLoader(photos, batch_size=1, num_workers=4)
+for epoch in range(10):
+    train_one_epoch(model)
+    for image in val_loader:
+        scores.append(model(image.cuda()).sigmoid().item())
+""",
+        ),
+    )
 
     VALID = [
         """
@@ -105,15 +184,6 @@ for epoch in range(10):
     for x in loader:
         model(x.cuda())
 """,
-        # No workers.
-        """
-import torch
-from torch.utils.data import DataLoader
-loader = DataLoader(ds, num_workers=0)
-for epoch in range(10):
-    for x in loader:
-        model(x.cuda())
-""",
     ]
     INVALID = [
         """
@@ -135,31 +205,35 @@ def main(args):
     ]
 
     def finish(self, file: PythonFile):
-        if file.is_test:
+        if self.exempt("test-code", file.is_test):
             return
         for assign in file.nodes(ast.Assign):
             call = assign.value
             if not isinstance(call, ast.Call) or not _is_dataloader(file, call):
                 continue
-            if has_star_kwargs(call) or keyword(call, "persistent_workers") is not None:
-                continue  # given (any value but an explicit False counts as decided) or unknown
+            if keyword(call, "persistent_workers") is not None:
+                continue  # given: any value counts as decided
+            if self.exempt("kwargs-may-set-it", has_star_kwargs(call)):
+                continue
             workers = keyword(call, "num_workers")
-            if workers is None or len(call.args) > 5:
-                continue  # no workers (GPU302's business), or passed positionally
+            if self.exempt("no-workers", workers is None or len(call.args) > 5) or workers is None:
+                continue
             value = workers.value
             if isinstance(value, ast.Constant):
-                if not isinstance(value.value, int) or value.value <= 0:
+                if self.exempt("no-workers", not isinstance(value.value, int) or value.value <= 0):
                     continue
                 shown, fix = str(value.value), "True"
             else:
                 shown = f"`{ast.unparse(value)}`"
                 fix = f"{ast.unparse(value)} > 0"
-            if _endless_sampler(file, call):
-                continue  # one pass never ends: the workers start once
-            if items_in_memory(file, call) or items_on_device(file, call):
-                continue  # nothing to re-open or rebuild: a worker starts in milliseconds
-            if per_item_evaluation(file, call):
-                continue  # one sample per batch, read back every sample: a one-off pass
+            if self.exempt("endless-sampler", _endless_sampler(file, call)):
+                continue
+            if self.exempt(
+                "in-memory-dataset", items_in_memory(file, call) or items_on_device(file, call)
+            ):
+                continue
+            if self.exempt("per-item-evaluation", per_item_evaluation(file, call)):
+                continue
             names = {name for t in assign.targets if (name := terminal_name(t)) is not None}
             loop = self._repeated_iteration(file, names, assign)
             if loop is None:

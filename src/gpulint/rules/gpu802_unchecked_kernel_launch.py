@@ -10,7 +10,7 @@ from gpulint.frontends.cuda.idioms import (
     launch_check_for,
     runtime_shared_memory,
 )
-from gpulint.rule import Rule
+from gpulint.rule import Exemption, Rule
 from gpulint.rules._cuda_conventions import checks_launches
 
 _RUNTIME_CALL = re.compile(r"\bcuda[A-Z]\w*\s*\(")
@@ -25,7 +25,7 @@ class UncheckedKernelLaunch(Rule):
     `C10_CUDA_CHECK`, project spellings such as `CUDA_CHECK_ERROR`/`CHECK_CUDA`, and the names in
     `[tool.gpulint.cuda] check-macros`). A check anywhere later in the function counts, including
     after the loop or the dispatch macro around the launch. Launches written in `#define`
-    bodies are parsed too. Device-side launches (dynamic parallelism) are left alone.
+    bodies are parsed too.
 
     A *launcher* (a host function other than `main` that computes a grid and launches, with no
     CUDA runtime call of its own, or a launching macro) may leave the check to its caller: the
@@ -50,21 +50,7 @@ class UncheckedKernelLaunch(Rule):
     parentheses too), from inside a dispatch lambda, or handed a device lambda
     (`parallel_for(n, s, [=] __device__ (int i) {...})`). Calls from tests,
     benchmarks, demos and examples (by their path) or from a `main` are not the library's use: a
-    launcher is judged by its library callers. Test code itself (a file under a test path: tests
-    and their helpers) is left alone: a failed launch fails or skews the test. What a
-    standalone program runs is left alone too (`main`, or the `#if` branch holding `main`
-    beside library code, and the functions of the file only it calls, two levels down;
-    headers only programs include; a file that `#include`s a driver source defining `main`,
-    such as a tutorial step's `#include "launch.cu"`): demos and benchmark drivers print what
-    they measured, and whether to check is their author's choice, not a hot-path bug. A
-    function beside a self-test `main` that `main` never calls is library code, judged as
-    any other (and counted in the convention). So are the sources of a PyTorch
-    extension whose every Python user in the checked tree is a script (a file with a
-    `__main__` guard, or argparse, a loop or a print at module level outside any package, or a
-    test, benchmark or example path) and none a package's module: users are the files that
-    `cpp_extension.load(...)` the source and the files importing the module a `setup.py` beside
-    it (or up to three folders above) names in `CUDAExtension(...)`. Their one caller is a
-    benchmark or experiment that compares the outputs itself.
+    launcher is judged by its library callers.
 
     Only where the code base checks its launches: at least 15% of its library launches (tests
     and standalone programs left out) are checked, on their path or by every caller, and
@@ -85,19 +71,6 @@ class UncheckedKernelLaunch(Rule):
     (`sizeof(T) * BLOCK`, a template's constants, a local initialised only from those), a
     size handed in as a parameter (a generic launch helper: the caller's choice), and the
     block's threads times a small per-thread size (`block.x * sizeof(float)`).
-
-    Left alone too: a launch whose configuration no device rejects, fixed at compile time
-    (`<<<1, 1>>>`, `<<<NUM_BLOCKS, dim3(32, 4)>>>` with known values): every grid and block
-    dim within its limit, at most 256 threads a block (which fits the register file whatever
-    the kernel uses) and no dynamic shared memory.
-
-    Also left alone: a launch whose configuration is fixed at compile time (`<<<1, 1>>>`,
-    `<<<Cfg::NUM_BLOCKS, NUM_THREADS>>>`) followed in the same function by a launch that is
-    checked (its own check, or a call to a project function that launches and checks): a
-    fixed configuration cannot be wrong for some inputs only, and what can still fail (no
-    kernel image for this GPU) fails the checked launch too. And a launch in a method of a
-    functor or launcher class whose every use in the file (`Dispatch<KnnFunctor, T>(...)`) is
-    followed by a check in the using function.
 
     A launch written over lines (`k<T, BLOCK>` above `<<<grid, block, 0, stream>>>(...)`) is
     reported at its `<<<`, spanning the launch; a `noqa` on the kernel's name covers it too.
@@ -125,6 +98,13 @@ class UncheckedKernelLaunch(Rule):
     return out;
     ```
 
+    ## Known problems
+    A launcher none of whose callers is in the checked tree (called from Python through a
+    binding, or through a table of function pointers) is not reported: the call that should
+    check is out of sight. Callers are followed five levels up, and a method only through the
+    calls known to reach its class; a launch checked further up, or through an object the
+    rule cannot type, is reported at the last caller it sees.
+
     ## References
     - [CUDA C++ Programming Guide: error checking](https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#error-checking)
     - [CUDA Runtime API: cudaGetLastError](https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__ERROR.html)
@@ -147,6 +127,147 @@ class UncheckedKernelLaunch(Rule):
     # GPU812 (opt-in) takes the launches of a project that checks none (or a stray few)
     wants_convention = True
     tags = ("correctness", "launch")
+
+    EXEMPTIONS = (
+        Exemption(
+            "device-side-launch",
+            "A launch from device code (dynamic parallelism): its errors are read on the "
+            "device, if at all, and a host-side check cannot see them.",
+            """
+__global__ void child(float* x) {}
+__global__ void parent(float* x, int n) {
+  child<<<(n + 127) / 128, 128>>>(x);
+}
+""",
+        ),
+        Exemption(
+            "fixed-safe-config",
+            "A configuration fixed at compile time that no device rejects (`<<<1, 1>>>`, "
+            "`<<<NUM_BLOCKS, dim3(32, 4)>>>` with known values: every dim within its limit, at "
+            "most 256 threads a block, which fits the register file whatever the kernel uses, "
+            "and no dynamic shared memory): no input can make it fail.",
+            fixture="cuda/gpu802_silent_fixed_safe_config.cu",
+        ),
+        Exemption(
+            "fixed-before-checked-launch",
+            "A configuration fixed at compile time (`<<<1, 1>>>`, `<<<Cfg::NUM_BLOCKS, "
+            "NUM_THREADS>>>`) followed in the same function by a checked launch (its own check, "
+            "or a call of a project function that launches and checks): a fixed configuration "
+            "cannot be wrong for some inputs only, and what can still fail (no kernel image for "
+            "this GPU) fails the checked launch too.",
+            """
+#include <torch/extension.h>
+__global__ void zero_scale(float* s) {}
+__global__ void quantize(float* x, float* s) {}
+template <typename Cfg>
+void launch_checked(float* x, float* s) {
+  CUDA_CHECK(cudaLaunchKernel((void*)quantize, dim3(Cfg::BLOCKS), dim3(256), nullptr, 0, 0));
+}
+void quantize_op(float* x, float* s) {
+  zero_scale<<<1, 1024>>>(s);  // fixed configuration; the checked launch below fails likewise
+  launch_checked<QuantCfg>(x, s);
+}
+""",
+        ),
+        Exemption(
+            "functor-checked-by-users",
+            "A launch in a method of a functor or launcher class whose every use in the file "
+            "(`Dispatch<KnnFunctor, T>(...)`) is followed by a check in the using function.",
+            """
+#include <torch/extension.h>
+__global__ void gather(const float* p, float* out, int n) {}
+template <typename T, int K>
+struct GatherFunctor {
+  static void run(int blocks, int threads, const T* p, T* out, int n) {
+    gather<<<blocks, threads, 0, at::cuda::getCurrentCUDAStream()>>>(p, out, n);
+  }
+};
+at::Tensor gather_op(const at::Tensor& p, int k) {
+  auto out = at::empty_like(p);
+  DispatchOnK<GatherFunctor, float>(k, 64, 256, p.data_ptr<float>(), out.data_ptr<float>(), 4);
+  AT_CUDA_CHECK(cudaGetLastError());
+  return out;
+}
+""",
+        ),
+        Exemption(
+            "launcher-name-shared",
+            "A launcher whose name other functions share (overloads that do not all launch): "
+            "its calls cannot be matched to it by name, so its callers are not judged.",
+            """
+__global__ void k(float* x) {}
+void fill(float* x, int n) { k<<<(n + 127) / 128, 128>>>(x); }
+void fill(double* x, int n) {}
+void step(float* x, int n) { fill(x, n); }
+""",
+        ),
+        Exemption(
+            "standalone-program",
+            "What a standalone program runs: `main`, the `#if` branch holding `main` beside "
+            "library code, the functions of the file only it calls (two levels down), headers "
+            "only programs include, a "
+            "file that `#include`s a driver source defining `main` (a tutorial step's "
+            '`#include "launch.cu"`). Demos and benchmark drivers print what they measured, '
+            "and whether to check is their author's choice, not a hot-path bug. A function "
+            "beside a self-test `main` that `main` never calls is library code, judged as any "
+            "other.",
+            """
+__global__ void k(float* x) {}
+int main(int argc, char** argv) {  // a demo program: left to its author
+  float* x;
+  int n = atoi(argv[1]);
+  k<<<(n + 127) / 128, 128>>>(x);
+  return 0;
+}
+""",
+        ),
+        Exemption(
+            "test-code",
+            "Test code (a file under a test path: tests and their helpers): a failed launch "
+            "fails or skews the test.",
+            """
+__global__ void k(float* x) {}
+void run_case(float* x, int n, cudaStream_t s) {
+  k<<<(n + 127) / 128, 128, 0, s>>>(x);
+}
+""",
+            filename="tests/test_kernels.cu",
+        ),
+        Exemption(
+            "script-only-extension",
+            "The sources of a PyTorch extension whose every Python user in the checked tree is "
+            "a script (a `__main__` guard, or argparse, a loop or a print at module level outside "
+            "any package, or a test, benchmark or example path), none a package's module; users "
+            "are the files that `cpp_extension.load(...)` the source and those importing the "
+            "module a `setup.py` beside it (or up to three folders above) names in "
+            "`CUDAExtension(...)`. Their one caller is a benchmark or experiment that compares "
+            "the outputs itself.",
+            files=(
+                (
+                    "csrc/relu.cu",
+                    """#include <torch/extension.h>
+__global__ void relu_kernel(float* x, int n) {}
+void relu(torch::Tensor x) {
+  int n = x.numel();
+  relu_kernel<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), n);
+}
+""",
+                ),
+                (
+                    "bench_relu.py",
+                    """import torch
+from torch.utils.cpp_extension import load
+
+toy_relu = load(name="toy_relu", sources=["csrc/relu.cu"])
+if __name__ == "__main__":
+    x = torch.randn(1 << 20, device="cuda")
+    toy_relu.relu(x)
+    print(torch.allclose(x, x.clamp(min=0)))
+""",
+                ),
+            ),
+        ),
+    )
 
     VALID = [
         """
@@ -178,49 +299,6 @@ void run(float* x) {
 }
 """,
     ]
-    VALID.append(
-        """
-__global__ void k(float* x) {}
-int main() {  // a demo program: left to its author
-  float* x;
-  k<<<1, 128>>>(x);
-  return 0;
-}
-"""
-    )
-    VALID.append(
-        """
-#include <torch/extension.h>
-__global__ void zero_scale(float* s) {}
-__global__ void quantize(float* x, float* s) {}
-template <typename Cfg>
-void launch_checked(float* x, float* s) {
-  CUDA_CHECK(cudaLaunchKernel((void*)quantize, dim3(Cfg::BLOCKS), dim3(256), nullptr, 0, 0));
-}
-void quantize_op(float* x, float* s) {
-  zero_scale<<<1, 1>>>(s);  // fixed configuration; the checked launch below fails likewise
-  launch_checked<QuantCfg>(x, s);
-}
-"""
-    )
-    VALID.append(
-        """
-#include <torch/extension.h>
-__global__ void gather(const float* p, float* out, int n) {}
-template <typename T, int K>
-struct GatherFunctor {
-  static void run(int blocks, int threads, const T* p, T* out, int n) {
-    gather<<<blocks, threads, 0, at::cuda::getCurrentCUDAStream()>>>(p, out, n);
-  }
-};
-at::Tensor gather_op(const at::Tensor& p, int k) {
-  auto out = at::empty_like(p);
-  DispatchOnK<GatherFunctor, float>(k, 64, 256, p.data_ptr<float>(), out.data_ptr<float>(), 4);
-  AT_CUDA_CHECK(cudaGetLastError());
-  return out;
-}
-"""
-    )
     INVALID = [
         """
 #include <torch/extension.h>
@@ -329,30 +407,32 @@ void forward(float* out, const float* q, int heads, int seq_len, cudaStream_t s)
         if (convention or smem is not None) != self.wants_convention:
             return  # the other code's: GPU802 where the project checks launches, else GPU812
         function = file.enclosing_function(node)
-        if function is not None and file.is_device_function(function):
-            return  # a device-side (dynamic parallelism) launch: checked differently, if at all
-        if fixed_safe_config(file, node):
-            return  # `<<<1, 128>>>`: no device rejects that configuration
+        if self.exempt(
+            "device-side-launch", function is not None and file.is_device_function(function)
+        ):
+            return
+        if self.exempt("fixed-safe-config", fixed_safe_config(file, node)):
+            return
         configured = tuple(self.settings.option("cuda", "check-macros", []))
         scope = function or file.root
         if launch_checked_in(file, node, scope, configured):
             return
-        if function is not None and _fixed_before_checked_launch(file, node, function):
+        if self.exempt(
+            "fixed-before-checked-launch",
+            function is not None and _fixed_before_checked_launch(file, node, function),
+        ):
             return
-        if function is not None and _functor_checked_by_users(file, function, configured):
+        if self.exempt(
+            "functor-checked-by-users",
+            function is not None and _functor_checked_by_users(file, function, configured),
+        ):
             return
-        if file.run_by_main(node) or file.is_harness_header:
-            # What a standalone program runs (a demo, sample or benchmark driver: `main` or the
-            # `#if` branch defining it, the functions of the file only it calls, headers only
-            # programs include): a failed launch shows in its printed results, and its author
-            # chose no checking. A library function beside a self-test `main` that never calls
-            # it is library code.
+        if self.exempt("standalone-program", file.run_by_main(node) or file.is_harness_header):
             return
-        if file.is_test:
-            return  # test code (a test, its helpers): a failed launch fails or skews the test
-        if file.display_path.replace("\\", "/") in file.project.harness:
-            # an extension only scripts use (a benchmark or experiment run as a program, no
-            # package's module): its one caller compares the outputs itself
+        if self.exempt("test-code", file.is_test):
+            return
+        path = file.display_path.replace("\\", "/")
+        if self.exempt("script-only-extension", path in file.project.harness):
             return
         check = launch_check_for(file)
         checked, total = file.project.launches_checked, file.project.launches_total
@@ -400,10 +480,12 @@ void forward(float* out, const float* q, int heads, int seq_len, cudaStream_t s)
             # method, or a name other functions share, cannot be matched to its callers: left
             # alone.
             known = name in file.project.launchers
+            if self.exempt("launcher-name-shared", not known):
+                return
             # A macro of a source file is expanded only in that file (a header's is shared).
             local = in_macro and not file.display_path.endswith((".h", ".cuh", ".hpp", ".hh"))
             own = file.display_path if local else None
-            chain = file.project.unchecked_chain(name, path=own) if known else None
+            chain = file.project.unchecked_chain(name, path=own)
             if not chain:
                 return
         # (named: the caller up the chain after which nothing checks, with what it calls)

@@ -8,7 +8,7 @@ from gpulint.frontends.cuda.idioms import (
     function_name,
     variant_on_stream,
 )
-from gpulint.rule import Rule
+from gpulint.rule import Exemption, Rule
 
 # A device-wide wait: after it, which stream a launch used changed nothing.
 _DEVICE_SYNC = re.compile(rb"\bcudaDeviceSynchronize\s*\(")
@@ -20,26 +20,11 @@ class LaunchOnDefaultStream(Rule):
     Finds a kernel launch on the legacy default stream (no stream argument, or `0`/`nullptr`/
     `NULL`) in two places: anywhere in a PyTorch extension (a file that includes `torch/`,
     `ATen/` or `c10/` headers, itself or through a header of the checked tree, at any depth:
-    `#include "pytorch_cuda_helper.hpp"` that includes `<ATen/cuda/CUDAContext.h>`), and in plain CUDA host code inside a function that takes a
-    `cudaStream_t` parameter, a stream it was handed and did not use. Launches on
-    `at::cuda::getCurrentCUDAStream()` or on any other stream expression are left alone, and so
-    are plain CUDA functions with no stream parameter (or several: which one is meant is not
-    clear), and a standalone program's code (a file that defines `main`, or the `#ifdef
-    RUN_MAIN`-like branch holding it beside the extension code), whose default stream is its own.
-    An extension source built only by a Python script in its own folder
-    (`torch.utils.cpp_extension.load(sources=["op.cu"])`, no `setup.py` there or one folder up
-    packaging it), where no Python file of the folder mentions a stream or a CUDA graph, is left
-    alone too: every caller of its ops is in sight, and runs on the default stream. So is an
-    extension only scripts use (see GPU802: no package's module loads or imports it) whose
-    scripts never mention a stream or a CUDA graph. Also left alone: a launch in one branch of
-    an `#if`/`#ifdef` whose sibling branch launches the same kernel on a stream (`#ifdef
-    TORCH_BUILD k<<<g, b, s, stream>>> #else k<<<g, b, s>>> #endif`: the default-stream one is
-    the other build's, a standalone harness), and a launch with a `cudaDeviceSynchronize()` on
-    its path both before and after it (the device is drained around it: its order with every
-    stream is already total), and a launch after a `return` in its block (switched off: it
-    never runs). A launch written over lines is reported at its `<<<`. In plain
-    CUDA, a function that synchronises the whole device after the launch
-    (`cudaDeviceSynchronize()`, a one-off setup step) is left alone: nothing overlaps with it.
+    `#include "pytorch_cuda_helper.hpp"` that includes `<ATen/cuda/CUDAContext.h>`), and in
+    plain CUDA host code inside a function that takes a `cudaStream_t` parameter, a stream it
+    was handed and did not use. A launch on `at::cuda::getCurrentCUDAStream()`, or on any other
+    stream expression, is what the rule asks for. A launch written over lines is reported at
+    its `<<<`.
 
     ## Why is this bad?
     PyTorch runs each op on the *current* stream, which users change with `torch.cuda.stream(s)`,
@@ -60,6 +45,11 @@ class LaunchOnDefaultStream(Rule):
     my_kernel<<<blocks, 256, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<float>(), n);
     ```
 
+    ## Known problems
+    Which stream an extension's callers run on is judged from the Python files in the checked
+    tree: an extension built by a script that never mentions a stream is left alone, though
+    a user outside the tree may call it under `torch.cuda.stream(s)` or in a CUDA graph.
+
     ## References
     - [PyTorch: CUDA semantics, CUDA streams](https://docs.pytorch.org/docs/stable/notes/cuda.html#cuda-streams)
     - [CUDA C++ Programming Guide: default stream](https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#default-stream)
@@ -79,6 +69,138 @@ class LaunchOnDefaultStream(Rule):
     )
     tags = ("streams", "pytorch")
 
+    EXEMPTIONS = (
+        Exemption(
+            "standalone-program",
+            "A standalone program's code (a file that defines `main`, or the `#ifdef "
+            "RUN_MAIN`-like branch holding it beside the extension code): the default stream is "
+            "its own.",
+            """
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+__global__ void k(float* x) {}
+void run(torch::Tensor x) {
+  k<<<1, 128, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<float>());
+}
+#ifdef RUN_MAIN
+int main() {
+  float* x;
+  cudaMalloc(&x, 128 * sizeof(float));
+  k<<<1, 128>>>(x);
+  return 0;
+}
+#endif
+""",
+        ),
+        Exemption(
+            "stream-variant-branch",
+            "A launch in one branch of an `#if`/`#ifdef` whose sibling branch launches the same "
+            "kernel on a stream (`#ifdef TORCH_BUILD k<<<g, b, s, stream>>> #else k<<<g, b, s>>> "
+            "#endif`): the default-stream one is the other build's, a standalone harness.",
+            """
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+__global__ void k(float* x) {}
+void run(float* x) {
+#ifdef TORCH_BUILD
+  k<<<1, 128, 0, at::cuda::getCurrentCUDAStream()>>>(x);
+#else
+  k<<<1, 128>>>(x);  // the standalone harness build
+#endif
+}
+""",
+        ),
+        Exemption(
+            "between-device-syncs",
+            "A launch with a `cudaDeviceSynchronize()` on its path both before and after it: the "
+            "device is drained around it, so its order with every stream is already total.",
+            """
+#include <torch/extension.h>
+__global__ void k(float* x) {}
+void drained(torch::Tensor x) {
+  cudaDeviceSynchronize();
+  k<<<1, 128>>>(x.data_ptr<float>());
+  cudaDeviceSynchronize();
+}
+""",
+        ),
+        Exemption(
+            "script-built-extension",
+            "An extension source built only by a Python script in its own folder "
+            '(`torch.utils.cpp_extension.load(sources=["op.cu"])`, no `setup.py` there or one '
+            "folder up packaging it) where no Python file of the folder mentions a stream or a "
+            "CUDA graph, or an extension only scripts use (see GPU802: no package's module loads "
+            "or imports it) whose scripts never mention one: every caller of its ops is in "
+            "sight, and runs on the default stream.",
+            files=(
+                (
+                    "op/scale.cu",
+                    """#include <torch/extension.h>
+__global__ void scale_kernel(float* x, int n) {}
+void scale(torch::Tensor x) {
+  int n = x.numel();
+  scale_kernel<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), n);
+}
+""",
+                ),
+                (
+                    "op/run.py",
+                    """import torch
+from torch.utils.cpp_extension import load
+
+ext = load(name="scale", sources=["scale.cu"])
+x = torch.randn(1024, device="cuda")
+ext.scale(x)
+""",
+                ),
+            ),
+        ),
+        Exemption(
+            "after-return",
+            "A launch after a `return` in its block (a kernel switched off): it never runs.",
+            """
+#include <torch/extension.h>
+__global__ void k(float* x) {}
+void clear(torch::Tensor x) {
+  return;  // switched off
+  k<<<1, 128>>>(x.data_ptr<float>());
+}
+""",
+        ),
+        Exemption(
+            "device-side-launch",
+            "A launch from device code (dynamic parallelism) in plain CUDA: it runs on the "
+            "launching thread's own default stream, not the host's.",
+            """
+__global__ void child(float* x) {}
+__global__ void parent(float* x, cudaStream_t stream) {
+  child<<<1, 128>>>(x);
+}
+""",
+        ),
+        Exemption(
+            "not-one-stream-parameter",
+            "Plain CUDA code in a function with no `cudaStream_t` parameter, or several (which "
+            "one is meant is not clear): no stream was handed to it to use.",
+            """
+__global__ void k(float* x) {}
+void run(float* x) { k<<<1, 128>>>(x); }
+""",
+        ),
+        Exemption(
+            "device-synchronized-after",
+            "Plain CUDA code that synchronises the whole device after the launch "
+            "(`cudaDeviceSynchronize()`, a one-off setup step): nothing overlaps with it.",
+            """
+__global__ void reorder(unsigned* w, const unsigned short* perm, int rows) {}
+void prepare_weights(unsigned* w, const unsigned short* perm, int rows, cudaStream_t stream) {
+  reorder<<<(rows + 127) / 128, 128>>>(w, perm, rows);  // one-off: the device is drained below
+  cudaDeviceSynchronize();
+}
+""",
+        ),
+    )
+
     VALID = [
         """
 #include <torch/extension.h>
@@ -91,37 +213,9 @@ void run(torch::Tensor x) {
 """,
         """
 __global__ void k(float* x) {}
-void run(float* x) { k<<<1, 128>>>(x); }
+void run(float* x, cudaStream_t stream) { k<<<1, 128, 0, stream>>>(x); }
 """,
     ]
-    VALID.append(
-        """
-__global__ void reorder(unsigned* w, const unsigned short* perm, int rows) {}
-void prepare_weights(unsigned* w, const unsigned short* perm, int rows, cudaStream_t stream) {
-  reorder<<<(rows + 127) / 128, 128>>>(w, perm, rows);  // one-off: the device is drained below
-  cudaDeviceSynchronize();
-}
-"""
-    )
-    VALID.append(
-        """
-#include <torch/extension.h>
-#include <ATen/cuda/CUDAContext.h>
-__global__ void k(float* x) {}
-void run(float* x) {
-#ifdef TORCH_BUILD
-  k<<<1, 128, 0, at::cuda::getCurrentCUDAStream()>>>(x);
-#else
-  k<<<1, 128>>>(x);  // the standalone harness build
-#endif
-}
-void drained(torch::Tensor x) {
-  cudaDeviceSynchronize();
-  k<<<1, 128>>>(x.data_ptr<float>());
-  cudaDeviceSynchronize();
-}
-"""
-    )
     INVALID = [
         """
 #include <torch/extension.h>
@@ -149,39 +243,43 @@ void run(float* x, cudaStream_t stream) {
         if len(config) >= 4 and " ".join(file.node_text(config[3]).split()) not in DEFAULT_STREAMS:
             return
         smem = file.node_text(config[2]) if len(config) >= 3 else "0"
-        if file.in_program(node):
-            return  # a standalone program's path (`#ifdef RUN_MAIN`): the default stream is its own
-        if variant_on_stream(file, node):
-            # `#ifdef TORCH_BUILD k<<<g, b, s, stream>>> #else k<<<g, b, s>>> #endif`: the
-            # default stream is the other build's (a standalone harness), not the extension's
+        if self.exempt("standalone-program", file.in_program(node)):
             return
-        if between_device_syncs(file, node):
-            return  # the device is drained before and after it: the order is total anyway
+        if self.exempt("stream-variant-branch", variant_on_stream(file, node)):
+            return
+        if self.exempt("between-device-syncs", between_device_syncs(file, node)):
+            return
         function = file.enclosing_function(node)
-        if function is not None and unreachable(file, node, function):
-            return  # after a `return` (a kernel switched off): it never runs
+        if self.exempt("after-return", function is not None and unreachable(file, node, function)):
+            return
         if file.includes_torch:
             path = file.display_path.replace("\\", "/")
-            if path in file.project.script_built or path in file.project.harness_streamless:
-                # built only by a script beside it that never changes streams: the current
-                # stream of every caller is the default stream
+            built = path in file.project.script_built or path in file.project.harness_streamless
+            if self.exempt("script-built-extension", built):
                 return
             yield self.report(file, file.launch_span(node), smem=smem)
             return
-        if function is None or file.is_device_function(function):
+        function = file.enclosing_function(node)
+        if function is None:
+            return  # file-scope code (a macro's body): no function to be handed a stream
+        if self.exempt("device-side-launch", file.is_device_function(function)):
             return
         stream = _stream_parameter(file, function)
-        if stream is not None and _DEVICE_SYNC.search(file.data[node.end_byte : function.end_byte]):
-            return  # the function waits for the whole device after it: nothing overlaps anyway
-        if stream is not None:
-            yield self.report(
-                file,
-                file.launch_span(node),
-                self.in_hand,
-                function=function_name(file, function),
-                stream=stream,
-                smem=smem,
-            )
+        if self.exempt("not-one-stream-parameter", stream is None):
+            return
+        if self.exempt(
+            "device-synchronized-after",
+            _DEVICE_SYNC.search(file.data[node.end_byte : function.end_byte]),
+        ):
+            return
+        yield self.report(
+            file,
+            file.launch_span(node),
+            self.in_hand,
+            function=function_name(file, function),
+            stream=stream,
+            smem=smem,
+        )
 
 
 def _stream_parameter(file: CudaFile, function) -> str | None:

@@ -7,7 +7,7 @@ from gpulint.frontends.cuda.idioms import (
     function_name,
     timed_loop,
 )
-from gpulint.rule import Rule
+from gpulint.rule import Exemption, Rule
 
 SYNCS = {"cudaDeviceSynchronize", "cudaStreamSynchronize"}
 ALLOCS = {"cudaMalloc", "cudaFree"}
@@ -30,20 +30,8 @@ class CudaSyncOrAllocInLoop(Rule):
     host loop that does GPU work on every iteration: the loop body launches a kernel (itself, or
     through a host function of the checked tree every definition of which launches one: a
     launcher template `launch_step<T, 256>(x, n, stream)` in a header), or it both allocates
-    and frees. Loops that only set up or tear down a list of buffers or streams
-    (`for (i...) cudaFree(bufs[i]);`, `for (s...) cudaStreamSynchronize(streams[s]);`) are left
-    alone (the call's arguments use the loop variable), and so are syncs after which the host reads
-    or times the iteration's result (a device-to-host copy, a `break`, a timer), loops that time
-    each iteration (a tuning sweep over configurations, also when it allocates each
-    configuration's buffers), loops over devices
-    (`cudaSetDevice(dev)` in the body), `cudaFree(0)` (the context-creation idiom), and code
-    outside loops. A sync is also left alone where it is the point of the loop: a benchmark
-    whose repetitions a clock brackets (a clock read just before the loop and just after it:
-    each repetition's sync is part of what it measures), a sync whose comment says what it is
-    for (`// barrier: wait for every peer before the next exchange`), and one after which the
-    iteration hands device buffers to host-driven communication (`MPI_Sendrecv` of a halo, an
-    `MPI_Barrier`). A comment that only names the call (`// sync`) is no reason.
-
+    and frees. Code outside loops is not its business. A comment that only names the call
+    (`// sync`) is no reason for a sync (see `explained-sync`).
     In a PyTorch extension it also finds a device-wide sync (`cudaDeviceSynchronize`,
     `torch::cuda::synchronize`) in an op's `forward`/`backward` function (`*_forward`,
     `*_fwd`...), unguarded: it runs on every call of the op.
@@ -97,6 +85,149 @@ class CudaSyncOrAllocInLoop(Rule):
     )
     tags = ("sync", "memory")
 
+    EXEMPTIONS = (
+        Exemption(
+            "context-creation",
+            "`cudaFree(0)`: the idiom that creates the context, not a free.",
+            """
+__global__ void step(float* x) {}
+void warm(float* x, int n) {
+  for (int d = 0; d < n; ++d) {
+    cudaFree(0);
+    step<<<1, 128>>>(x);
+  }
+}
+""",
+        ),
+        Exemption(
+            "per-element-setup",
+            "A call whose arguments use the loop variable (`for (i...) cudaFree(bufs[i]);`, "
+            "`cudaStreamSynchronize(streams[s])`): setting up or tearing down a list of buffers "
+            "or streams.",
+            """
+void cleanup(float** bufs, int n) {
+  for (int i = 0; i < n; ++i) cudaFree(bufs[i]);
+}
+""",
+        ),
+        Exemption(
+            "no-gpu-work-in-loop",
+            "A loop that launches nothing (and, for an allocation, does not both allocate and "
+            "free): no GPU work is held up on each iteration.",
+            """
+void setup(float** a, float** b, int n) {
+  for (int tries = 0; tries < 3; ++tries) {
+    if (cudaMalloc(a, n) == cudaSuccess) break;
+  }
+}
+""",
+        ),
+        Exemption(
+            "timed-sweep",
+            "A loop that times each iteration (a tuning sweep over configurations), also when it "
+            "allocates each configuration's buffers.",
+            """
+void tune(const int* ms, const int* ns, int count) {
+  for (int c = 0; c < count; ++c) {
+    float* buf;
+    CUDA_CHECK(cudaMalloc(&buf, (size_t)ms[c] * ns[c] * sizeof(float)));
+    cudaEvent_t start, stop;
+    cudaEventCreate(&start); cudaEventCreate(&stop);
+    cudaEventRecord(start);
+    for (int it = 0; it < 10; ++it) gemm_kernel<<<ms[c] / 64, 256>>>(buf, ms[c], ns[c]);
+    cudaEventRecord(stop);
+    cudaEventSynchronize(stop);
+    float ms_taken;
+    cudaEventElapsedTime(&ms_taken, start, stop);
+    printf("%d x %d: %.3f ms\\n", ms[c], ns[c], ms_taken / 10);
+    CUDA_CHECK(cudaFree(buf));
+  }
+}
+""",
+        ),
+        Exemption(
+            "host-needs-result",
+            "A sync after which the host reads the iteration's result (a device-to-host copy, a "
+            "`break` or `return` on it, a timer read).",
+            """
+__global__ void step(float* x, int* done) {}
+void solve(float* x, int* done, int* host_done) {
+  for (;;) {
+    step<<<64, 256>>>(x, done);
+    cudaDeviceSynchronize();
+    cudaMemcpy(host_done, done, sizeof(int), cudaMemcpyDeviceToHost);
+    if (*host_done) break;
+  }
+}
+""",
+        ),
+        Exemption(
+            "guarded-sync",
+            "A sync under an `if` inside the loop (`if (i == 0) { sync; start timer; }`): a "
+            "one-off, not every iteration's.",
+            """
+__global__ void step(float* x) {}
+void run(float* x, int iters) {
+  for (int it = 0; it < iters; ++it) {
+    step<<<1, 128>>>(x);
+    if (it == 0) cudaDeviceSynchronize();
+  }
+}
+""",
+        ),
+        Exemption(
+            "timed-loop",
+            "A benchmark whose repetitions a clock brackets (a clock read just before the loop "
+            "and just after it): each repetition's sync is part of what it measures.",
+            fixture="cuda/gpu805_silent_sync_is_the_point.cu",
+        ),
+        Exemption(
+            "explained-sync",
+            "A sync whose comment says what it is for (`// barrier: wait for every peer before "
+            "the next exchange`), or after which the iteration hands device buffers to "
+            "host-driven communication (`MPI_Sendrecv` of a halo, an `MPI_Barrier`).",
+            """
+__global__ void step(float* x) {}
+void exchange(float* x, int iters) {
+  for (int it = 0; it < iters; ++it) {
+    step<<<64, 256>>>(x);
+    // barrier: every peer must finish writing its halo before the next exchange reads it
+    cudaDeviceSynchronize();
+  }
+}
+""",
+        ),
+        Exemption(
+            "per-device-loop",
+            "A loop over devices (`cudaSetDevice(dev)` in the body): each iteration sets up "
+            "another device.",
+            """
+__global__ void init(float* x) {}
+void init_all(float** x, int devices) {
+  for (int dev = 0; dev < devices; ++dev) {
+    cudaSetDevice(dev);
+    init<<<1, 128>>>(x[dev]);
+    cudaDeviceSynchronize();
+  }
+}
+""",
+        ),
+        Exemption(
+            "guarded-op-sync",
+            "A device-wide sync in an extension op's forward or backward under an `if` or an "
+            "`#if`: debug mode, a first call, a profiling switch.",
+            """
+#include <torch/extension.h>
+torch::Tensor my_op_forward(torch::Tensor x, bool debug) {
+  auto y = torch::empty_like(x);
+  launch_my_op(x, y);
+  if (debug) cudaDeviceSynchronize();
+  return y;
+}
+""",
+        ),
+    )
+
     VALID = [
         """
 __global__ void step(float* x) {}
@@ -118,32 +249,7 @@ void run(float* x, int iters) {
   cudaDeviceSynchronize();
 }
 """,
-        """
-void cleanup(float** bufs, int n) {
-  for (int i = 0; i < n; ++i) cudaFree(bufs[i]);
-}
-""",
     ]
-    VALID.append(
-        """
-void tune(const int* ms, const int* ns, int count) {
-  for (int c = 0; c < count; ++c) {
-    float* buf;
-    CUDA_CHECK(cudaMalloc(&buf, (size_t)ms[c] * ns[c] * sizeof(float)));
-    cudaEvent_t start, stop;
-    cudaEventCreate(&start); cudaEventCreate(&stop);
-    cudaEventRecord(start);
-    for (int it = 0; it < 10; ++it) gemm_kernel<<<ms[c] / 64, 256>>>(buf, ms[c], ns[c]);
-    cudaEventRecord(stop);
-    cudaEventSynchronize(stop);
-    float ms_taken;
-    cudaEventElapsedTime(&ms_taken, start, stop);
-    printf("%d x %d: %.3f ms\\n", ms[c], ns[c], ms_taken / 10);
-    CUDA_CHECK(cudaFree(buf));
-  }
-}
-"""
-    )
     INVALID = [
         """
 #include <torch/extension.h>
@@ -175,12 +281,12 @@ void run(float* x, int iters) {
         if not file.is_host_function(function):
             return
         args = node.child_by_field_name("arguments")
-        if name == "cudaFree" and file.node_text(args).replace(" ", "") in (
-            "(0)",
-            "(nullptr)",
-            "(NULL)",
+        if self.exempt(
+            "context-creation",
+            name == "cudaFree"
+            and file.node_text(args).replace(" ", "") in ("(0)", "(nullptr)", "(NULL)"),
         ):
-            return  # `cudaFree(0)`: the idiom that creates the context, not a free
+            return
         loop = None
         for a in file.ancestors(node):
             if a.type == "function_definition" or a.type == "lambda_expression":
@@ -190,32 +296,42 @@ void run(float* x, int iters) {
                 break
         if loop is None or file.broken(loop):
             return
-        if self._indexed_by_loop_variable(file, node, loop):
-            return  # per-element setup/teardown: `cudaMalloc(&bufs[i], ...)`, `cudaStreamSynchronize(streams[i])`
+        if self.exempt("per-element-setup", self._indexed_by_loop_variable(file, node, loop)):
+            return
         body = file.data[loop.start_byte : loop.end_byte]
         rest = file.data[node.end_byte : loop.end_byte]
         launches = b"<<<" in body or _calls_launching(file, body)
         if name in ALLOCS:
             both = b"cudaMalloc(" in body and b"cudaFree(" in body
-            if not (both or launches):
+            if self.exempt("no-gpu-work-in-loop", not (both or launches)):
                 return
-            if _TIMED.search(body):
-                return  # a tuning sweep: each configuration gets its buffers, then is timed
+            if self.exempt("timed-sweep", _TIMED.search(body)):
+                return
             advice = "allocate once before the loop and free after it (or use a caching allocator)"
         else:
-            if not launches or _HOST_NEEDS_RESULT.search(rest) or b"DeviceToHost" in body:
+            if self.exempt("no-gpu-work-in-loop", not launches):
                 return
-            if any(a.type == "if_statement" for a in _between(node, loop)):
-                return  # a guarded, one-off sync (`if (i == 0) { sync; start timer; }`)
-            if _TIMED.search(body):
-                return  # a tuning sweep: each iteration times its configuration
-            if timed_loop(file, loop):
-                return  # a benchmark timing its repetitions: the sync is part of what it measures
-            if explained_sync(file, node) or communicates_after(file, node, loop):
-                return  # a documented barrier; a halo the host sends by MPI once kernels finish
+            if self.exempt(
+                "host-needs-result",
+                _HOST_NEEDS_RESULT.search(rest) or b"DeviceToHost" in body,
+            ):
+                return
+            if self.exempt(
+                "guarded-sync", any(a.type == "if_statement" for a in _between(node, loop))
+            ):
+                return
+            if self.exempt("timed-sweep", _TIMED.search(body)):
+                return
+            if self.exempt("timed-loop", timed_loop(file, loop)):
+                return
+            if self.exempt(
+                "explained-sync",
+                explained_sync(file, node) or communicates_after(file, node, loop),
+            ):
+                return
             advice = "synchronise once after the loop, or wait on an event only when the host needs the result"
-        if _PER_DEVICE.search(body):
-            return  # each iteration sets up another device (`cudaSetDevice(dev)`)
+        if self.exempt("per-device-loop", _PER_DEVICE.search(body)):
+            return
         loop_line = file.span(loop)[0]
         yield self.report(file, node, name=name, loop=loop_line, advice=advice)
 
@@ -233,9 +349,14 @@ void run(float* x, int iters) {
         op = function_name(file, function) or ""
         if not _OP_ENTRY.search(op):
             return
-        for a in file.ancestors(node):
-            if a.type in ("if_statement", "preproc_if", "preproc_ifdef"):
-                return  # guarded: debug mode, a first call, a profiling switch
+        if self.exempt(
+            "guarded-op-sync",
+            any(
+                a.type in ("if_statement", "preproc_if", "preproc_ifdef")
+                for a in file.ancestors(node)
+            ),
+        ):
+            return
         yield self.report(file, node, self.per_op, name=name, op=op)
 
     @staticmethod
