@@ -207,7 +207,7 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
                 reported.add(key)
                 yield self.report(file, node, details="; ".join(over), why=why)
 
-    def _everywhere(self, file, kernel, configs, targets, nbytes, why, reported):
+    def _everywhere(self, file: PythonFile, kernel, configs, targets, nbytes, why, reported):
         """No target known: the configs that exceed every assumed target, each config node
         once (for a comprehension, the element with the largest estimate)."""
         worst: dict[int, tuple[int, list[str], tt.Config]] = {}

@@ -27,6 +27,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gpulint.frontends.python.model import FUNCTIONS, Function, MemoKey, position
+from gpulint.frontends.python.module_classes import (
+    COMPILE,
+    class_method,
+    imported_name,
+    instance_classes,
+    is_module_class,
+)
 from gpulint.frontends.python.names import keyword, terminal_name
 from gpulint.frontends.python.syncs import (
     bool_mask,
@@ -39,7 +46,6 @@ from gpulint.frontends.python.tensors import TENSOR_METHODS, looks_like_tensor
 if TYPE_CHECKING:
     from gpulint.frontends.python.file import PythonFile
 
-COMPILE = {"torch.compile"}
 # Decorators under which Dynamo does not trace a function (calling it is a break of its own,
 # the one the author asked for).
 _DISABLED = {
@@ -53,8 +59,6 @@ COMPILING_TESTS = {
     "torch._dynamo.external_utils.is_compiling",
 }  # fmt: skip
 DYNAMIC_SHAPE_METHODS = {"nonzero", "masked_select", "unique", "unique_consecutive", "argwhere"}
-_CONTAINERS = {"ModuleList", "Sequential", "ModuleDict"}
-_WRAPPERS = {"DistributedDataParallel", "DataParallel", "DDP"}
 _LOG_METHODS = {"debug", "info", "warning", "warn", "error", "exception", "critical", "log"}
 # Tensor methods whose result used as a condition reads the tensor's values.
 _VALUE_METHODS = TENSOR_METHODS - {
@@ -189,8 +193,10 @@ def _if_compiled(file: PythonFile, name: str) -> tuple[list[GraphBreak], list[as
         for stmt in file.tree.body:
             if isinstance(stmt, FUNCTIONS) and stmt.name == name:
                 root = stmt
-            elif isinstance(stmt, ast.ClassDef) and stmt.name == name and _is_module(file, stmt):
-                root = _method(file, stmt, "forward")
+            elif (
+                isinstance(stmt, ast.ClassDef) and stmt.name == name and is_module_class(file, stmt)
+            ):
+                root = class_method(file, stmt, "forward")
         if root is None or _disabled(file, root):
             known[name] = None
         else:
@@ -227,21 +233,16 @@ def _outside_targets(file: PythonFile) -> list[OutsideTarget]:
     out: list[OutsideTarget] = []
     for site, target in _compile_sites(file):
         names: list[ast.Name] = []
-        if isinstance(target, ast.Name) and _imported_name(file, target):
+        if isinstance(target, ast.Name) and imported_name(file, target):
             names.append(target)  # `torch.compile(fused_step)` of an imported function
         else:
-            _instance_classes(file, target, site, outside=names)
+            instance_classes(file, target, site, outside=names)
         seen: set[str] = set()
         for name in names:
             if name.id not in seen:
                 seen.add(name.id)
                 out.append(OutsideTarget(site, name, _fullgraph(site)))
     return out
-
-
-def _imported_name(file: PythonFile, name: ast.Name) -> bool:
-    bound = file.model.bindings_of(name.id, before=name)
-    return len(bound) == 1 and bound[0].kind == "import"
 
 
 def _graph_breaks(file: PythonFile, code: CompiledCode) -> list[GraphBreak]:
@@ -500,9 +501,11 @@ def _entries(file: PythonFile) -> list[Entry]:
                 out.append(Entry(d, f, _fullgraph(d)))
     for call, target in _compile_sites(file):
         if isinstance(call.func, ast.Attribute) and call.func.attr == "compile" and not call.args:
-            for cls in _instance_classes(file, target, call):
-                if _method(file, cls, "compile") is None:  # nn.Module.compile, not the class's own
-                    forward = _method(file, cls, "forward")
+            for cls in instance_classes(file, target, call):
+                if (
+                    class_method(file, cls, "compile") is None
+                ):  # nn.Module.compile, not the class's own
+                    forward = class_method(file, cls, "forward")
                     if forward is not None:
                         out.append(Entry(call, forward, _fullgraph(call)))
             continue
@@ -531,7 +534,7 @@ def is_module_method(file: PythonFile, f: ast.AST, name: str) -> bool:
         and f.name == name
         and cls is not None
         and f in cls.body
-        and _is_module(file, cls)
+        and is_module_class(file, cls)
     )
 
 
@@ -584,232 +587,15 @@ def _compiled_defs(file: PythonFile, target: ast.AST, at: ast.AST) -> list[Funct
         and target.value.id in ("self", "cls")
     ):
         cls = file.model.enclosing_class(at)
-        method = _method(file, cls, target.attr) if cls is not None else None
+        method = class_method(file, cls, target.attr) if cls is not None else None
         if method is not None:
             return [method]
     out: list[Function] = []
-    for cls in _instance_classes(file, target, at):
-        forward = _method(file, cls, "forward")
+    for cls in instance_classes(file, target, at):
+        forward = class_method(file, cls, "forward")
         if forward is not None:
             out.append(forward)
     return out
-
-
-# -- classes and their instances ---------------------------------------------------------------
-
-
-def _local_class(file: PythonFile, name: ast.AST) -> ast.ClassDef | None:
-    if not isinstance(name, ast.Name):
-        return None
-    scope = file.model.defining_scope(name.id, name)
-    if scope is None:
-        return None
-    bound = file.model.table(scope)[name.id]
-    if len(bound) == 1 and isinstance(bound[0].node, ast.ClassDef):
-        return bound[0].node
-    return None
-
-
-def _bases(file: PythonFile, cls: ast.ClassDef, depth: int = 0) -> Iterator[ast.ClassDef]:
-    """`cls` and its base classes defined in this file."""
-    yield cls
-    if depth > 5:
-        return
-    for base in cls.bases:
-        local = _local_class(file, base)
-        if local is not None and local is not cls:
-            yield from _bases(file, local, depth + 1)
-
-
-def _method(file: PythonFile, cls: ast.ClassDef | None, name: str) -> Function | None:
-    """`cls.name` as this file defines it, inherited from a local base or its own."""
-    if cls is None:
-        return None
-    for c in _bases(file, cls):
-        for stmt in c.body:
-            if isinstance(stmt, FUNCTIONS) and stmt.name == name:
-                return stmt
-    return None
-
-
-def _is_module(file: PythonFile, cls: ast.ClassDef) -> bool:
-    """An `nn.Module` subclass, as far as the file shows (a base named `...Module`)."""
-    for c in _bases(file, cls):
-        for base in c.bases:
-            name = terminal_name(base)
-            if name is not None and name.endswith("Module") and name != "ModuleList":
-                return True
-            q = file.qualname(base) or ""
-            if q.startswith("torch.nn.") and q.count(".") == 2 and q[9:10].isupper():
-                return True  # `class Conv(nn.Conv2d)`: a layer of torch.nn, subclassed
-    return False
-
-
-_MODULE_METHODS = {"to", "cuda", "train", "eval", "half", "float", "bfloat16", "requires_grad_"}
-
-
-def _instance_classes(
-    file: PythonFile,
-    expr: ast.AST | None,
-    at: ast.AST,
-    depth: int = 0,
-    outside: list[ast.Name] | None = None,
-) -> list[ast.ClassDef]:
-    """The local `nn.Module` classes `expr` is an instance of (or a container of), by the code
-    that built it: `Net(...)`, `model = Net(...).to(device)`, `DDP(model)`, `self.blocks =
-    nn.ModuleList([Block(...) for _ in range(n)])`, `nn.Sequential(*layers)`, a loop over one.
-    Classes imported from another module are not followed: their names go to `outside`."""
-    if expr is None or depth > 12:
-        return []
-    deeper = depth + 1
-    if isinstance(expr, ast.Call):
-        func = expr.func
-        cls = _local_class(file, func)
-        if cls is not None:
-            return [cls] if _is_module(file, cls) else []
-        if outside is not None and isinstance(func, ast.Name) and _imported_name(file, func):
-            outside.append(func)
-            return []
-        if isinstance(func, ast.Name):
-            # `norm_layer = ActNorm if use_actnorm else nn.BatchNorm2d; norm_layer(n)`: the
-            # classes a local alias may hold.
-            aliased = _aliased_classes(file, func, deeper, outside)
-            if aliased is not None:
-                return aliased
-        name = terminal_name(func)
-        if name in _CONTAINERS:
-            return [c for a in expr.args for c in _instance_classes(file, a, at, deeper, outside)]
-        if name in _WRAPPERS and expr.args:
-            return _instance_classes(file, expr.args[0], at, deeper, outside)
-        if isinstance(func, ast.Attribute) and name in _MODULE_METHODS:
-            return _instance_classes(file, func.value, expr, deeper, outside)
-        factory = file.model.resolve_callee(expr)
-        if factory is not None:
-            # `model = make_net(...)`: what the factory of this file returns
-            return [
-                c
-                for node in file.model.members(factory)
-                if isinstance(node, ast.Return) and node.value is not None
-                for c in _instance_classes(file, node.value, node, deeper, outside)
-            ]
-        return []
-    if isinstance(expr, (ast.List, ast.Tuple)):
-        return [c for e in expr.elts for c in _instance_classes(file, e, at, deeper, outside)]
-    if isinstance(expr, (ast.ListComp, ast.GeneratorExp)):
-        return _instance_classes(file, expr.elt, expr.elt, deeper, outside)
-    if isinstance(expr, ast.Dict):
-        return [
-            c
-            for v in expr.values
-            if v is not None
-            for c in _instance_classes(file, v, at, deeper, outside)
-        ]
-    if isinstance(expr, (ast.Starred, ast.Subscript)):
-        return _instance_classes(file, expr.value, at, deeper, outside)
-    if isinstance(expr, ast.Name):
-        out: list[ast.ClassDef] = []
-        for b in file.model.reaching(expr.id, before=expr):
-            if b.kind == "for":
-                iterable = getattr(b.node, "iter", None)
-                if isinstance(iterable, ast.Call) and terminal_name(iterable.func) == "enumerate":
-                    iterable = iterable.args[0] if iterable.args else None
-                out += _instance_classes(file, iterable, b.node, deeper, outside)
-            elif b.kind in ("assign", "annassign", "augassign") and not _is_compile_call(
-                file, b.value
-            ):
-                out += _instance_classes(file, b.value, b.node, deeper, outside)
-        return out
-    if isinstance(expr, ast.Attribute):
-        if isinstance(expr.value, ast.Name) and expr.value.id == "self":
-            values = _self_stores(file, expr.attr, file.model.enclosing_class(at))
-            return [c for v, n in values for c in _instance_classes(file, v, n, deeper, outside)]
-        if isinstance(expr.value, ast.Attribute):
-            return _member_classes(file, expr.value, expr.attr, at, deeper, outside)
-    return []
-
-
-def _aliased_classes(
-    file: PythonFile, name: ast.Name, depth: int, outside: list[ast.Name] | None
-) -> list[ast.ClassDef] | None:
-    """The module classes a local name called as a constructor is bound to (`layer = Block`,
-    `layer = A if flag else B`), or None when no binding is a class reference."""
-    if depth > 12:
-        return None
-    refs: list[ast.AST] = []
-    for b in file.model.reaching(name.id, before=name):
-        if b.kind not in ("assign", "annassign") or b.value is None:
-            continue
-        value = b.value
-        refs += [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
-    out: list[ast.ClassDef] = []
-    seen = False
-    for ref in refs:
-        if isinstance(ref, ast.Name):
-            cls = _local_class(file, ref)
-            if cls is not None:
-                seen = True
-                if _is_module(file, cls):
-                    out.append(cls)
-            elif outside is not None and _imported_name(file, ref):
-                seen = True
-                outside.append(ref)
-    return out if seen else None
-
-
-def _self_stores(
-    file: PythonFile, attr: str, cls: ast.ClassDef | None
-) -> list[tuple[ast.expr, ast.AST]]:
-    """What `self.<attr> = value` assigns in `cls` or its local bases: (value, statement)."""
-    if cls is None:
-        return []
-    family = set(_bases(file, cls))
-    out: list[tuple[ast.expr, ast.AST]] = []
-    for store in file.model.attribute_stores(attr):
-        target = store.target.value
-        if (
-            store.value is not None
-            and isinstance(target, ast.Name)
-            and target.id == "self"
-            and file.model.enclosing_class(store.node) in family
-            and not _is_compile_call(file, store.value)
-        ):
-            out.append((store.value, store.node))
-    return out
-
-
-def _member_classes(
-    file: PythonFile,
-    base: ast.Attribute,
-    attr: str,
-    at: ast.AST,
-    depth: int,
-    outside: list[ast.Name] | None = None,
-) -> list[ast.ClassDef]:
-    """`self.transformer.h`: the entry `h` of `self.transformer = nn.ModuleDict(dict(h=...))`
-    (or `{"h": ...}`), or `self.h` of the local module `self.transformer` is built from."""
-    if not (isinstance(base.value, ast.Name) and base.value.id == "self"):
-        return []
-    out: list[ast.ClassDef] = []
-    for value, node in _self_stores(file, base.attr, file.model.enclosing_class(at)):
-        if isinstance(value, ast.Call) and terminal_name(value.func) == "ModuleDict":
-            table = value.args[0] if value.args else None
-            if isinstance(table, ast.Call) and terminal_name(table.func) == "dict":
-                for k in table.keywords:
-                    if k.arg == attr:
-                        out += _instance_classes(file, k.value, node, depth + 1, outside)
-            elif isinstance(table, ast.Dict):
-                for key, item in zip(table.keys, table.values, strict=True):
-                    if isinstance(key, ast.Constant) and key.value == attr:
-                        out += _instance_classes(file, item, node, depth + 1, outside)
-            continue
-        for cls in _instance_classes(file, value, node, depth + 1, outside):
-            for inner, where in _self_stores(file, attr, cls):
-                out += _instance_classes(file, inner, where, depth + 1, outside)
-    return out
-
-
-def _is_compile_call(file: PythonFile, value: ast.AST | None) -> bool:
-    return isinstance(value, ast.Call) and file.qualname(value) in COMPILE
 
 
 # -- what a traced function calls --------------------------------------------------------------
@@ -829,8 +615,8 @@ def _callees(
         if isinstance(func, ast.Attribute) and func.attr == "forward":
             func = func.value  # `self.block.forward(x)`
         if isinstance(func, (ast.Name, ast.Attribute, ast.Subscript)):
-            for cls in _instance_classes(file, func, node, outside=outside):
-                forward = _method(file, cls, "forward")
+            for cls in instance_classes(file, func, node, outside=outside):
+                forward = class_method(file, cls, "forward")
                 if forward is not None:
                     yield forward
 
