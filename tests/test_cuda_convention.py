@@ -52,6 +52,30 @@ def test_a_project_that_checks_its_launches_gets_gpu802_with_the_count(tmp_path,
     assert "this project checks 4 of its 5 launches" in found[0].message
 
 
+def _status_checked(name: str) -> str:
+    # tiny-cuda-nn's shape: statuses checked after the launch, the last error never read
+    return (
+        f"void {name}(float* x, float* h, int n, cudaStream_t s) {{\n"
+        "  k<<<(n + 255) / 256, 256, 0, s>>>(x, n);\n"
+        "  CUDA_CHECK_THROW(cudaMemcpyAsync(h, x, n, cudaMemcpyDeviceToHost, s));\n}\n"
+    )
+
+
+def test_a_tree_that_never_reads_the_last_error_checks_no_launch(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ops.cu").write_text(KERNELS + "".join(_status_checked(f"op{i}") for i in range(3)))
+    (tmp_path / "more.cu").write_text(KERNELS + "".join(_status_checked(f"m{i}") for i in range(3)))
+    (tmp_path / "fast.cu").write_text(KERNELS + _unchecked("fast"))
+    codes = [f.code for f in _run(tmp_path) if f.code in ("GPU802", "GPU812")]
+    assert codes == ["GPU812"]  # the unchecked launch: no convention, so the opt-in code
+    # one read of the last error anywhere in the tree, and the statuses count again
+    (tmp_path / "check.cpp").write_text(
+        "#include <cuda_runtime.h>\nvoid sync_check() { CUDA_CHECK(cudaGetLastError()); }\n"
+    )
+    codes = [f.code for f in _run(tmp_path) if f.code in ("GPU802", "GPU812")]
+    assert codes == ["GPU802"]
+
+
 def test_one_file_that_checks_is_its_own_style_not_the_projects(tmp_path, monkeypatch):
     # a header vendored from a project that checks, in a code base that checks none of its own
     monkeypatch.chdir(tmp_path)

@@ -175,6 +175,8 @@ def _every_field_set() -> CudaProject:
             values[f.name] = {"launch_k": (CallSite("fwd", "a/ops.cu", 3, True),)}
         elif f.type == "int":
             values[f.name] = 7
+        elif f.type == "bool":
+            values[f.name] = False  # (not the default, so the round trip is seen)
         elif f.type.startswith("dict[str, tuple[int"):
             values[f.name] = {"copy": (2, 5)}
         elif f.type.startswith("dict"):

@@ -28,7 +28,7 @@ from pathlib import Path
 from gpulint.cache import RESTAMPS_WRITTEN, file_stamp, write_atomic
 from gpulint.safeio import Unreadable, read_bytes
 
-FORMAT = 2  # 2: CudaProject.torch_by_header, CudaProject.launching
+FORMAT = 3  # 2: CudaProject.torch_by_header, CudaProject.launching; 3: reads_last_error
 MAX_BYTES = 64 * 1024 * 1024
 MAX_ENTRIES = 20_000  # files and folders below the read folders; more: not kept
 RACY_NS = 2_000_000_000  # as parallel.RACY_NS

@@ -12,7 +12,13 @@ from typing import TYPE_CHECKING, Any
 from gpulint.frontends import MemoKey
 from gpulint.frontends.cuda.callgraph import CALLED_BYTES
 from gpulint.frontends.cuda.harness import MAIN_BYTES
-from gpulint.frontends.cuda.idioms import api_kind, folders_of, is_check_name, last_error_checks
+from gpulint.frontends.cuda.idioms import (
+    api_kind,
+    checks_library_status,
+    folders_of,
+    is_check_name,
+    last_error_checks,
+)
 from gpulint.source import is_driver_path
 
 if TYPE_CHECKING:
@@ -39,7 +45,9 @@ def last_check_end(file: CudaFile, scope: Node, configured: tuple[str, ...] = ()
         text = file.data[scope.start_byte : scope.end_byte]
         for m in CALLED_BYTES.finditer(text):
             name = m.group(1).decode("ascii", "replace")
-            if is_check_name(name, configured) or name in names:
+            if (is_check_name(name, configured) or name in names) and not checks_library_status(
+                name, text[m.end() : m.end() + 24]
+            ):
                 found = m.end()
         # A checking launcher called with template arguments (`launch<C, G, k<true>>(g)`).
         for name in file.checking_launchers() | (
@@ -156,6 +164,10 @@ def count_convention(
             pair[0] += used
             pair[1] += dropped
         add_folder_counts(folders, path, facts.get("api_counts", {}))
+    if not project.reads_last_error:
+        # A tree that never reads the last error checks no launch, whatever statuses it
+        # checks after them (tiny-cuda-nn: CUDA_CHECK_THROW on copies, CUBLAS_CHECK_THROW).
+        checked = debug_checked = 0
     project.launches_checked, project.launches_total = checked, total
     project.launches_debug_checked = debug_checked
     project.launches_beside_one_checking_file = (

@@ -61,6 +61,19 @@ def is_check_name(name: str | None, configured: tuple[str, ...] | list[str] = ()
     return bool(_CHECKISH.search(name)) and not RUNTIME_API.match(name)
 
 
+# CUDA libraries whose calls return their own status (cublasStatus_t, cudnnStatus_t, ...): a
+# check of one says nothing of an earlier kernel launch, whose error only the runtime's last
+# error holds.
+_LIBRARY = re.compile(r"(?i)(cublas|cudnn|cusparse|cufft|curand|cusolver|nccl|cutensor)")
+_LIBRARY_CALL = re.compile(rb"(?i)\s*(cublas|cudnn|cusparse|cufft|curand|cusolver|nccl|cutensor)")
+
+
+def checks_library_status(name: str, argument: bytes) -> bool:
+    """A check call (`name(` followed by `argument`) that checks a CUDA library's status, not
+    the runtime's: `CUBLAS_CHECK_THROW(cublasGemmEx(...))`, `CUDNN_CHECK(...)`."""
+    return bool(_LIBRARY.search(name)) or bool(_LIBRARY_CALL.match(argument))
+
+
 def is_runtime_call(name: str | None) -> bool:
     """A CUDA runtime API call returning cudaError_t. A project's own checking wrapper spelt
     like one (`cudaFreeCheck(p)`, `cudaMallocSafe`) is a check, not the runtime."""
@@ -168,6 +181,18 @@ def file_checks(file: CudaFile) -> set[str]:
 # `cudaGetLastError` returns (and clears) the last error of any runtime call or launch: a check
 # built on it also reports a failed copy or memset made before it.
 _LAST_ERROR = re.compile(rb"\bcuda(?:GetLastError|PeekAtLastError)\s*\(")
+# The runtime's last error read anywhere in a text: directly, or by a check that reads it.
+_READS_LAST_ERROR = re.compile(
+    rb"\b(?:cudaGetLastError|cudaPeekAtLastError|C10_CUDA_KERNEL_LAUNCH_CHECK|getLastCudaError)\b"
+)
+
+
+def reads_last_error(data: bytes) -> bool:
+    """The text reads the runtime's last error somewhere, the only place a failed launch's
+    error is kept (a later call's status check does not return a bad launch configuration)."""
+    return bool(_READS_LAST_ERROR.search(data))
+
+
 _FUNCTION_HEAD = re.compile(
     rb"\b([A-Za-z_]\w*)\s*\((?:[^;{}()]|\([^;{}()]*\))*\)\s*(?:const\s*)?(?:noexcept\s*)?\{"
 )

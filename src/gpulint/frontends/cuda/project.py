@@ -40,7 +40,12 @@ from gpulint.frontends.cuda.harness import (
     include_name,
     script_built,
 )
-from gpulint.frontends.cuda.idioms import debug_only_checks, last_error_checks, tree_macros
+from gpulint.frontends.cuda.idioms import (
+    debug_only_checks,
+    last_error_checks,
+    reads_last_error,
+    tree_macros,
+)
 from gpulint.source import is_driver_path
 
 __all__ = ["CallSite", "CudaProject", "build", "merge"]
@@ -59,6 +64,10 @@ class CudaProject:
     # programs left out) checked on their path or by every caller, and all of them
     launches_checked: int = 0
     launches_total: int = 0
+    # Some file of the tree reads the runtime's last error (`cudaGetLastError()`, a
+    # C10_CUDA_KERNEL_LAUNCH_CHECK): without one, no launch is checked, whatever statuses are
+    # checked after it (a later status check does not return a bad launch configuration)
+    reads_last_error: bool = True
     # library launches checked only by checks compiled into debug builds (not counted above)
     launches_debug_checked: int = 0
     # the project's checks that read the last error only in a debug build, or when an
@@ -284,7 +293,7 @@ class CudaProject:
             value = getattr(self, f.name)
             if isinstance(value, frozenset) and all(isinstance(v, str) for v in value):
                 out[f.name] = sorted(value)
-            elif type(value) is int:
+            elif type(value) in (int, bool):
                 out[f.name] = value
             elif isinstance(value, dict) and all(isinstance(k, str) for k in value):
                 if all(isinstance(v, str | int | bool) for v in value.values()):
@@ -334,8 +343,8 @@ class CudaProject:
                         raise ValueError(f.name)
                     out[k] = tuple(CallSite(*s) for s in v)
                 values[f.name] = out
-            elif f.type == "int":
-                if type(value) is not int:
+            elif f.type in ("int", "bool"):
+                if type(value) is not {"int": int, "bool": bool}[f.type]:
                     raise ValueError(f.name)
                 values[f.name] = value
             elif f.type.startswith("dict[str, tuple[int"):
@@ -585,6 +594,7 @@ def build(
         for p, f in facts.items()
         if isinstance(macro := f.get("check_macro"), str) and macro
     }
+    project.reads_last_error = any(reads_last_error(data) for _, data in files)
     # (an extension only scripts use is still the authors' own library style: counted)
     count_convention(project, facts, project.harness_headers)
     for path, data in rest:
