@@ -237,17 +237,7 @@ def choose_fixes(
         return new, len(fixable), []
     if len(fixable) == 1:
         return text, 0, [(fixable[0][1], problem)]
-    accepted: list[tuple[Finding, Fix]] = []
-    refused: list[tuple[Fix, str]] = []
-    result = text
-    for finding, fix in fixable:
-        candidate, problem = attempt([*accepted, (finding, fix)])
-        if problem is None:
-            accepted.append((finding, fix))
-            result = candidate
-        else:
-            refused.append((fix, problem))
-    return result, len(accepted), refused
+    return _one_at_a_time(text, fixable, attempt, [])
 
 
 def choose_notebook_fixes(
@@ -326,9 +316,20 @@ def choose_notebook_fixes(
     new, problem = attempt(usable)
     if problem is None:
         return new, len(usable), refused
+    return _one_at_a_time(text, usable, attempt, refused)
+
+
+def _one_at_a_time(
+    text: str,
+    fixes: list[tuple[Finding, Fix]],
+    attempt: Callable[[list[tuple[Finding, Fix]]], tuple[str, str | None]],
+    refused: list[tuple[Fix, str]],
+) -> tuple[str, int, list[tuple[Fix, str]]]:
+    """When the fixes together fail their check: take them one at a time, keeping each that
+    still passes with those kept before it, refusing the rest with its problem."""
     accepted: list[tuple[Finding, Fix]] = []
     result = text
-    for finding, fix in usable:
+    for finding, fix in fixes:
         candidate, problem = attempt([*accepted, (finding, fix)])
         if problem is None:
             accepted.append((finding, fix))
