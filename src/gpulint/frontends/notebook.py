@@ -469,17 +469,10 @@ def place_finding(parsed: NotebookFile, f: Finding) -> Finding:
     nb = parsed.notebook
     if f.code in ENGINE_CODES or f.cell is not None:
         return f
-    where = nb.locate(f.line)
-    if where is None:
+    placed = _place_span(nb, f.line, f.end_line, f.end_col)
+    if placed is None:
         return f
-    cell, line = where
-    end_line, end_col = f.end_line, f.end_col
-    if end_line:
-        end = nb.locate(end_line)
-        if end is None or end[0].number != cell.number:
-            end_line = end_col = None
-        else:
-            end_line = end[1]
+    cell, line, end_line, end_col = placed
     related = tuple(_place_related(nb, r) if r.path == f.path else r for r in f.related)
     return replace(
         f,
@@ -493,15 +486,24 @@ def place_finding(parsed: NotebookFile, f: Finding) -> Finding:
     )
 
 
-def _place_related(nb: Notebook, r):
-    where = nb.locate(r.line)
+def _place_span(nb: Notebook, line: int, end_line: int | None, end_col: int | None):
+    """(cell, line, end line, end column) in the cell's terms of a span of the joined source;
+    the end is dropped when it lies in another cell. None: not in a code cell."""
+    where = nb.locate(line)
     if where is None:
-        return r
+        return None
     cell, line = where
-    end_line, end_col = r.end_line, r.end_col
     if end_line:
         end = nb.locate(end_line)
         end_line, end_col = (end[1], end_col) if end and end[0] is cell else (None, None)
+    return cell, line, end_line, end_col
+
+
+def _place_related(nb: Notebook, r):
+    placed = _place_span(nb, r.line, r.end_line, r.end_col)
+    if placed is None:
+        return r
+    cell, line, end_line, end_col = placed
     return replace(
         r,
         message=relabel(r.message, nb, r.path),
