@@ -135,3 +135,50 @@ def test_a_launch_of_another_kernel_of_the_same_name_is_not_this_ones(tree):
     (tree / "pkg" / "mine.py").write_text(textwrap.dedent(KERNELS))
     found = [f for f in check("--no-cache") if f[0] == "pkg/kernels.py"]
     assert found == ADD
+
+
+# A package that re-exports its kernels (`pkg/__init__.py`: `from .kernels import add_kernel`),
+# launched as `pkg.add_kernel[grid](...)` and `from pkg import ...` in a module outside it.
+REEXPORTED = """
+import torch
+import triton
+
+import pkg
+from pkg import scale_cols_kernel
+
+
+def add(x, y):
+    out = torch.empty_like(x)
+    n = out.numel()
+    pkg.add_kernel[(triton.cdiv(n, 1024),)](x, y, out, n, BLOCK_SIZE=1024)
+    return out
+
+
+def scale_cols(x, scale, BLOCK=256):
+    out = torch.empty_like(x)
+    rows, cols = x.shape
+    scale_cols_kernel[(rows, triton.cdiv(cols, BLOCK))](x, out, cols, scale, BLOCK)
+    return out
+"""
+
+
+def test_a_kernel_re_exported_by_its_package_takes_its_launchers_grids(tree):
+    (tree / "pkg" / "__init__.py").write_text(
+        "from .kernels import add_kernel, scale_cols_kernel\n"
+    )
+    (tree / "ops.py").write_text(textwrap.dedent(REEXPORTED))
+    assert check("--no-cache") == ADD + SCALE
+    assert check("--no-cache", paths=("pkg/kernels.py",)) == ADD + SCALE
+
+
+def test_a_package_that_does_not_re_export_the_kernel_is_not_its_launcher(tree):
+    # `pkg.scale_cols_kernel` names nothing of pkg.kernels when the package does not import it.
+    (tree / "pkg" / "__init__.py").write_text("from .kernels import add_kernel\n")
+    (tree / "pkg" / "other.py").write_text(textwrap.dedent(KERNELS))
+    (tree / "ops.py").write_text(
+        textwrap.dedent(REEXPORTED).replace(
+            "from pkg import scale_cols_kernel", "from pkg.other import scale_cols_kernel"
+        )
+    )
+    found = [f for f in check("--no-cache") if f[0] == "pkg/kernels.py"]
+    assert found == ADD

@@ -340,18 +340,27 @@ class ProjectSession:
         index of the subscripted names of every module is built once per process; a module is
         parsed only when it subscripts the name, and recorded as consulted (an edited launcher
         invalidates this file's cached result)."""
+        return self._modules_naming(_SUBSCRIPTED, name)
+
+    def modules_calling(self, name: str) -> list[tuple[PythonFile, ProjectSession]]:
+        """The other modules of the tree whose text calls `name` (`name(...)`, `m.name(...)`),
+        parsed, each with its own session; as `modules_subscripting`, through a text index of
+        called names built once per process."""
+        return self._modules_naming(_CALLED, name)
+
+    def _modules_naming(
+        self, pattern: re.Pattern[bytes], name: str
+    ) -> list[tuple[PythonFile, ProjectSession]]:
         out: list[tuple[PythonFile, ProjectSession]] = []
         if self.depth >= MAX_DEPTH:
             return out
-        for module in _subscripting_index(self.index).get(name, ()):
+        for module in _name_index(self.index, pattern).get(name, ()):
             info = self.index.modules.get(module)
             if info is None or info.relpath == self.relpath:
                 continue
             if len(self.deps) >= MAX_MODULES_PER_FILE and info.relpath not in self.deps:
                 break
-            if module not in _PARSED:
-                _PARSED[module] = _parse_module(self.index, info)
-            found = _PARSED[module]
+            found = _parsed(self.index, module, info)
             if found is None:
                 continue
             parsed, digest = found
@@ -362,22 +371,50 @@ class ProjectSession:
     def refers_to(self, file: PythonFile, node: ast.expr, module: str | None, name: str) -> bool:
         """Whether `node` in `file` (the module of this session) is the top-level `name` of the
         tree's `module`: imported from it (`from .kernels import add_kernel; add_kernel`), or
-        an attribute of it imported as a module (`from . import kernels; kernels.add_kernel`)."""
+        an attribute of it imported as a module (`from . import kernels; kernels.add_kernel`),
+        directly or through modules that import it and so re-export it (a package's
+        `__init__.py` with `from .kernels import add_kernel`, then `pkg.add_kernel`)."""
         if module is None:
             return False
         if isinstance(node, ast.Name):
             imported = self._imported(file, node.id, node)
             if imported is None or imported[1] != name:
                 return False
-            return self.index.resolve_module(imported[0], self.relpath) == module
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            found = self.index.resolve_module(imported[0], self.relpath)
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
             if node.attr != name:
                 return False
             imported = self._imported(file, node.value.id, node)
             if imported is None:
                 return False
             dotted = f"{imported[0]}.{imported[1]}" if imported[1] else imported[0]
-            return self.index.resolve_module(dotted, self.relpath) == module
+            found = self.index.resolve_module(dotted, self.relpath)
+        else:
+            return False
+        return found is not None and self._leads_to(found, name, module)
+
+    def _leads_to(self, found: str, name: str, module: str) -> bool:
+        """`name` read from the tree's module `found` is `module`'s: `found` is `module`, or
+        imports `name` from a module that leads to it (re-exports, `MAX_DEPTH` of them)."""
+        for _ in range(MAX_DEPTH):
+            if found == module:
+                return True
+            info = self.index.modules.get(found)
+            parsed = _parsed(self.index, found, info) if info is not None else None
+            if info is None or parsed is None:
+                return False
+            self.deps[info.relpath] = parsed[1]
+            inner = ProjectSession(self.index, info.relpath, self.depth + 1)
+            nxt = None
+            for stmt in parsed[0].tree.body:
+                if isinstance(stmt, ast.ImportFrom) and any(
+                    a.name == name and (a.asname or a.name) == name for a in stmt.names
+                ):
+                    base = inner._from_module(stmt)
+                    nxt = self.index.resolve_module(base, info.relpath) if base else None
+            if nxt is None or nxt == found:
+                return False
+            found = nxt
         return False
 
     # -- resolving a call to (module, function) ------------------------------------------------
@@ -569,28 +606,37 @@ class ProjectSession:
 
 
 # Per process: module name -> (the parsed module, its digest), or None when it cannot be read
-# or parsed; and, per index, the names each module subscripts (`name[`), by name.
+# or parsed; and, per index, the names each module subscripts (`name[`) or calls (`name(`), by
+# name.
 _PARSED: dict[str, tuple[PythonFile, str] | None] = {}
-_SUBSCRIPTING: dict[int, dict[str, list[str]]] = {}
-_SUBSCRIPT = re.compile(rb"([A-Za-z_][A-Za-z0-9_]*)\s*\[")
+_NAMED: dict[tuple[int, bytes], dict[str, list[str]]] = {}
+_SUBSCRIPTED = re.compile(rb"([A-Za-z_][A-Za-z0-9_]*)\s*\[")
+_CALLED = re.compile(rb"([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 
 
-def _subscripting_index(index: ProjectIndex) -> dict[str, list[str]]:
-    key = id(index)
-    if key not in _SUBSCRIPTING:
+def _parsed(index: ProjectIndex, module: str, info: _Module) -> tuple[PythonFile, str] | None:
+    if module not in _PARSED:
+        _PARSED[module] = _parse_module(index, info)
+    return _PARSED[module]
+
+
+def _name_index(index: ProjectIndex, pattern: re.Pattern[bytes]) -> dict[str, list[str]]:
+    key = (id(index), pattern.pattern)
+    if key not in _NAMED:
         from gpulint.safeio import MAX_SOURCE_BYTES, read_bytes
 
-        _SUBSCRIPTING.clear()  # one index per run
+        for old in [k for k in _NAMED if k[0] != key[0]]:
+            del _NAMED[old]  # one index per run
         table: dict[str, list[str]] = {}
         for name, info in index.modules.items():
             try:
                 data = read_bytes(info.path, MAX_SOURCE_BYTES, index.roots)
             except Exception:  # unreadable: that file's own lint reports it
                 continue
-            for word in {m.group(1).decode("ascii") for m in _SUBSCRIPT.finditer(data)}:
+            for word in {m.group(1).decode("ascii") for m in pattern.finditer(data)}:
                 table.setdefault(word, []).append(name)
-        _SUBSCRIPTING[key] = table
-    return _SUBSCRIPTING[key]
+        _NAMED[key] = table
+    return _NAMED[key]
 
 
 def _parse_module(index: ProjectIndex, info: _Module) -> tuple[PythonFile, str] | None:
@@ -625,7 +671,7 @@ def reset() -> None:
     _CHEAP_DATASETS.clear()
     _TIMING_DECORATORS.clear()
     _PARSED.clear()
-    _SUBSCRIPTING.clear()
+    _NAMED.clear()
 
 
 # Per process: module name -> (runs compiled extension ops, its digest, the tree modules it
