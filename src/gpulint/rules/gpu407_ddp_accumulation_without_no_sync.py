@@ -6,6 +6,7 @@ from gpulint.frontends.python.model import position
 from gpulint.frontends.python.names import terminal_name
 from gpulint.frontends.python.wrappers import (
     DDP,
+    remote_wraps,
     single_process,
     skips_grad_sync,
     wrapped_kinds,
@@ -28,7 +29,9 @@ class DdpAccumulationWithoutNoSync(Rule):
     engine (`engine.backward(loss)`: DeepSpeed, accelerate); models wrapped by FSDP or
     DeepSpeed, not DDP; a process group built with `world_size=1`; an accumulation count
     written as the literal 1. An accumulation count whose option defaults to 1 still fires:
-    the code is written to accumulate, and does so slowly whenever asked to.
+    the code is written to accumulate, and does so slowly whenever asked to. The model may be
+    wrapped in another module of the checked tree and passed in (`train_one_epoch(model=
+    ddp_model)` in train.py, the loop in train_utils.py): the finding names that call.
 
     ## Why is this bad?
     DDP all-reduces every gradient bucket during each `backward()`: with `accum` micro-steps
@@ -70,7 +73,9 @@ class DdpAccumulationWithoutNoSync(Rule):
 
     code = "GPU407"
     name = "ddp-accumulation-without-no-sync"
-    triggers = ("DistributedDataParallel",)
+    # A loop on a model wrapped in another module names no wrapper: its accumulation count
+    # (`gradient_accumulation_steps`, `accum_iter`) or micro-batches are what it says.
+    triggers = ("DistributedDataParallel", "accum", "micro")
     requires = ("backward",)
     message = (
         "`{backward}` runs on every micro-step of the loop at line {loop}, but `{step}` only "
@@ -122,16 +127,15 @@ class DdpAccumulationWithoutNoSync(Rule):
         yield from self._check(node, file)
 
     def _check(self, loop: ast.For | ast.While, file: PythonFile):
-        if file.is_test or not any(w.kind == DDP for w in wraps(file)):
+        # A file that wraps no model itself may still train one wrapped in another module
+        # and passed in (`train_one_epoch(model=ddp_model)`): only with its project.
+        if file.is_test or (file.project is None and not any(w.kind == DDP for w in wraps(file))):
             return
         if skips_grad_sync(file) or single_process(file):
             return
         nodes = list(own_nodes(loop))
         backward = self._every_iteration_backward(file, loop, nodes)
         if backward is None:
-            return
-        model = self._ddp_model(file, nodes)
-        if model is None:
             return
         steps = [n for n in nodes if _optimizer_step(n)]
         if steps:
@@ -150,9 +154,18 @@ class DdpAccumulationWithoutNoSync(Rule):
             if not after:
                 return
             step = after[0]
+        model = self._ddp_model(file, nodes)
+        if model is None:
+            return
+        related = tuple(
+            w.call
+            for w in (remote_wraps(file, model) if isinstance(model, ast.Name) else ())
+            if w.kind == DDP
+        )
         yield self.report(
             file,
             backward,
+            related=related,
             backward=file.segment(backward),
             loop=loop.lineno,
             step=file.segment(step),

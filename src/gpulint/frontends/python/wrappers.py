@@ -10,6 +10,10 @@
 - `wrapped_kinds(file, expr)`: the kinds of wrapper an expression may hold, by the targets it is
   written as (`model`, `self.model`) or, for a parameter, by its name: a function handed the
   wrapped `model` calls it `model` too, nearly always.
+- `remote_wraps(file, name)`: for a parameter of a top-level function (`def
+  train_one_epoch(args, model, ...)`), the kinds that callers in other modules of the checked
+  tree pass to it (`train_one_epoch(model=ddp_model)` in train.py after `ddp_model =
+  DDP(model)`), each with the call's place; `wrapped_kinds` counts them.
 - `skips_grad_sync(file)`: the file turns DDP's gradient all-reduce off for some backward
   passes itself: `model.no_sync()`, `require_backward_grad_sync = False`, accelerate's
   `accelerator.accumulate(model)`/`accelerator.no_sync(model)`, a `no_sync` handed around as a
@@ -24,6 +28,7 @@ import ast
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gpulint.diagnostics import Related
 from gpulint.frontends.python.model import MemoKey
 from gpulint.frontends.python.names import keyword, structure, terminal_name
 
@@ -66,7 +71,16 @@ class Wrap:
     names: tuple[str, ...]  # the terminal name of each (`model` for `self.model`)
 
 
+@dataclass(frozen=True, slots=True)
+class RemoteWrap:
+    kind: str
+    call: Related  # the call in another module that passes the wrapped model
+
+
 _WRAPS: MemoKey[tuple[Wrap, ...]] = MemoKey("data-parallel wraps")
+_REMOTE: MemoKey[dict[tuple[int, str], tuple[RemoteWrap, ...]]] = MemoKey(
+    "data-parallel wraps passed in from other modules"
+)
 _SKIPS: MemoKey[bool] = MemoKey("skips grad sync")
 
 
@@ -158,10 +172,11 @@ def _calls_of(file: PythonFile, function: ast.AST) -> list[ast.Call]:
     return out
 
 
-def wrapped_kinds(file: PythonFile, expr: ast.AST) -> set[str]:
+def wrapped_kinds(file: PythonFile, expr: ast.AST, remote: bool = True) -> set[str]:
     """The kinds of wrapper `expr` (a model as called: `model`, `self.model`, `model.module`)
     may hold: those stored in an expression written the same way, or, where `expr` is a name
-    (a parameter, say), stored in any target of that terminal name. `model.module` is the
+    (a parameter, say), stored in any target of that terminal name, or passed to that
+    parameter by a caller in another module (`remote`: `remote_wraps`). `model.module` is the
     unwrapped module, not the wrapper."""
     if isinstance(expr, ast.Attribute) and expr.attr == "module":
         return set()
@@ -176,7 +191,79 @@ def wrapped_kinds(file: PythonFile, expr: ast.AST) -> set[str]:
             or (isinstance(expr, ast.Attribute) and key in wrap.targets)
         ):
             out.add(wrap.kind)
+    if remote and by_name and isinstance(expr, ast.Name):
+        out |= {w.kind for w in remote_wraps(file, expr)}
     return out
+
+
+def remote_wraps(file: PythonFile, name: ast.Name) -> tuple[RemoteWrap, ...]:
+    """See the module docstring. Only the callers' own facts count (a wrap in the calling
+    module, `wrapped_kinds(..., remote=False)`), not their callers': one module away. None
+    when the file is linted without its project."""
+    function = _parameter_of(file, name)
+    project = file.project
+    if function is None or project is None:
+        return ()
+    cache = file.memo.get(_REMOTE, dict)
+    key = (id(function), name.id)
+    if key not in cache:
+        found: list[RemoteWrap] = []
+        for host, session in project.modules_calling(function.name):
+            for call in host.nodes(ast.Call):
+                if not session.refers_to(host, call.func, project.name, function.name):
+                    continue
+                given = _argument(function, call, name.id)
+                if not isinstance(given, (ast.Name, ast.Attribute)):
+                    continue
+                line, col, end_line, end_col = host.span(call)
+                for kind in sorted(wrapped_kinds(host, given, remote=False)):
+                    message = f"`{host.segment(given)}` is passed to `{function.name}()` here"
+                    found.append(
+                        RemoteWrap(
+                            kind, Related(host.display_path, line, col, message, end_line, end_col)
+                        )
+                    )
+        cache[key] = tuple(found)
+    return cache[key]
+
+
+def _parameter_of(
+    file: PythonFile, name: ast.Name
+) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The module-level function whose parameter `name` reads, where no assignment in it
+    rebinds the name."""
+    scope = file.model.scope_of(name)
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    if not isinstance(file.parent(scope), ast.Module):
+        return None
+    args = scope.args
+    params = [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
+    if name.id not in params:
+        return None
+    bound = file.model.reaching(name.id, name)
+    if any(b.kind != "param" for b in bound):
+        return None
+    return scope
+
+
+def _argument(
+    function: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call, param: str
+) -> ast.expr | None:
+    """What `call` passes to `function`'s parameter `param`: by keyword or by position (none
+    after a `*starred` argument)."""
+    for k in call.keywords:
+        if k.arg == param:
+            return k.value
+    positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+    if param not in positional:
+        return None
+    index = positional.index(param)
+    if index < len(call.args) and not any(
+        isinstance(a, ast.Starred) for a in call.args[: index + 1]
+    ):
+        return call.args[index]
+    return None
 
 
 def _bound_otherwise(file: PythonFile, name: ast.Name) -> bool:
