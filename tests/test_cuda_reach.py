@@ -247,3 +247,79 @@ def test_a_sync_in_a_loop_calling_a_launcher_template_of_another_file(tmp_path, 
     )
     found = [f for f in _run(tmp_path) if f.code == "GPU805"]
     assert [(f.path, f.line) for f in found] == [("run.cpp", 5)]
+
+
+# A functor whose `operator()` launches, defined in a header, used from another translation
+# unit (mmcv's spconv shape: `functor::Cls<tv::TorchGPU, T, int>\n ftor;` then `ftor(...)`).
+FUNCTOR = """#pragma once
+#include <cuda_runtime.h>
+template <typename T> __global__ void pool_kernel(T* out, const T* in, int n) {}
+namespace functor {
+template <typename T>
+struct PoolForwardFunctor {
+  void operator()(cudaStream_t s, T* out, const T* in, int n) {
+    pool_kernel<T><<<(n + 255) / 256, 256, 0, s>>>(out, in, n);
+  }
+};
+}  // namespace functor
+"""
+POOL_OPS = """#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+#include "pool.cuh"
+void pool_checked(torch::Tensor out, torch::Tensor in) {
+  functor::PoolForwardFunctor<float>
+      ftor;
+  ftor(at::cuda::getCurrentCUDAStream(), out.data_ptr<float>(), in.data_ptr<float>(), in.numel());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+"""
+POOL_UNCHECKED = """#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+#include "pool.cuh"
+void pool_fast(torch::Tensor out, torch::Tensor in) {
+  functor::PoolForwardFunctor<float> forwardFtor;
+  forwardFtor(at::cuda::getCurrentCUDAStream(), out.data_ptr<float>(), in.data_ptr<float>(), 4);
+}
+"""
+
+
+def test_a_functor_s_callers_in_other_files_are_its_callers(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _tree(tmp_path, {"pool.cuh": FUNCTOR, "ops.cu": POOL_OPS})
+    assert not [f for f in _run(tmp_path) if f.code in ("GPU802", "GPU812")]
+    (tmp_path / "fast.cu").write_text(POOL_UNCHECKED)
+    found = [f for f in _run(tmp_path) if f.code in ("GPU802", "GPU812")]
+    assert [(f.path, f.line) for f in found] == [("pool.cuh", 8)]
+    assert "`pool_fast` (fast.cu:6)" in found[0].message
+
+
+def test_another_functor_s_callers_are_not_this_ones(tmp_path, monkeypatch):
+    # `PoolBackwardFunctor` objects called unchecked say nothing of the forward functor.
+    monkeypatch.chdir(tmp_path)
+    other = POOL_UNCHECKED.replace("PoolForwardFunctor", "PoolBackwardFunctor")
+    header = FUNCTOR + FUNCTOR.replace("PoolForwardFunctor", "PoolBackwardFunctor").replace(
+        "pool_kernel", "pool_bwd_kernel"
+    ).replace("#pragma once\n", "")
+    _tree(tmp_path, {"pool.cuh": header, "ops.cu": POOL_OPS, "fast.cu": other})
+    found = [f for f in _run(tmp_path) if f.code in ("GPU802", "GPU812")]
+    assert [(f.path, f.line) for f in found] == [("pool.cuh", 18)]
+
+
+def test_a_sync_in_a_loop_calling_a_launching_functor_of_another_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    loop = (
+        '#include "pool.cuh"\n'
+        "void pool_all(float* out, const float* in, int n, int steps, cudaStream_t s) {\n"
+        "  functor::PoolForwardFunctor<float> ftor;\n"
+        "  for (int t = 0; t < steps; ++t) {\n"
+        "    ftor(s, out, in, n);\n"
+        "    CUDA_CHECK(cudaStreamSynchronize(s));\n"
+        "  }\n"
+        "}\n"
+    )
+    _tree(tmp_path, {"pool.cuh": FUNCTOR, "run.cpp": loop})
+    found = [f for f in _run(tmp_path) if f.code == "GPU805"]
+    assert [(f.path, f.line) for f in found] == [("run.cpp", 6)]
+    # an object of a class whose call operator launches nothing: no GPU work in the loop
+    _tree(tmp_path, {"run.cpp": loop.replace("PoolForwardFunctor", "HostFunctor")})
+    assert not [f for f in _run(tmp_path) if f.code == "GPU805"]

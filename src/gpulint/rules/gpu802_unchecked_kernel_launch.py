@@ -2,6 +2,7 @@ import re
 
 from gpulint.diagnostics import Severity
 from gpulint.frontends import MemoKey
+from gpulint.frontends.cuda.callgraph import functor_key
 from gpulint.frontends.cuda.conventions import launch_checked_in
 from gpulint.frontends.cuda.file import CudaFile
 from gpulint.frontends.cuda.idioms import (
@@ -459,7 +460,8 @@ void forward(float* out, const float* q, int heads, int seq_len, cudaStream_t s)
         if function is None:
             yield self.report(file, file.launch_span(node), check=check, **counts)
             return
-        name = function_name(file, function)
+        # (a functor's `operator()` goes by its class: `Cls::operator()`, as its callers do)
+        name = functor_key(file, function) or function_name(file, function)
         in_macro = file.macro_name(function) is not None
         body = file.node_text(function)
         if not in_macro and (

@@ -1,5 +1,6 @@
 import re
 
+from gpulint.frontends.cuda.callgraph import functor_objects
 from gpulint.frontends.cuda.file import LOOP_TYPES, CudaFile, declared_names
 from gpulint.frontends.cuda.idioms import (
     communicates_after,
@@ -385,7 +386,13 @@ def _calls_launching(file: CudaFile, body: bytes) -> bool:
     launching = file.project.launching
     if not launching:
         return False
-    return any(m.decode("ascii", "replace") in launching for m in _CALLED.findall(body))
+    # (an object of a functor class whose `operator()` launches: `ftor(d, out, n)`)
+    objects = functor_objects(file) if any(n.endswith("::operator()") for n in launching) else {}
+    for m in _CALLED.findall(body):
+        name = m.decode("ascii", "replace")
+        if name in launching or f"{objects.get(name) or '?'}::operator()" in launching:
+            return True
+    return False
 
 
 def _between(node, loop):

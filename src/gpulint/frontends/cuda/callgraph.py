@@ -166,6 +166,51 @@ def method_called(file: CudaFile, call: Node) -> str | None:
     return None
 
 
+def functor_key(file: CudaFile, function: Node) -> str | None:
+    """`Cls::operator()` for a functor's call operator (`struct Cls { void operator()(...) }`,
+    or out of line `void Cls<T>::operator()(...)`): the name its calls are matched by across
+    translation units, where a bare `operator()` would match every functor's."""
+    if function_name(file, function) != "operator()" or not is_method(file, function):
+        return None
+    owner = _class_of(file, function)
+    return f"{owner}::operator()" if owner else None
+
+
+_FUNCTORS: MemoKey[dict[str, str]] = MemoKey("cuda.functor_objects")
+
+
+def functor_objects(file: CudaFile) -> dict[str, str]:
+    """Objects the file gives one class, by name (see `functor_called`), once per file."""
+    return file.memo.get(_FUNCTORS, lambda: _functor_objects(file))
+
+
+def _functor_objects(file: CudaFile) -> dict[str, str]:
+    objects = dict(_object_classes(file))
+    # (declarations split over lines, as formatters write a long template type)
+    for m in _DECLARED_FUNCTOR.finditer(file.data):
+        name, cls = m.group(2).decode("ascii", "replace"), m.group(1).decode("ascii", "replace")
+        if objects.setdefault(name, cls) != cls:
+            objects[name] = ""
+    return objects
+
+
+def functor_called(file: CudaFile, call: Node) -> str | None:
+    """`Cls::operator()` for a call of an object the file gives one class (`ftor(d, out, n)`
+    after `functor::Cls<tv::TorchGPU, T> ftor;`)."""
+    fn = call.child_by_field_name("function")
+    if fn is None or fn.type != "identifier":
+        return None
+    owner = functor_objects(file).get(file.node_text(fn), "")
+    return f"{owner}::operator()" if owner else None
+
+
+# `functor::Cls<tv::TorchGPU, scalar_t, int>\n    ftor;`: a class-typed object declared
+# without arguments, its name on the next line
+_DECLARED_FUNCTOR = re.compile(
+    rb"\b([A-Z]\w*)<[^;(){}<>]{0,120}(?:<[^;(){}<>]{0,40}>)?[^;(){}<>]{0,40}>\s*([a-z_]\w*)\s*(?:;|\{\s*\})"
+)
+
+
 _BRANCHES = frozenset(
     {"if_statement", "switch_statement", "conditional_expression", "case_statement"}
     | {"preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif", "lambda_expression"}

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 from gpulint.frontends.cuda.callgraph import (
     NOT_CALLEES,
     classes_of,
+    functor_called,
+    functor_key,
     is_method,
     last_error_readers,
     method_called,
@@ -72,8 +74,9 @@ def file_facts(file: CudaFile, configured: tuple[str, ...] = ()) -> dict[str, An
                 by[via] = by.get(via, 0) + 1
         if function is None:
             continue
-        name = function_name(file, function)
-        if not name or name == "main" or is_method(file, function):
+        # (a functor's `operator()` is matched to its callers by its class: `Cls::operator()`)
+        name = functor_key(file, function) or function_name(file, function)
+        if not name or name == "main" or (is_method(file, function) and "::" not in name):
             continue  # methods share names across classes: not matched to callers by name
         launching.setdefault(name, set()).add(function.start_byte)
         if not launch_checked_in(file, launch, function, configured):
@@ -88,11 +91,14 @@ def file_facts(file: CudaFile, configured: tuple[str, ...] = ()) -> dict[str, An
             defs[name] = defs.get(name, 0) + 1
             if is_method(file, fn):
                 methods.add(name)
+            key = functor_key(file, fn)
+            if key is not None:
+                defs[key] = defs.get(key, 0) + 1
     calls: list[tuple[str, str, int, bool, list[Any]]] = []
     nodes = []  # the call of each entry of `calls`
     objects: dict[str, str] = {}  # (filled on the first call through an object)
     for call in file.all_calls:
-        name = file.call_name(call) or method_called(file, call)
+        name = functor_called(file, call) or file.call_name(call) or method_called(file, call)
         if not name or is_runtime_call(name) or is_check_name(name) or name in NOT_CALLEES:
             continue
         function = file.enclosing_function(call)

@@ -556,8 +556,12 @@ def build(
         if not names:
             break
         done |= names
+        # (a functor's call operator is called through an object: a file naming its class)
+        classes = [n[: -len("::operator()")].encode() for n in names if n.endswith("::operator()")]
         for path, data in rest:
-            if path not in facts and not names.isdisjoint(called_names(data, called)):
+            if path in facts:
+                continue
+            if not names.isdisjoint(called_names(data, called)) or any(c in data for c in classes):
                 facts[path] = facts_of(path, data)
         for f in facts.values():
             for name, caller, _, checked, *_ in f["calls"]:
