@@ -185,8 +185,9 @@ def functor_objects(file: CudaFile) -> dict[str, str]:
 
 
 def _functor_objects(file: CudaFile) -> dict[str, str]:
-    objects = dict(_object_classes(file))
-    # (declarations split over lines, as formatters write a long template type)
+    # Declarations without constructor arguments only (`Cls<T> ftor;`, `Cls ftor{};`, over
+    # two lines too): `Tensor gather(...)` is a function returning a class, not an object.
+    objects: dict[str, str] = {}
     for m in _DECLARED_FUNCTOR.finditer(file.data):
         name, cls = m.group(2).decode("ascii", "replace"), m.group(1).decode("ascii", "replace")
         if objects.setdefault(name, cls) != cls:
@@ -204,10 +205,10 @@ def functor_called(file: CudaFile, call: Node) -> str | None:
     return f"{owner}::operator()" if owner else None
 
 
-# `functor::Cls<tv::TorchGPU, scalar_t, int>\n    ftor;`: a class-typed object declared
-# without arguments, its name on the next line
+# `functor::Cls<tv::TorchGPU, scalar_t, int>\n    ftor;`, `Cls ftor{};`: a class-typed object
+# declared without arguments
 _DECLARED_FUNCTOR = re.compile(
-    rb"\b([A-Z]\w*)<[^;(){}<>]{0,120}(?:<[^;(){}<>]{0,40}>)?[^;(){}<>]{0,40}>\s*([a-z_]\w*)\s*(?:;|\{\s*\})"
+    rb"\b([A-Z]\w*)(?:<[^;(){}<>]{0,120}(?:<[^;(){}<>]{0,40}>)?[^;(){}<>]{0,40}>)?\s+([a-z_]\w*)\s*(?:;|\{\s*\})"
 )
 
 
