@@ -101,3 +101,46 @@ def test_a_same_named_function_of_another_module_is_not_this_one(tree):
         textwrap.dedent(TRAIN).replace("from train_utils import", "from other import")
     )
     assert [(f["path"], f["line"]) for f in check()] == [("train/other.py", 9)]
+
+
+# The wrap in a helper of another module, its result trained here (`model =
+# setup_model(model, rank)` with `from dist_utils import setup_model`).
+DIST_UTILS = """
+import torch
+from torch.nn.parallel import DistributedDataParallel
+
+
+def setup_model(model, rank):
+    model = model.to(rank)
+    return DistributedDataParallel(model, device_ids=[rank])
+
+
+def setup_plain(model, rank):
+    return model.to(rank)
+"""
+TRAIN_WITH_HELPER = """
+import torch
+from dist_utils import setup_model
+
+
+def main(model, rank, loader, optimizer, accum):
+    model = setup_model(model, rank)
+    for step, (x, y) in enumerate(loader):
+        loss = model(x.to(rank), y.to(rank)) / accum
+        loss.backward()
+        if (step + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+"""
+
+
+def test_a_model_returned_wrapped_by_another_module_s_helper_is_ddp(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "dist_utils.py").write_text(textwrap.dedent(DIST_UTILS))
+    (tmp_path / "train.py").write_text(textwrap.dedent(TRAIN_WITH_HELPER))
+    assert [(f["path"], f["line"]) for f in check()] == [("train.py", 10)]
+    # the helper that returns the model unwrapped: no DDP, nothing to say
+    (tmp_path / "train.py").write_text(
+        textwrap.dedent(TRAIN_WITH_HELPER).replace("setup_model", "setup_plain")
+    )
+    assert check() == []

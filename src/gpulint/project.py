@@ -417,6 +417,47 @@ class ProjectSession:
             found = nxt
         return False
 
+    def callee_module(
+        self, file: PythonFile, call: ast.Call, needles: tuple[bytes, ...]
+    ) -> tuple[PythonFile, str] | None:
+        """The parsed module of the tree that defines the function `call` calls (`from
+        .utils import wrap_model; wrap_model(m)`), with the function's name, where its text
+        holds one of `needles` (a cheap test before it is parsed); recorded as consulted."""
+        if self.depth >= MAX_DEPTH:
+            return None
+        target = self._target(file, call)
+        if target is None or "." in target[1]:
+            return None
+        module, function = target
+        info = self.index.modules.get(module)
+        if info is None or info.relpath == self.relpath:
+            return None
+        if len(self.deps) >= MAX_MODULES_PER_FILE and info.relpath not in self.deps:
+            return None
+        key = (module, needles)
+        if key not in _MENTIONS:
+            from gpulint.safeio import MAX_SOURCE_BYTES, read_bytes
+
+            try:
+                data = read_bytes(info.path, MAX_SOURCE_BYTES, self.index.roots)
+                _MENTIONS[key] = (
+                    any(n in data for n in needles),
+                    hashlib.sha256(data).hexdigest(),
+                )
+            except Exception:  # unreadable: that file's own lint reports it
+                _MENTIONS[key] = None
+        mentions = _MENTIONS[key]
+        if mentions is None:
+            return None
+        if not mentions[0]:
+            self.deps[info.relpath] = mentions[1]  # an edit that adds one must invalidate
+            return None
+        found = _parsed(self.index, module, info)
+        if found is None:
+            return None
+        self.deps[info.relpath] = found[1]
+        return found[0], function
+
     # -- resolving a call to (module, function) ------------------------------------------------
     def _target(self, file: PythonFile, call: ast.Call) -> tuple[str, str] | None:
         func = call.func
@@ -609,6 +650,8 @@ class ProjectSession:
 # or parsed; and, per index, the names each module subscripts (`name[`) or calls (`name(`), by
 # name.
 _PARSED: dict[str, tuple[PythonFile, str] | None] = {}
+# Per process: (module, needles) -> (its text holds one of them, its digest), or None.
+_MENTIONS: dict[tuple[str, tuple[bytes, ...]], tuple[bool, str] | None] = {}
 _NAMED: dict[tuple[int, bytes], dict[str, list[str]]] = {}
 _SUBSCRIPTED = re.compile(rb"([A-Za-z_][A-Za-z0-9_]*)\s*\[")
 _CALLED = re.compile(rb"([A-Za-z_][A-Za-z0-9_]*)\s*\(")
@@ -672,6 +715,7 @@ def reset() -> None:
     _TIMING_DECORATORS.clear()
     _PARSED.clear()
     _NAMED.clear()
+    _MENTIONS.clear()
 
 
 # Per process: module name -> (runs compiled extension ops, its digest, the tree modules it

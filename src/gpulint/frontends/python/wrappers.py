@@ -5,8 +5,9 @@
   "deepspeed" for `deepspeed.initialize(...)`, "dp" for `nn.DataParallel(...)`) and the targets
   its value is stored in (`model = DDP(model, device_ids=[rank])` stores in `model`;
   `self.net = DDP(...).cuda()` in `self.net`; `engine, opt, _, _ = deepspeed.initialize(...)` in
-  `engine`). A helper of this file that returns the wrapped model (`def wrap(m): return DDP(m)`)
-  passes the kind on to the targets of its calls.
+  `engine`). A helper that returns the wrapped model (`def wrap(m): return DDP(m)`), of this
+  file or of another module of the checked tree (`from utils import wrap_model`), passes the
+  kind on to the targets of its calls.
 - `wrapped_kinds(file, expr)`: the kinds of wrapper an expression may hold, by the targets it is
   written as (`model`, `self.model`) or, for a parameter, by its name: a function handed the
   wrapped `model` calls it `model` too, nearly always.
@@ -69,6 +70,18 @@ class Wrap:
     call: ast.Call
     targets: tuple[tuple[object, ...], ...]  # `structure` of each expression storing the result
     names: tuple[str, ...]  # the terminal name of each (`model` for `self.model`)
+    # the module-level function of this file that returns the wrapped model, if any
+    returned_by: str | None = None
+
+
+# What a module whose function returns a wrapped model must spell (see `_KINDS`).
+_SPELLINGS = (
+    b"DistributedDataParallel",
+    b"FullyShardedDataParallel",
+    b"fully_shard",
+    b"deepspeed",
+    b"DataParallel",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,17 +122,54 @@ def _wraps(file: PythonFile) -> tuple[Wrap, ...]:
         if returned is not None:
             for site in _calls_of(file, returned):
                 targets += _stored_in(file, site)
+        exported = (
+            getattr(returned, "name", None)
+            if returned is not None and isinstance(file.parent(returned), ast.Module)
+            else None
+        )
         kept = [t for t in targets if isinstance(t, (ast.Name, ast.Attribute))]
-        if kept:
+        if kept or exported:
             out.append(
                 Wrap(
                     kind,
                     call,
                     tuple(structure(t) for t in kept),
                     tuple(n for t in kept if (n := terminal_name(t)) is not None),
+                    exported,
                 )
             )
+    out += _remote_returned(file)
     return tuple(out)
+
+
+def _remote_returned(file: PythonFile) -> list[Wrap]:
+    """Calls of a function of another module of the tree that returns a wrapped model
+    (`model = wrap_model(model, args)` with `from utils import wrap_model`), as wraps of
+    this file. Only that module's own wraps count: one module away."""
+    project = file.project
+    if project is None:
+        return []
+    out = []
+    for call in file.nodes(ast.Call):
+        if not isinstance(call.func, (ast.Name, ast.Attribute)) or wrap_kind(file, call):
+            continue
+        targets = [t for t in _stored_in(file, call) if isinstance(t, (ast.Name, ast.Attribute))]
+        if not targets:
+            continue
+        found = project.callee_module(file, call, _SPELLINGS)
+        if found is None:
+            continue
+        module, function = found
+        for kind in sorted({w.kind for w in wraps(module) if w.returned_by == function}):
+            out.append(
+                Wrap(
+                    kind,
+                    call,
+                    tuple(structure(t) for t in targets),
+                    tuple(n for t in targets if (n := terminal_name(t)) is not None),
+                )
+            )
+    return out
 
 
 def _first(target: ast.expr) -> ast.expr:
