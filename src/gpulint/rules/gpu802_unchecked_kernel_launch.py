@@ -49,7 +49,9 @@ class UncheckedKernelLaunch(Rule):
     names the one that does not). Callers are found across translation units: a launcher
     template in a header called as `launch<float, 256>(...)` (template arguments holding
     parentheses too), from inside a dispatch lambda, or handed a device lambda
-    (`parallel_for(n, s, [=] __device__ (int i) {...})`). Calls from tests,
+    (`parallel_for(n, s, [=] __device__ (int i) {...})`), and a functor's `operator()` through
+    the calls of objects declared of its class in any file (`functor::PoolFunctor<float>
+    ftor;` then `ftor(stream, out, in, n)`). Calls from tests,
     benchmarks, demos and examples (by their path) or from a `main` are not the library's use: a
     launcher is judged by its library callers.
 

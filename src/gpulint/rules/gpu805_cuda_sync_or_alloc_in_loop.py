@@ -30,7 +30,8 @@ class CudaSyncOrAllocInLoop(Rule):
     Finds `cudaDeviceSynchronize`, `cudaStreamSynchronize`, `cudaMalloc` or `cudaFree` inside a
     host loop that does GPU work on every iteration: the loop body launches a kernel (itself, or
     through a host function of the checked tree every definition of which launches one: a
-    launcher template `launch_step<T, 256>(x, n, stream)` in a header), or it both allocates
+    launcher template `launch_step<T, 256>(x, n, stream)` in a header, or an object of a functor
+    class whose `operator()` launches: `ftor(stream, x, n)`), or it both allocates
     and frees. Code outside loops is not its business. A comment that only names the call
     (`// sync`) is no reason for a sync (see `explained-sync`).
     In a PyTorch extension it also finds a device-wide sync (`cudaDeviceSynchronize`,
