@@ -67,6 +67,7 @@ class ProcessGroupWithoutDevice(Rule):
     )
     tags = ("distributed", "device")
     tier = "preview"
+    bench = "device-per-rank"
 
     VALID = [
         "import os, torch\nimport torch.distributed as dist\n"

@@ -65,6 +65,7 @@ class HostStateInGraphCapture(Rule):
     )
     tags = ("graphs",)
     tier = "preview"
+    bench = "graph-capture"
 
     VALID = [
         "import torch\npositions = torch.arange(16, device='cuda')\n"

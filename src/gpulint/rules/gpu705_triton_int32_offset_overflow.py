@@ -66,6 +66,7 @@ class TritonInt32OffsetOverflow(Rule):
 
     code = "GPU705"
     tier = "preview"  # new, unjudged
+    bench = "int32-offset"
     severity = Severity.WARNING
     name = "triton-int32-offset-overflow"
     triggers = ("program_id",)

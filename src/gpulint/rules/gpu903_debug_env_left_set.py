@@ -56,6 +56,7 @@ class DebugEnvLeftSet(EnvSettingVisits, Rule):
 
     code = "GPU903"
     tier = "pedantic"  # judged precision below 0.9, or unmeasured: bench/precision
+    bench = "launch-blocking"
     name = "debug-env-left-set"
     severity = Severity.WARNING
     language = ("python", "shell", "env", "yaml")

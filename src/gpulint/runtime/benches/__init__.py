@@ -18,6 +18,10 @@ MODULES = {
     "no-grad": "no_grad",
     "eval-mode": "eval_mode",
     "anomaly": "anomaly",
+    "graph-capture": "graph_capture",
+    "launch-blocking": "launch_blocking",
+    "device-per-rank": "device_per_rank",
+    "int32-offset": "int32_offset",
     "dataloader": "dataloader",
 }
 DISTRIBUTED = ("nccl", "ddp", "fsdp", "ddp-no-sync")
