@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 33: the four new benches (graph-capture, launch-blocking, device-per-rank, int32-offset)
 # and their GPU tests, for the lead to run on the device from the repository root:
-#   bash RUN_ON_GPU.sh
+#   bash benchmarks/new_benches_on_gpu.sh
 # Written without a GPU (never run on one yet). Estimated GPU time: about 4 minutes on one
 # H100/H200 (launch-blocking starts 10 fresh processes, ~7 s each; the GPU tests ~1 minute).
 # device-per-rank measures the right placement (rank i on cuda:i) only with >= 2 GPUs; on one
