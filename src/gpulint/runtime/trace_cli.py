@@ -483,7 +483,7 @@ def trace_command(args) -> int:
     stdout = sys.stderr if args.format != "table" and not args.output_file else None
     untraced = None
     if args.overhead:
-        _err(f"untraced run: {args.warmup} + {args.steps} steps")
+        _err(f"untraced run: {args.warmup} + {args.steps * max(args.every, 1)} steps")
         status, timed_out = run_child(
             dict(cfg, mode="untraced"), interpreter, base / "untraced", args.timeout, stdout
         )
