@@ -276,12 +276,16 @@ def test_spread_profiler_acts_only_around_recorded_steps_and_detaches_cupti(fake
 def test_keep_cupti_and_the_users_own_setting_are_left_alone(fake, tmp_path, monkeypatch):
     (tmp_path / "a").mkdir()
     _, window, _ = _run(
-        fake, tmp_path / "a", steps=3, warmup=2, every=3, sample="spread", cupti_teardown=False
+        fake, tmp_path / "a", steps=3, warmup=2, every=4, sample="spread", cupti_teardown=False
     )
+    assert window["cupti_teardown"] is False and "TEARDOWN_CUPTI" not in os.environ
+    # one unrecorded step between cycles leaves no room for the teardown to finish
+    (tmp_path / "c").mkdir()
+    _, window, _ = _run(fake, tmp_path / "c", steps=3, warmup=2, every=3, sample="spread")
     assert window["cupti_teardown"] is False and "TEARDOWN_CUPTI" not in os.environ
     monkeypatch.setenv("TEARDOWN_CUPTI", "0")  # the user's (or torch's, for CUDA graphs)
     (tmp_path / "b").mkdir()
-    _, window, _ = _run(fake, tmp_path / "b", steps=3, warmup=2, every=3, sample="spread")
+    _, window, _ = _run(fake, tmp_path / "b", steps=3, warmup=2, every=4, sample="spread")
     assert window["cupti_teardown"] is False and os.environ["TEARDOWN_CUPTI"] == "0"
 
 

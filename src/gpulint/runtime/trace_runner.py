@@ -174,7 +174,12 @@ class Runner:
         # after it worth detaching for). kineto reads TEARDOWN_CUPTI when a trace stops; a value
         # the user set is theirs, and torch itself sets "0" where teardown would crash (CUDA
         # graphs on CUDA < 12.6).
-        self.cupti_teardown = bool(cfg.get("cupti_teardown", True)) and self.plan.cycles
+        # At least two unrecorded steps between cycles: cuptiFinalize runs at the program's next
+        # CUDA call after a trace stops, and must be done before the next warm-up attaches again
+        # (older kinetos do not wait for it).
+        self.cupti_teardown = (
+            bool(cfg.get("cupti_teardown", True)) and self.plan.cycles and self.every >= 4
+        )
         self.count = 0
         self.explicit = False
         self.first_optimizer: int | None = None
