@@ -51,6 +51,20 @@ def register(subparsers) -> None:
         default=1,
         help="profile one step in every K (the window is steps x K long; default 1: every step)",
     )
+    t.add_argument(
+        "--sample",
+        choices=["spread", "tail"],
+        default="spread",
+        help="with --every: spread (default) records the last step of each cycle of K steps, "
+        "CUPTI detached in between; tail records the window's last N steps one after the "
+        "other, the steps before them untraced",
+    )
+    t.add_argument(
+        "--keep-cupti",
+        action="store_true",
+        help="with --every K --sample spread: leave CUPTI attached between recorded steps (the "
+        "behaviour before 2026-12-07; unrecorded steps then pay for it)",
+    )
     t.add_argument("-m", "--module", help="run a module (python -m MODULE)")
     t.add_argument("--json", action="store_true", help="print JSON (same as --format json)")
     t.add_argument("--format", choices=["table", "json", "sarif"], default="table")
@@ -459,6 +473,8 @@ def trace_command(args) -> int:
         "steps": args.steps,
         "warmup": args.warmup,
         "every": max(args.every, 1),
+        "sample": args.sample,
+        "cupti_teardown": not args.keep_cupti,
         "target": target,
     }
     for part in args.without:
@@ -467,7 +483,7 @@ def trace_command(args) -> int:
     stdout = sys.stderr if args.format != "table" and not args.output_file else None
     untraced = None
     if args.overhead:
-        _err(f"untraced run: {args.warmup} + {args.steps} steps")
+        _err(f"untraced run: {args.warmup} + {args.steps * max(args.every, 1)} steps")
         status, timed_out = run_child(
             dict(cfg, mode="untraced"), interpreter, base / "untraced", args.timeout, stdout
         )
@@ -552,7 +568,13 @@ def analyse_recording(rec: dict, args=None):
             ]
             analyses.append(merge(parts, over="steps"))
         elif r.get("trace"):
-            analyses.append(analyse(r["trace"], r["syncs"], window=(warm + 1, warm + steps)))
+            # one trace of consecutive steps: every step (warm-up + 1 ..), or a sampled run's
+            # last steps (--sample tail), which its window names
+            profiled = [
+                s for s in (r.get("window") or {}).get("profiled") or [] if isinstance(s, int)
+            ]
+            span = (min(profiled), max(profiled)) if profiled else (warm + 1, warm + steps)
+            analyses.append(analyse(r["trace"], r["syncs"], window=span))
     analysis = merge(analyses)
     device = rec.get("device") or {}
     if device:

@@ -55,25 +55,116 @@ def step_ms(window: dict | None) -> dict | None:
     }
 
 
+# What a step of a sampled window was, in the order the report names them.
+STEP_ROLES = ("recorded", "warm-up", "after", "idle", "before")
+_ROLE_WORDS = {
+    "recorded": "recorded",
+    "warm-up": "profiler warm-up",
+    "after": "after a recorded step (stop, collect, CUPTI teardown)",
+    "idle": "unrecorded, profiler started before",
+    "before": "before the profiler first started",
+}
+
+
+def step_roles(window: dict | None) -> dict[int, str]:
+    """What each step of a sampled window (``--every``) was, by program step: ``recorded``, its
+    profiler ``warm-up`` step, the step ``after`` a recorded one (where the profiler stops,
+    collects its events and, between cycles, detaches CUPTI), ``before`` (the profiler had not
+    started yet: the untraced program, in the traced process) or ``idle`` (unrecorded, after the
+    profiler first started). Empty for a window without sampling (every step recorded)."""
+    if not window or not window.get("profiled"):
+        return {}
+    recorded = {s for s in window["profiled"] if isinstance(s, int)}
+    warm = {s for s in window.get("warm_steps") or [] if isinstance(s, int)}
+    w, n = window.get("warmup", 0), window.get("steps", 0)
+    first = min(recorded | warm) if recorded | warm else w + n + 1
+    roles = {}
+    for s in range(w + 1, w + n + 1):
+        if s in recorded:
+            roles[s] = "recorded"
+        elif s in warm:
+            roles[s] = "warm-up"
+        elif s - 1 in recorded:
+            roles[s] = "after"
+        elif s < first:
+            roles[s] = "before"
+        else:
+            roles[s] = "idle"
+    return roles
+
+
+def _mean(xs: list[float]) -> float:
+    return sum(xs) / len(xs)
+
+
+def _pct(a: float, b: float) -> float:
+    return round((a / b - 1) * 100, 1)
+
+
 def overhead(traced: dict | None, untraced: dict | None) -> dict | None:
     """Tracing overhead: the traced window's mean step against the untraced one's (the mean:
     what the whole window cost, sampled steps, exports and all), with the medians' ratio beside
-    it, and, for a sampled run (``--every``), the recorded steps' own mean against it."""
+    it, and, for a sampled run (``--every``), each kind of step's own mean against it (``parts``,
+    by ``step_roles``).
+
+    Against drift between runs (a launch-bound program's step follows the host's speed, and the
+    untraced run is another process, minutes apart): where the traced window has steps before
+    the profiler first started (sampling), ``in_process`` states the overhead against those
+    steps of the same process, and how far they are from the untraced run's (``runs_differ``:
+    the drift the first figure carries)."""
     t, u = step_ms(traced), step_ms(untraced)
     if not t or not u or u["mean"] <= 0 or u["median"] <= 0:
         return None
-    out = {
+    out: dict[str, Any] = {
         "traced_ms": t,
         "untraced_ms": u,
-        "pct": round((t["mean"] / u["mean"] - 1) * 100, 1),
-        "pct_median": round((t["median"] / u["median"] - 1) * 100, 1),
+        "pct": _pct(t["mean"], u["mean"]),
+        "pct_median": _pct(t["median"], u["median"]),
     }
     profiled = (traced or {}).get("profiled") or []
     walls = (traced or {}).get("step_wall_s") or []
-    own = [walls[s - 2] * 1e3 for s in profiled if isinstance(s, int) and 0 <= s - 2 < len(walls)]
+
+    def wall(s: int) -> float | None:
+        return walls[s - 2] * 1e3 if 0 <= s - 2 < len(walls) else None
+
+    own = [x for x in (wall(s) for s in profiled if isinstance(s, int)) if x is not None]
     if own:
         out["profiled_steps"] = len(own)
-        out["profiled_pct"] = round((sum(own) / len(own) / u["mean"] - 1) * 100, 1)
+        out["profiled_pct"] = _pct(_mean(own), u["mean"])
+    by_role: dict[str, list[float]] = {}
+    for s, role in step_roles(traced).items():
+        x = wall(s)
+        if x is not None:
+            by_role.setdefault(role, []).append(x)
+    if by_role:
+        out["parts"] = {
+            role: {
+                "steps": len(by_role[role]),
+                "mean_ms": round(_mean(by_role[role]), 3),
+                "pct": _pct(_mean(by_role[role]), u["mean"]),
+                # each kind's share of the window's extra time, in points of overhead
+                "points": round(
+                    (sum(by_role[role]) - len(by_role[role]) * u["mean"])
+                    / (u["mean"] * t["steps"])
+                    * 100,
+                    1,
+                ),
+            }
+            for role in STEP_ROLES
+            if role in by_role
+        }
+    before = by_role.get("before") or []
+    if len(before) >= 3:
+        base = _mean(before)
+        inside: dict[str, Any] = {
+            "baseline_ms": round(base, 3),
+            "steps": len(before),
+            "pct": _pct(t["mean"], base),
+            "runs_differ_pct": _pct(base, u["mean"]),
+        }
+        if by_role.get("idle"):
+            inside["idle_pct"] = _pct(_mean(by_role["idle"]), base)
+        out["in_process"] = inside
     return out
 
 
@@ -223,6 +314,28 @@ def render_table(rows: list[Row], record: dict, limit: int = 8) -> str:
                 f"; the {ov['profiled_steps']} profiled steps themselves {ov['profiled_pct']:+.0f}%"
             )
         head.append(line)
+        parts = ov.get("parts") or {}
+        if parts:
+            head.append(
+                "overhead by step (mean vs untraced; points of the window's overhead): "
+                + ", ".join(
+                    f"{p['steps']} {_ROLE_WORDS[role]} {p['pct']:+.0f}% ({p['points']:+.1f})"
+                    for role, p in parts.items()
+                )
+            )
+        inside = ov.get("in_process")
+        if inside:
+            text = (
+                f"overhead in-process: {inside['pct']:+.0f}% against the {inside['steps']} "
+                f"steps before the profiler started ({inside['baseline_ms']:,.2f} ms)"
+            )
+            if "idle_pct" in inside:
+                text += f"; unrecorded steps after it {inside['idle_pct']:+.0f}%"
+            text += (
+                f"; those steps are {inside['runs_differ_pct']:+.0f}% from the untraced run's "
+                f"(drift between runs; its steps {u['min']:,.2f}..{u['max']:,.2f} ms)"
+            )
+            head.append(text)
     comp = [r for r in rows if set(r.kinds) & {"graph-break", "recompile"}]
     if comp:
         gb = [r for r in comp if "graph-break" in r.kinds]

@@ -21,6 +21,13 @@ What it installs, before the program's first line runs:
 In ``untraced`` mode only the step counter runs, and the window's wall time (CUDA-synchronised at
 its two ends, nowhere else) is recorded: the baseline the traced window's overhead is stated
 against.
+
+Sampling (``every`` > 1) follows a ``Plan``: which program steps the profiler records, which are
+its warm-up steps, and what the profiler does on every other step (nothing). ``spread`` records
+one step at the end of each cycle of ``every`` steps, and has kineto tear CUPTI down after each
+cycle (``TEARDOWN_CUPTI=1``: without it CUPTI stays attached to the process after the first
+cycle and every later unrecorded step pays for it); ``tail`` records the ``steps`` steps at the
+end of the window, one after the other, so no unrecorded step ever runs with CUPTI attached.
 """
 
 from __future__ import annotations
@@ -66,6 +73,65 @@ _QUIET = frozenset(
 )
 
 
+# What the profiler does on a program step (its schedule, kept free of torch so it can be tested).
+NONE, WARMUP, RECORD, SAVE = "none", "warmup", "record", "save"
+SAMPLES = ("spread", "tail")
+DEFAULT_SAMPLE = "spread"
+
+
+class Plan:
+    """Which program steps the profiler records, and what it does on each step.
+
+    Program steps count from 1 (the first ``optimizer.step()``); the window is steps
+    ``warmup + 1 .. warmup + steps * every``. The profiler object is started at the end of step
+    ``start_at`` (the step before its first action can fall); its own step ``j`` is program step
+    ``start_at + 1 + j``.
+
+    - ``every == 1``: one warm-up step (the last warm-up step, when there are two or more), then
+      the ``steps`` window steps recorded, one trace.
+    - ``spread``: cycles of ``every`` steps, each ending in one profiler warm-up step and one
+      recorded step (``trace-<i>``); nothing on the others.
+    - ``tail``: the window's last ``steps`` steps recorded one after the other (one trace), after
+      one warm-up step; nothing before: the window's first steps run as the untraced program.
+    """
+
+    def __init__(self, warmup: int, steps: int, every: int = 1, sample: str = DEFAULT_SAMPLE):
+        self.warmup, self.steps = int(warmup), int(steps)
+        self.every = max(int(every or 1), 1)
+        self.sample = sample if sample in SAMPLES else DEFAULT_SAMPLE
+        self.span = self.steps * self.every
+        self.total = self.warmup + self.span
+        w = self.warmup
+        self.start_at = w - 1 if w >= 2 else w
+        if self.every == 1:
+            self.recorded = list(range(w + 1, w + self.steps + 1))
+            self.warm = [w] if w >= 2 else []
+        elif self.sample == "tail":
+            self.recorded = list(range(self.total - self.steps + 1, self.total + 1))
+            self.warm = [self.recorded[0] - 1]
+        else:
+            self.recorded = [w + i * self.every for i in range(1, self.steps + 1)]
+            self.warm = [r - 1 for r in self.recorded]
+        self._recorded, self._warm = set(self.recorded), set(self.warm)
+
+    @property
+    def cycles(self) -> bool:
+        """One trace per recorded step (``spread``), rather than one trace of them all."""
+        return self.every > 1 and self.sample == "spread"
+
+    def action(self, step: int) -> str:
+        if step in self._recorded:
+            return SAVE if self.cycles or step == self.recorded[-1] else RECORD
+        return WARMUP if step in self._warm else NONE
+
+    def schedule(self, j: int) -> str:
+        """The action of the profiler's own step ``j`` (a ``torch.profiler`` schedule)."""
+        return self.action(self.start_at + 1 + j)
+
+    def recording(self, step: int) -> bool:
+        return self.action(step) in (RECORD, SAVE)
+
+
 class StopTrace(BaseException):
     """Raised into the program once the window is recorded: stops it cleanly."""
 
@@ -103,6 +169,17 @@ class Runner:
         self.profiled: list[int] = []  # the program steps the profiler recorded
         self.pending: list[Any] = []  # the recorded cycles, exported once the window is over
         self.warmup = int(cfg["warmup"])
+        self.plan = Plan(self.warmup, self.steps, self.every, cfg.get("sample") or DEFAULT_SAMPLE)
+        # CUPTI torn down after each recorded cycle (spread sampling only: one cycle has nothing
+        # after it worth detaching for). kineto reads TEARDOWN_CUPTI when a trace stops; a value
+        # the user set is theirs, and torch itself sets "0" where teardown would crash (CUDA
+        # graphs on CUDA < 12.6).
+        # At least two unrecorded steps between cycles: cuptiFinalize runs at the program's next
+        # CUDA call after a trace stops, and must be done before the next warm-up attaches again
+        # (older kinetos do not wait for it).
+        self.cupti_teardown = (
+            bool(cfg.get("cupti_teardown", True)) and self.plan.cycles and self.every >= 4
+        )
         self.count = 0
         self.explicit = False
         self.first_optimizer: int | None = None
@@ -177,7 +254,7 @@ class Runner:
         self.count += 1
         now = time.perf_counter()
         self.step_ends.append(now)
-        n, w, total = self.count, self.warmup, self.warmup + self.span
+        n, w, total = self.count, self.warmup, self.plan.total
         torch = self.torch
         if n == w:
             # The window starts here: the GPU drained, so the window's time is its own.
@@ -194,10 +271,10 @@ class Runner:
                 self.prof.step()
                 if self.every > 1 and n < total:
                     self.sample(n + 1)
-            elif n == w - 1 or (w < 2 and n == w):
+            elif n == self.plan.start_at:
                 # One profiler warm-up step where there is room for it (CUPTI's start-up and the
                 # first ranges stay out of the window); none with --warmup 0 or 1.
-                self.start_tracing(warm=1 if w >= 2 else 0)
+                self.start_tracing()
         phase = "warmup" if n < w else "window"
         if n <= w or n == total or n % 5 == 0:
             say(f"step {n}/{total} ({phase if n < total else 'done'})")
@@ -210,9 +287,7 @@ class Runner:
 
     def sample(self, step: int) -> None:
         """Record the coming step only when the profiler records it (``--every`` > 1)."""
-        from torch.profiler import ProfilerAction
-
-        on = self.prof.current_action in (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
+        on = self.plan.recording(step)
         if on:
             self.profiled.append(step)
         if on != self.tracing:
@@ -235,10 +310,10 @@ class Runner:
         except Exception:
             return -1
 
-    def start_tracing(self, warm: int) -> None:
+    def start_tracing(self) -> None:
         torch = self.torch
         from torch.overrides import TorchFunctionMode
-        from torch.profiler import ProfilerActivity, profile, record_function, schedule
+        from torch.profiler import ProfilerAction, ProfilerActivity, profile, record_function
 
         runner = self
 
@@ -272,19 +347,19 @@ class Runner:
         acts = [ProfilerActivity.CPU]
         if torch.cuda.is_available():
             acts.append(ProfilerActivity.CUDA)
+        if self.cupti_teardown:
+            os.environ.setdefault("TEARDOWN_CUPTI", "1")
+        actions = {
+            NONE: ProfilerAction.NONE,
+            WARMUP: ProfilerAction.WARMUP,
+            RECORD: ProfilerAction.RECORD,
+            SAVE: ProfilerAction.RECORD_AND_SAVE,
+        }
+        plan = self.plan
         self.prof = profile(
             activities=acts,
-            schedule=schedule(wait=0, warmup=warm, active=self.steps, repeat=1)
-            if self.every == 1
-            # each cycle of `every` steps: wait, one warm-up step, the recorded step last
-            else schedule(
-                skip_first=1 if warm else 0,
-                wait=self.every - 2,
-                warmup=1,
-                active=1,
-                repeat=self.steps,
-            ),
-            on_trace_ready=self.export if self.every == 1 else self.keep,
+            schedule=lambda j: actions[plan.schedule(j)],
+            on_trace_ready=self.keep if plan.cycles else self.export,
             record_shapes=self.shapes,
             with_stack=False,
         )
@@ -299,7 +374,9 @@ class Runner:
             self.fmode.__enter__()
         self.prof.start()
         say(
-            f"tracing: {warm} profiler warm-up step, {self.steps} active step(s)"
+            f"tracing: {len(plan.warm)} profiler warm-up step(s), {self.steps} active step(s)"
+            + ("" if self.every == 1 else f" at steps {', '.join(map(str, plan.recorded))}")
+            + (" (CUPTI torn down after each)" if self.cupti_teardown else "")
             + ("" if torch.cuda.is_available() else " (no CUDA device: CPU only)")
         )
 
@@ -388,7 +465,7 @@ class Runner:
                 self.fmode.__exit__(None, None, None)
                 self.fmode = None
             self.prof.stop()
-            if self.every > 1:
+            if self.plan.cycles:
                 for i, cycle in enumerate(self.pending):
                     path = self.out / "trace.json"
                     cycle.export_chrome_trace(str(path))
@@ -410,6 +487,14 @@ class Runner:
             "lines": self.lines,
             "lines_off": self.lines_off or None,
             "profiled": self.profiled if self.every > 1 else None,
+            # what each window step was: the profiler's warm-up steps, and how it sampled
+            "sample": self.plan.sample if self.every > 1 else None,
+            "warm_steps": [s for s in self.plan.warm if s > self.warmup]
+            if self.mode == "traced"
+            else [],
+            "cupti_teardown": self.mode == "traced"
+            and self.cupti_teardown
+            and os.environ.get("TEARDOWN_CUPTI") == "1",
             "window_s": (self.window_end or 0) - (self.window_start or 0),
             "step_wall_s": [
                 b - a for a, b in zip(self.step_ends, self.step_ends[1:], strict=False)
