@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 36 item 6: `gpulint trace --every 20` overhead, old vs new sampling, on the device.
-# Run from the repository root:  bash RUN_ON_GPU.sh      (about 5-7 minutes)
+# Run from the repository root:  bash benchmarks/trace_overhead_on_gpu.sh      (about 5-7 minutes)
 #
 #   old  = --keep-cupti  (spread sampling, CUPTI left attached between cycles: the behaviour
 #                         before 2026-12-07, same schedule of steps as before)
