@@ -8,9 +8,10 @@ calls it takes to show one, is decided here. GPU802 and GPU812 split unchecked l
 
 from __future__ import annotations
 
+from gpulint.frontends.cuda.discarded import api_counts, api_kind
 from gpulint.frontends.cuda.file import CudaFile
-from gpulint.frontends.cuda.idioms import api_counts, api_kind, folders_of
 from gpulint.frontends.cuda.project import CudaProject
+from gpulint.frontends.cuda.syntax import folders_of
 
 # At least this share of the calls of a kind checked is a checking convention. On 26 public
 # code bases the ones that check none or a stray few (a vendored file, a debugging check) are at

@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 from gpulint.frontends import MemoKey
 from gpulint.frontends.cuda.callgraph import CALLED_BYTES
-from gpulint.frontends.cuda.harness import MAIN_BYTES
-from gpulint.frontends.cuda.idioms import (
-    api_kind,
+from gpulint.frontends.cuda.checknames import (
     checks_library_status,
-    folders_of,
     is_check_name,
     last_error_checks,
 )
+from gpulint.frontends.cuda.discarded import api_kind
+from gpulint.frontends.cuda.harness import MAIN_BYTES
+from gpulint.frontends.cuda.syntax import folders_of
 from gpulint.source import is_driver_path
 
 if TYPE_CHECKING:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from gpulint.frontends.cuda.buildmacros import tree_macros
 from gpulint.frontends.cuda.callgraph import (
     DEPTH,
     CallSite,
@@ -26,12 +27,14 @@ from gpulint.frontends.cuda.callgraph import (
     class_bases,
     uncalled_device_printers,
 )
+from gpulint.frontends.cuda.checknames import last_error_checks, reads_last_error
 from gpulint.frontends.cuda.conventions import (
     add_folder_counts,
     count_convention,
     file_macro_checks,
     text_api_counts,
 )
+from gpulint.frontends.cuda.debugbuilds import debug_only_checks
 from gpulint.frontends.cuda.harness import (
     MAIN_BYTES,
     _shared_prefix,
@@ -39,12 +42,6 @@ from gpulint.frontends.cuda.harness import (
     harness_headers,
     include_name,
     script_built,
-)
-from gpulint.frontends.cuda.idioms import (
-    debug_only_checks,
-    last_error_checks,
-    reads_last_error,
-    tree_macros,
 )
 from gpulint.source import is_driver_path
 
@@ -513,7 +510,7 @@ def merge(
 def _readers(
     facts_by_path: dict[str, dict[str, Any]], defs: dict[str, int], last_error: Iterable[str]
 ) -> frozenset[str]:
-    from gpulint.frontends.cuda.idioms import LAST_ERROR_CHECKS
+    from gpulint.frontends.cuda.checknames import LAST_ERROR_CHECKS
 
     reading = set(last_error) | LAST_ERROR_CHECKS
     out = set()
