@@ -150,10 +150,7 @@ def test_the_rule_code_check_can_fail():
 MAX_FRONT_END_LINES = 800
 # Over the limit and not yet split: the list only shrinks (a module listed here that fits is
 # an error too, so the entry goes when the split lands).
-NOT_YET_SPLIT = {
-    "src/gpulint/frontends/cuda/idioms.py",  # check names, runtime calls, smem, #if branches
-    "src/gpulint/frontends/docs.py",  # Markdown/RST reading and the commands in documents
-}
+NOT_YET_SPLIT: set[str] = set()
 
 
 def oversized_modules(paths: list[Path], limit: int = MAX_FRONT_END_LINES) -> dict[str, int]:
@@ -188,6 +185,7 @@ FLOOR = {
     "gpulint.diagnostics",
     "gpulint.frontends",
     "gpulint.frontends.docs",
+    "gpulint.frontends.docs.*",
     "gpulint.frontends.envfile",
     "gpulint.frontends.leverfile",
     "gpulint.frontends.shell",

@@ -276,7 +276,7 @@ def test_noqa_in_markdown():
 def test_docstring_gate_skips_docstrings_without_a_claim_word(monkeypatch):
     """Only a docstring whose own text holds a claim word is analysed; one with the word still
     gives its claim (also with the word in capitals, or split over two lines)."""
-    import gpulint.frontends.docs as docs
+    import gpulint.frontends.docs.docstrings as docs
 
     analysed: list[str] = []
     real = docs.analyse

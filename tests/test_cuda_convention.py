@@ -9,7 +9,7 @@ from pathlib import Path
 from gpulint.config import Config
 from gpulint.engine import Linter
 from gpulint.frontends.cuda import FRONTEND
-from gpulint.frontends.cuda.idioms import fixed_safe_config
+from gpulint.frontends.cuda.launchconfig import fixed_safe_config
 from gpulint.settings import Settings
 from gpulint.testing import example_config
 
@@ -264,7 +264,7 @@ def _debug_checked(name: str) -> str:
 
 
 def test_debug_only_checks_are_read_from_the_preprocessor_and_getenv_gates():
-    from gpulint.frontends.cuda.idioms import debug_only_checks
+    from gpulint.frontends.cuda.debugbuilds import debug_only_checks
 
     assert debug_only_checks(_DEBUG_CHECK_H.encode()) == {"syncAndCheck", "sync_check_error"}
     read = "  cudaError_t e = cudaGetLastError();\n  if (e) abort();\n"
@@ -303,7 +303,7 @@ def test_launches_checked_only_in_debug_builds_are_no_release_convention(tmp_pat
 
 
 def test_runtime_shared_memory_is_what_can_fail_by_configuration():
-    from gpulint.frontends.cuda.idioms import runtime_shared_memory
+    from gpulint.frontends.cuda.sharedmem import runtime_shared_memory
 
     head = "#include <cuda_runtime.h>\nconstexpr int TILE = 64;\n__global__ void k(float* x) {}\n"
     cases = {

@@ -8,7 +8,7 @@ from pathlib import Path
 from gpulint.config import load_config
 from gpulint.engine import Linter
 from gpulint.frontends.cuda import FRONTEND
-from gpulint.frontends.cuda.idioms import function_name
+from gpulint.frontends.cuda.syntax import function_name
 from gpulint.registry import frontend_for
 from gpulint.settings import Settings
 from gpulint.source import is_driver_path

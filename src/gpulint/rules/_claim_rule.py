@@ -10,7 +10,8 @@ from typing import ClassVar, TypeAlias
 
 from gpulint.claims import Claim
 from gpulint.diagnostics import Finding, Severity
-from gpulint.frontends.docs import DocFile, docstring_claims
+from gpulint.frontends.docs import DocFile
+from gpulint.frontends.docs.docstrings import docstring_claims
 from gpulint.frontends.python.file import PythonFile
 from gpulint.rule import Rule
 from gpulint.settings import Settings

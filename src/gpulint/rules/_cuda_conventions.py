@@ -1,16 +1,17 @@
 """The checked tree's own error-checking convention, as the CUDA rules judge it (not a rule:
 modules starting with `_` are not discovered). The CUDA front-end counts (CudaProject's
 `launches_checked` / `launches_total` / `launches_beside_one_checking_file`, `api` and
-`api_folders`, `idioms.api_counts`); what share of checked calls makes a convention, and how many
+`api_folders`, `discarded.api_counts`); what share of checked calls makes a convention, and how many
 calls it takes to show one, is decided here. GPU802 and GPU812 split unchecked launches on
 `checks_launches`; GPU803 grades a discarded status by `unchecked_by_convention`.
 """
 
 from __future__ import annotations
 
+from gpulint.frontends.cuda.discarded import api_counts, api_kind
 from gpulint.frontends.cuda.file import CudaFile
-from gpulint.frontends.cuda.idioms import api_counts, api_kind, folders_of
 from gpulint.frontends.cuda.project import CudaProject
+from gpulint.frontends.cuda.syntax import folders_of
 
 # At least this share of the calls of a kind checked is a checking convention. On 26 public
 # code bases the ones that check none or a stray few (a vendored file, a debugging check) are at
@@ -44,7 +45,7 @@ def checks_launches(project: CudaProject) -> bool:
 
 
 def unchecked_by_convention(file: CudaFile, name: str) -> tuple[str, int, int, str] | None:
-    """Runtime call `name` is of a kind (`idioms.api_kind`) the code leaves unchecked by
+    """Runtime call `name` is of a kind (`discarded.api_kind`) the code leaves unchecked by
     convention: fewer than 15% of such calls have their status used, counted where there is
     evidence (at least 3 calls): in the file, else in the nearest folder above it, else in the
     project, else over all of the project's corrupting calls, else over its kernel launches (5

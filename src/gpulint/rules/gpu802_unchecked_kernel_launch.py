@@ -3,14 +3,12 @@ import re
 from gpulint.diagnostics import Severity
 from gpulint.frontends import MemoKey
 from gpulint.frontends.cuda.callgraph import functor_key
+from gpulint.frontends.cuda.checkspelling import launch_check_for
 from gpulint.frontends.cuda.conventions import launch_checked_in
 from gpulint.frontends.cuda.file import CudaFile
-from gpulint.frontends.cuda.idioms import (
-    fixed_safe_config,
-    function_name,
-    launch_check_for,
-    runtime_shared_memory,
-)
+from gpulint.frontends.cuda.launchconfig import fixed_safe_config
+from gpulint.frontends.cuda.sharedmem import runtime_shared_memory
+from gpulint.frontends.cuda.syntax import function_name
 from gpulint.rule import Exemption, Rule
 from gpulint.rules._cuda_conventions import checks_launches
 
@@ -535,7 +533,7 @@ def _fixed_before_checked_launch(file: CudaFile, node, function) -> bool:
         ):
             return False
     checked = set(file.project.checked_launching)
-    from gpulint.frontends.cuda.idioms import launch_helpers
+    from gpulint.frontends.cuda.lasterror import launch_helpers
 
     checked |= launch_helpers(file)[1]
     rest = file.data[node.end_byte : function.end_byte]

@@ -3,13 +3,11 @@ from collections.abc import Iterator
 from tree_sitter import Node
 
 from gpulint.diagnostics import Finding, Related, Severity
+from gpulint.frontends.cuda.checkspelling import fix_for
+from gpulint.frontends.cuda.discarded import discarded_call
 from gpulint.frontends.cuda.errorstate import is_bare_clear, swallowed
 from gpulint.frontends.cuda.file import CudaFile
-from gpulint.frontends.cuda.idioms import (
-    attribute_needs_no_check,
-    discarded_call,
-    fix_for,
-)
+from gpulint.frontends.cuda.launchconfig import attribute_needs_no_check
 from gpulint.rule import Rule
 from gpulint.rules._cuda_conventions import unchecked_by_convention
 

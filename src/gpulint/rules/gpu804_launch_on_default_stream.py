@@ -2,12 +2,8 @@ import re
 
 from gpulint.frontends.cuda.callgraph import unreachable
 from gpulint.frontends.cuda.file import CudaFile, declared_names
-from gpulint.frontends.cuda.idioms import (
-    DEFAULT_STREAMS,
-    between_device_syncs,
-    function_name,
-    variant_on_stream,
-)
+from gpulint.frontends.cuda.streams import DEFAULT_STREAMS, between_device_syncs, variant_on_stream
+from gpulint.frontends.cuda.syntax import function_name
 from gpulint.rule import Exemption, Rule
 
 # A device-wide wait: after it, which stream a launch used changed nothing.

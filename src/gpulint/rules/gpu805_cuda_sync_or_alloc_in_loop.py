@@ -2,12 +2,8 @@ import re
 
 from gpulint.frontends.cuda.callgraph import functor_objects
 from gpulint.frontends.cuda.file import LOOP_TYPES, CudaFile, declared_names
-from gpulint.frontends.cuda.idioms import (
-    communicates_after,
-    explained_sync,
-    function_name,
-    timed_loop,
-)
+from gpulint.frontends.cuda.syncloops import communicates_after, explained_sync, timed_loop
+from gpulint.frontends.cuda.syntax import function_name
 from gpulint.rule import Exemption, Rule
 
 SYNCS = {"cudaDeviceSynchronize", "cudaStreamSynchronize"}

@@ -1,7 +1,7 @@
 import re
 
+from gpulint.frontends.cuda.buildmacros import undefined_macro_branch
 from gpulint.frontends.cuda.file import CudaFile
-from gpulint.frontends.cuda.idioms import undefined_macro_branch
 from gpulint.rule import Rule
 
 

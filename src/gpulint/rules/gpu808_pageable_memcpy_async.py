@@ -3,7 +3,7 @@ import re
 
 from gpulint.frontends import MemoKey
 from gpulint.frontends.cuda.file import LOOP_TYPES, CudaFile
-from gpulint.frontends.cuda.idioms import function_name
+from gpulint.frontends.cuda.syntax import function_name
 from gpulint.rule import Rule
 
 _REFERENCE = re.compile(r"(?i)reference|verify|validate|golden|^ref_|_ref$|^check_|^test_")

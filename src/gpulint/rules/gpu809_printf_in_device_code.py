@@ -1,7 +1,7 @@
 import re
 
 from gpulint.frontends.cuda.file import CudaFile
-from gpulint.frontends.cuda.idioms import prints_only
+from gpulint.frontends.cuda.printing import prints_only
 from gpulint.rule import Rule
 
 _DEBUG_GUARD = re.compile(r"(?i)debug|verbose|print|log|trace|dump")

@@ -35,7 +35,7 @@ from gpulint.frontends import ParseError, decode, noqa_by_line, noqa_comments_by
 from gpulint.frontends.cuda.conventions import LAST_CHECK_END
 from gpulint.frontends.cuda.file import CudaFile
 from gpulint.frontends.cuda.grammar import node_types, parser
-from gpulint.frontends.cuda.idioms import blank_strings_and_comments
+from gpulint.frontends.cuda.syntax import blank_strings_and_comments
 from gpulint.settings import Settings
 from gpulint.suppression import NoqaComment
 

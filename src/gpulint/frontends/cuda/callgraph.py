@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpulint.frontends import MemoKey
-from gpulint.frontends.cuda.idioms import function_name, on_path_after
+from gpulint.frontends.cuda.syntax import function_name, on_path_after
 
 if TYPE_CHECKING:
     from tree_sitter import Node
@@ -227,7 +227,7 @@ def last_error_readers(file: CudaFile) -> list[str]:
     """ "name:class" of the host functions that call a check (the file's or project's, or a
     last-error read): which of those read the last error is known once the project is
     merged (its `last_error_checks`). [name:class:check, ...]"""
-    from gpulint.frontends.cuda.idioms import LAST_ERROR_CHECKS
+    from gpulint.frontends.cuda.checknames import LAST_ERROR_CHECKS
 
     names = file.check_names | LAST_ERROR_CHECKS
     out: set[str] = set()

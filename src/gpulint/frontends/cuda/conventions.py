@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 from gpulint.frontends import MemoKey
 from gpulint.frontends.cuda.callgraph import CALLED_BYTES
-from gpulint.frontends.cuda.harness import MAIN_BYTES
-from gpulint.frontends.cuda.idioms import (
-    api_kind,
+from gpulint.frontends.cuda.checknames import (
     checks_library_status,
-    folders_of,
     is_check_name,
     last_error_checks,
 )
+from gpulint.frontends.cuda.discarded import api_kind
+from gpulint.frontends.cuda.harness import MAIN_BYTES
+from gpulint.frontends.cuda.syntax import folders_of
 from gpulint.source import is_driver_path
 
 if TYPE_CHECKING:
@@ -221,7 +221,7 @@ _USED_AFTER = re.compile(rb"(?:[(,=!<>|&?:]|\breturn)\s*$")
 
 
 def text_api_counts(data: bytes) -> dict[str, list[int]]:
-    """`idioms.api_counts` of a file the index does not parse, read from its text: a call
+    """`discarded.api_counts` of a file the index does not parse, read from its text: a call
     after `(`, `,`, `=`, an operator or `return` uses its status (`CHECK(cudaMemcpy(...))`),
     one starting a statement discards it, a `(void)` cast is neither. A file defining `main`
     (a standalone program) counts nothing."""
@@ -247,7 +247,7 @@ _CHECK_BYTES = re.compile(
 
 def macro_checks(files: Iterable[tuple[str, bytes]]) -> frozenset[str]:
     """The checking macros `#define`d anywhere in the checked tree, and the macros and helpers
-    that read the last error (`idioms.last_error_checks`), read from the text."""
+    that read the last error (`checknames.last_error_checks`), read from the text."""
     return frozenset(
         name
         for _, data in files

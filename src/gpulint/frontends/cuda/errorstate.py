@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gpulint.frontends.cuda.callgraph import CALLED_BYTES, runs_after
-from gpulint.frontends.cuda.idioms import (
-    CORRUPTING,
+from gpulint.frontends.cuda.checknames import (
     LAST_ERROR_CHECKS,
     defined_cuda_names,
     is_check_name,
-    last_error_checked_after,
     last_error_checks,
 )
+from gpulint.frontends.cuda.discarded import CORRUPTING
+from gpulint.frontends.cuda.lasterror import last_error_checked_after
 
 if TYPE_CHECKING:
     from tree_sitter import Node

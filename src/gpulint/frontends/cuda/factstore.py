@@ -21,25 +21,24 @@ from gpulint.frontends.cuda.callgraph import (
     runs_after,
     unreachable,
 )
+from gpulint.frontends.cuda.checknames import (
+    file_checks,
+    is_check_name,
+    is_runtime_call,
+    last_error_checks,
+)
+from gpulint.frontends.cuda.checkspelling import launch_check_spelling
 from gpulint.frontends.cuda.conventions import (
     checks_after,
     last_check_end,
     launch_checked_in,
     status_checked,
 )
+from gpulint.frontends.cuda.debugbuilds import debug_only_checks
+from gpulint.frontends.cuda.discarded import VALIDATES, api_counts
 from gpulint.frontends.cuda.harness import include_name
-from gpulint.frontends.cuda.idioms import (
-    VALIDATES,
-    api_counts,
-    debug_only_checks,
-    file_checks,
-    function_name,
-    is_check_name,
-    is_runtime_call,
-    last_error_checks,
-    launch_check_spelling,
-    launch_helpers,
-)
+from gpulint.frontends.cuda.lasterror import launch_helpers
+from gpulint.frontends.cuda.syntax import function_name
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -200,9 +199,9 @@ def _shared_spelling(file: CudaFile) -> str:
 
 
 def _shared_check_macro(file: CudaFile) -> str:
-    """The check the file wraps runtime calls in (idioms.house_check_macro) as other files
+    """The check the file wraps runtime calls in (checknames.house_check_macro) as other files
     may write it: "" when none, or one the file (a source) defines itself."""
-    from gpulint.frontends.cuda.idioms import house_check_macro
+    from gpulint.frontends.cuda.checknames import house_check_macro
 
     name = house_check_macro(file, default=None) or ""
     header = file.display_path.endswith((".h", ".cuh", ".hpp", ".hh", ".inl"))

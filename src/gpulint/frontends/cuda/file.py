@@ -300,14 +300,14 @@ class CudaFile:
     @functools.cached_property
     def own_checks(self) -> frozenset[str]:
         """The file's checking macros and helpers, and its functions that end a launch with a
-        check (`idioms.checking_launchers`)."""
-        from gpulint.frontends.cuda.idioms import file_checks
+        check (`lasterror.checking_launchers`)."""
+        from gpulint.frontends.cuda.checknames import file_checks
 
         own = frozenset(file_checks(self))
         return own | self.checking_launchers(own)
 
     def checking_launchers(self, own: frozenset[str] = frozenset()) -> frozenset[str]:
-        from gpulint.frontends.cuda.idioms import launch_helpers
+        from gpulint.frontends.cuda.lasterror import launch_helpers
 
         return frozenset(launch_helpers(self, own)[0])
 

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from gpulint.frontends.cuda.buildmacros import tree_macros
 from gpulint.frontends.cuda.callgraph import (
     DEPTH,
     CallSite,
@@ -26,12 +27,14 @@ from gpulint.frontends.cuda.callgraph import (
     class_bases,
     uncalled_device_printers,
 )
+from gpulint.frontends.cuda.checknames import last_error_checks, reads_last_error
 from gpulint.frontends.cuda.conventions import (
     add_folder_counts,
     count_convention,
     file_macro_checks,
     text_api_counts,
 )
+from gpulint.frontends.cuda.debugbuilds import debug_only_checks
 from gpulint.frontends.cuda.harness import (
     MAIN_BYTES,
     _shared_prefix,
@@ -39,12 +42,6 @@ from gpulint.frontends.cuda.harness import (
     harness_headers,
     include_name,
     script_built,
-)
-from gpulint.frontends.cuda.idioms import (
-    debug_only_checks,
-    last_error_checks,
-    reads_last_error,
-    tree_macros,
 )
 from gpulint.source import is_driver_path
 
@@ -54,7 +51,7 @@ __all__ = ["CallSite", "CudaProject", "build", "merge"]
 @dataclass
 class CudaProject:
     checks: frozenset[str] = frozenset()  # the project's own checking macros/functions
-    # functions that launch and then check (idioms.checking_launchers): part of `checks`
+    # functions that launch and then check (lasterror.checking_launchers): part of `checks`
     checking: frozenset[str] = frozenset()
     # functions whose own launch is checked in some way, also by its status (a constant-config
     # launch before a call to one is left alone: see GPU802)
@@ -71,16 +68,16 @@ class CudaProject:
     # library launches checked only by checks compiled into debug builds (not counted above)
     launches_debug_checked: int = 0
     # the project's checks that read the last error only in a debug build, or when an
-    # environment variable is set (idioms.debug_only_checks): not its release convention
+    # environment variable is set (debugbuilds.debug_only_checks): not its release convention
     debug_checks: frozenset[str] = frozenset()
     # library launches outside the files that check one, where only one file does (else 0)
     launches_beside_one_checking_file: int = 0
-    # per kind of corrupting runtime call (idioms.api_kind): [status used, discarded]
+    # per kind of corrupting runtime call (discarded.api_kind): [status used, discarded]
     api: dict[str, tuple[int, int]] = field(default_factory=dict)
     # the same per folder of the tree: "folder:kind" -> [status used, discarded] (each file's
     # calls counted in every folder above it; GPU803 asks the nearest with enough calls)
     api_folders: dict[str, tuple[int, int]] = field(default_factory=dict)
-    # its checks that read the last error (idioms.last_error_checks): they also report a
+    # its checks that read the last error (checknames.last_error_checks): they also report a
     # runtime call's failure before them (GPU803)
     last_error_checks: frozenset[str] = frozenset()
     calls: dict[str, tuple[CallSite, ...]] = field(default_factory=dict)  # callee -> sites
@@ -111,18 +108,18 @@ class CudaProject:
     # tree mentions besides their definitions (debugging helpers no kernel calls): see
     # `uncalled_device_printers`. Empty for a file linted alone: its callers are not in sight.
     uncalled_printers: frozenset[str] = frozenset()
-    # names `#define`d in any source of the checked tree (idioms.tree_macros): a macro none of
+    # names `#define`d in any source of the checked tree (buildmacros.tree_macros): a macro none of
     # them nor a build file defines leaves its `#if` branch out of every build (GPU807)
     macros: frozenset[str] = frozenset()
     # files that include no torch/ATen/c10 header themselves but a header of the checked tree
     # that does, at any depth (`#include "common.h"` holding `<torch/extension.h>`): PyTorch
     # extensions too (see `torch_by_header`)
     torch_by_header: frozenset[str] = frozenset()
-    # how each file with launches spells its launch check (idioms.launch_check_spelling):
+    # how each file with launches spells its launch check (checkspelling.launch_check_spelling):
     # path -> `STD_CUDA_KERNEL_LAUNCH_CHECK();`; a fix suggestion in a file that writes none
     # uses its nearest sibling's
     launch_spellings: dict[str, str] = field(default_factory=dict)
-    # the check macro each such file wraps runtime calls in (idioms.house_check_macro), for
+    # the check macro each such file wraps runtime calls in (checknames.house_check_macro), for
     # GPU803's suggestion in a file of the folder that wraps none
     check_macros: dict[str, str] = field(default_factory=dict)
 
@@ -513,7 +510,7 @@ def merge(
 def _readers(
     facts_by_path: dict[str, dict[str, Any]], defs: dict[str, int], last_error: Iterable[str]
 ) -> frozenset[str]:
-    from gpulint.frontends.cuda.idioms import LAST_ERROR_CHECKS
+    from gpulint.frontends.cuda.checknames import LAST_ERROR_CHECKS
 
     reading = set(last_error) | LAST_ERROR_CHECKS
     out = set()
