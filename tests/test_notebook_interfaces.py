@@ -115,9 +115,8 @@ async def client(lsp_client: LanguageClient, tmp_path: Path):
     await lsp_client.shutdown_session()
 
 
-async def lsp_findings(client: LanguageClient, path: Path) -> set[tuple]:
-    """Open the notebook as VS Code does (a `vscode-notebook-cell:` document per cell) and
-    read the diagnostics published for each cell."""
+def open_notebook(client: LanguageClient, path: Path) -> tuple[list[lsp.NotebookCell], list]:
+    """Open the notebook as VS Code does (a `vscode-notebook-cell:` document per cell)."""
     data = json.loads(path.read_text(encoding="utf-8"))
     uri = path.as_uri()
     cells, documents = [], []
@@ -143,11 +142,22 @@ async def lsp_findings(client: LanguageClient, path: Path) -> set[tuple]:
             cell_text_documents=documents,
         )
     )
-    wanted = [c.document for c in cells]
+    return cells, documents
+
+
+async def wait_for(client: LanguageClient, condition) -> None:
     for _ in range(int(TIMEOUT / 0.05)):
-        if all(u in client.published for u in wanted):
-            break
+        if condition():
+            return
         await asyncio.sleep(0.05)
+    raise AssertionError("the server did not publish what was expected")
+
+
+async def lsp_findings(client: LanguageClient, path: Path) -> set[tuple]:
+    """Open the notebook and read the diagnostics published for each cell."""
+    cells, _ = open_notebook(client, path)
+    wanted = [c.document for c in cells]
+    await wait_for(client, lambda: all(u in client.published for u in wanted))
     found = set()
     for number, cell_uri in enumerate(wanted, 1):
         for d in client.published[cell_uri]:
@@ -189,3 +199,111 @@ async def test_one_notebook_gives_the_same_findings_in_every_interface(
     assert sarif_findings(name) == expected
     assert pre_commit_findings(name) == expected
     assert await lsp_findings(client, project / name) == expected
+
+
+@pytest.mark.asyncio
+async def test_notebook_edits_cell_changes_and_close(client: LanguageClient, tmp_path):
+    path = tmp_path / "project" / "training.ipynb"
+    cells, documents = open_notebook(client, path)
+    uris = [c.document for c in cells]
+    await wait_for(client, lambda: all(u in client.published for u in uris))
+    loop_cell = uris[4]  # cell 5: the training loop
+    assert [d.code for d in client.published[loop_cell]] == ["GPU101"]
+    assert [d.code for d in client.published[uris[2]]] == ["GPU201"]
+
+    # A text edit in one cell: the loop no longer reads the loss back (prints the step).
+    text = documents[4].text
+    start = text.index("loss.item()")
+    before = text[:start]
+    position = lsp.Position(line=before.count("\n"), character=len(before.rsplit("\n", 1)[-1]))
+    end = lsp.Position(line=position.line, character=position.character + len("loss.item()"))
+    client.published.pop(loop_cell)
+    client.notebook_document_did_change(
+        lsp.DidChangeNotebookDocumentParams(
+            notebook_document=lsp.VersionedNotebookDocumentIdentifier(version=2, uri=path.as_uri()),
+            change=lsp.NotebookDocumentChangeEvent(
+                cells=lsp.NotebookDocumentCellChanges(
+                    text_content=[
+                        lsp.NotebookDocumentCellContentChanges(
+                            document=lsp.VersionedTextDocumentIdentifier(uri=loop_cell, version=2),
+                            changes=[
+                                lsp.TextDocumentContentChangePartial(
+                                    range=lsp.Range(start=position, end=end), text="step"
+                                )
+                            ],
+                        )
+                    ]
+                )
+            ),
+        )
+    )
+    await wait_for(client, lambda: loop_cell in client.published)
+    assert client.published[loop_cell] == []
+
+    # A structure change: cell 3 (the GradScaler) deleted; its diagnostics are cleared and the
+    # `%%time` cell, now cell 7, keeps its finding.
+    client.published.clear()
+    client.notebook_document_did_change(
+        lsp.DidChangeNotebookDocumentParams(
+            notebook_document=lsp.VersionedNotebookDocumentIdentifier(version=3, uri=path.as_uri()),
+            change=lsp.NotebookDocumentChangeEvent(
+                cells=lsp.NotebookDocumentCellChanges(
+                    structure=lsp.NotebookDocumentCellChangeStructure(
+                        array=lsp.NotebookCellArrayChange(start=2, delete_count=1),
+                        did_close=[lsp.TextDocumentIdentifier(uri=uris[2])],
+                    )
+                )
+            ),
+        )
+    )
+    await wait_for(client, lambda: uris[2] in client.published and uris[7] in client.published)
+    assert client.published[uris[2]] == []
+    (timed,) = client.published[uris[7]]
+    assert timed.code == "GPU101" and "at cell 7, line 2" in timed.message
+
+    # Closing the notebook clears every cell.
+    client.published.clear()
+    client.notebook_document_did_close(
+        lsp.DidCloseNotebookDocumentParams(
+            notebook_document=lsp.NotebookDocumentIdentifier(uri=path.as_uri()),
+            cell_text_documents=[
+                lsp.TextDocumentIdentifier(uri=u) for i, u in enumerate(uris) if i != 2
+            ],
+        )
+    )
+    await wait_for(client, lambda: uris[7] in client.published)
+    assert client.published[uris[7]] == []
+
+
+@pytest.mark.asyncio
+async def test_a_notebook_opened_as_json_text_gets_no_diagnostics(client: LanguageClient, tmp_path):
+    path = tmp_path / "project" / "training.ipynb"
+    uri = path.as_uri()
+    client.text_document_did_open(
+        lsp.DidOpenTextDocumentParams(
+            text_document=lsp.TextDocumentItem(
+                uri=uri, language_id="json", version=1, text=path.read_text(encoding="utf-8")
+            )
+        )
+    )
+    message = await asyncio.wait_for(client.wait_for_notification(lsp.WINDOW_LOG_MESSAGE), TIMEOUT)
+    assert "opened as JSON text" in message.message
+    await wait_for(client, lambda: uri in client.published)
+    assert client.published[uri] == []
+
+
+@pytest.mark.asyncio
+async def test_pull_diagnostics_for_a_cell(client: LanguageClient, tmp_path):
+    path = tmp_path / "project" / "training.ipynb"
+    cells, _ = open_notebook(client, path)
+    report = await asyncio.wait_for(
+        client.text_document_diagnostic_async(
+            lsp.DocumentDiagnosticParams(
+                text_document=lsp.TextDocumentIdentifier(uri=cells[4].document)
+            )
+        ),
+        TIMEOUT,
+    )
+    assert [(d.code, d.range.start.line, d.range.start.character) for d in report.items] == [
+        ("GPU101", 6, 26)
+    ]
