@@ -307,3 +307,42 @@ async def test_pull_diagnostics_for_a_cell(client: LanguageClient, tmp_path):
     assert [(d.code, d.range.start.line, d.range.start.character) for d in report.items] == [
         ("GPU101", 6, 26)
     ]
+
+
+@pytest.mark.asyncio
+async def test_cell_quick_fix_noqa_and_hover(client: LanguageClient, tmp_path):
+    path = tmp_path / "project" / "training.ipynb"
+    cells, documents = open_notebook(client, path)
+    uris = [c.document for c in cells]
+    await wait_for(client, lambda: uris[2] in client.published)
+    (scaler,) = client.published[uris[2]]  # cell 3: torch.cuda.amp.GradScaler()
+    actions = await asyncio.wait_for(
+        client.text_document_code_action_async(
+            lsp.CodeActionParams(
+                text_document=lsp.TextDocumentIdentifier(uri=uris[2]),
+                range=scaler.range,
+                context=lsp.CodeActionContext(diagnostics=[scaler]),
+            )
+        ),
+        TIMEOUT,
+    )
+    by_title = {a.title: a for a in actions}
+    noqa = by_title["GPU201: suppress on this line (noqa)"]
+    (change,) = noqa.edit.document_changes
+    assert change.text_document.uri == uris[2]  # the cell's document, at its own line
+    (edit,) = change.edits
+    first_line = documents[2].text.splitlines()[0]
+    assert edit.range.start == lsp.Position(line=0, character=len(first_line))
+    assert "noqa: GPU201" in edit.new_text
+    fixes = [a for a in actions if a.is_preferred]
+    assert fixes and fixes[0].edit.document_changes[0].text_document.uri == uris[2]
+    hover = await asyncio.wait_for(
+        client.text_document_hover_async(
+            lsp.HoverParams(
+                text_document=lsp.TextDocumentIdentifier(uri=uris[2]),
+                position=scaler.range.start,
+            )
+        ),
+        TIMEOUT,
+    )
+    assert hover is not None and "GPU201" in hover.contents.value
