@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import functools
 import io
+import json
 import re
 import tokenize
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,6 +56,9 @@ class LintResult:
     fix_all: Edit | None = None
     # the folder `shown` and the findings' related paths are relative to (the config's root)
     root: Path | None = None
+    # A notebook cell's result: every cell of its notebook as (cell document URI, text), in
+    # order (Finding.cell and Related.cell index it from 1); None for a text document.
+    cells: list[tuple[str, str]] | None = None
 
     @functools.cached_property
     def source(self) -> SourceText:
@@ -208,8 +213,9 @@ def lint_text(
         root=Path(linter.config.root) if path is not None else None,
     )
     if frontend is None or getattr(frontend, "by_cell", False):
-        # A notebook's positions are per cell, which a text document has not (the server
-        # speaks no LSP notebook sync): it is linted by `gpulint check`, not here.
+        # A notebook's positions are per cell, which a text document (the .ipynb's JSON) has
+        # not: a notebook is linted when the editor opens it as a notebook (LSP notebook
+        # sync, `lint_notebook`), never with its findings on the JSON's lines.
         return result
     # In a supervised worker: a document that would take the analysis past the budget costs
     # its own GPU000 instead of blocking every request the editor sends.
@@ -296,3 +302,49 @@ def suppresses(linter: Linter, result: LintResult, finding: Finding, edit: Edit)
     if any(f.code in ENGINE_CODES for f in after):
         return False
     return not any(f.code == finding.code and f.line == finding.line for f in after)
+
+
+# -- notebooks (LSP 3.17 notebook document sync) ---------------------------------------------
+# A cell as the editor holds it: (cell document URI, kind, text). Kind: "code" (a Python cell),
+# "markdown", or "raw" (a code cell in another language: counted, never analysed).
+NotebookCell = tuple[str, str, str]
+
+
+def notebook_json(cells: Sequence[NotebookCell], metadata: object = None) -> str:
+    """The nbformat 4 text of the editor's cells, for the notebook front-end `gpulint check`
+    reads .ipynb files with: the same masking, cell numbering, noqa and cross-cell facts."""
+    out = []
+    for _, kind, text in cells:
+        cell: dict = {"cell_type": kind, "metadata": {}, "source": text}
+        if kind == "code":
+            cell.update(execution_count=None, outputs=[])
+        out.append(cell)
+    meta = metadata if isinstance(metadata, dict) else {}
+    return json.dumps({"cells": out, "metadata": meta, "nbformat": 4, "nbformat_minor": 5})
+
+
+def lint_notebook(
+    linter: Linter, path: Path | None, uri: str, cells: Sequence[NotebookCell], metadata=None
+) -> dict[str, LintResult]:
+    """Lint a notebook's in-memory cells as one notebook; the result of each cell, by its
+    URI, with the findings placed in that cell (positions within the cell's text)."""
+    name = path.name if path is not None else re.split(r"[/:]", uri.rstrip("/"))[-1]
+    if not name.endswith(".ipynb"):
+        name = (name or "untitled") + ".ipynb"
+    shown = linter.relpath(path.with_name(name)) if path is not None else name
+    data = notebook_json(cells, metadata).encode("utf-8")
+    findings = lint_bytes_budgeted(linter, shown, data, shown)
+    root = Path(linter.config.root) if path is not None else None
+    texts = [(cell_uri, text) for cell_uri, _, text in cells]
+    results = {
+        cell_uri: LintResult(shown, text, language="python", root=root, cells=texts)
+        for cell_uri, _, text in cells
+    }
+    first = cells[0][0] if cells else None
+    for f in findings:
+        # A finding of the whole notebook (GPU000 of a notebook that cannot be read) has no
+        # cell: it goes on the first cell.
+        at = cells[f.cell - 1][0] if f.cell and 0 < f.cell <= len(cells) else first
+        if at is not None:
+            results[at].findings.append(f)
+    return results

@@ -20,6 +20,7 @@ import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from urllib.parse import unquote
 
 from lsprotocol import types as lsp
 from pygls.lsp.server import LanguageServer
@@ -30,7 +31,14 @@ from gpulint.diagnostics import UNUSED_NOQA, Edit, Finding, Severity, rule_url
 from gpulint.rule import rule_by_code
 from gpulint.ruledocs import rule_hover
 from gpulint.server import positions
-from gpulint.server.core import CONFIG_FILE, ConfigStore, LintResult, lint_text
+from gpulint.server.core import (
+    CONFIG_FILE,
+    ConfigStore,
+    LintResult,
+    NotebookCell,
+    lint_notebook,
+    lint_text,
+)
 
 log = logging.getLogger("gpulint.server")
 
@@ -48,7 +56,20 @@ _SEVERITY = {
 class GpulintServer(LanguageServer):
     def __init__(self, debounce: float = 0.15):
         super().__init__(
-            "gpulint", __version__, text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental
+            "gpulint",
+            __version__,
+            text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental,
+            # LSP 3.17 notebook sync: Jupyter notebooks whose cells are Python, linted as one
+            # notebook (cross-cell facts as `gpulint check` has them), published per cell.
+            notebook_document_sync=lsp.NotebookDocumentSyncOptions(
+                notebook_selector=[
+                    lsp.NotebookDocumentFilterWithNotebook(
+                        notebook="jupyter-notebook",
+                        cells=[lsp.NotebookCellLanguage(language="python")],
+                    )
+                ],
+                save=True,
+            ),
         )
         self.debounce = debounce
         self.configs = ConfigStore()
@@ -67,6 +88,11 @@ class GpulintServer(LanguageServer):
         # nothing is pushed, and a configuration change asks the client to pull again.
         self.pull = False
         self.pull_refresh = False
+        # Notebooks: cell URI -> the notebook version its cached result was linted at (a
+        # change in one cell can change another cell's findings), and the cells last published.
+        self._cell_versions: dict[str, int] = {}
+        self._published_cells: dict[str, set[str]] = {}
+        self._told_ipynb_text: set[str] = set()
 
     # -- documents -------------------------------------------------------------------------------
     @staticmethod
@@ -83,13 +109,22 @@ class GpulintServer(LanguageServer):
 
     def _version(self, uri: str) -> int | None | bool:
         """The open document's version (False: not open)."""
-        document = self.workspace.text_documents.get(uri)
+        # The workspace keys documents by unquoted URI (a cell's `#W0sZmlsZQ%3D%3D`)
+        document = self.workspace.text_documents.get(unquote(uri))
         return False if document is None else document.version
+
+    def notebook_of(self, uri: str) -> lsp.NotebookDocument | None:
+        """The open notebook a cell URI (or a notebook URI) belongs to."""
+        notebook = self.workspace.get_notebook_document(notebook_uri=uri)
+        return notebook or self.workspace.get_notebook_document(cell_uri=uri)
 
     def current(self, uri: str) -> LintResult | None:
         """The cached result of the document's current version, if there is one."""
         cached = self.results.get(uri)
         if cached is not None and cached[0] == self._version(uri):
+            notebook = self.notebook_of(uri) if uri in self._cell_versions else None
+            if notebook is not None and self._cell_versions[uri] != notebook.version:
+                return None  # another cell changed since: this cell's findings may have too
             return cached[1]
         return None
 
@@ -107,6 +142,14 @@ class GpulintServer(LanguageServer):
         version = self._version(uri)
         if version is False:
             return None
+        notebook = self.notebook_of(uri)
+        if notebook is not None:
+            future = self.start(notebook.uri)
+            if future is None:
+                return None
+            await asyncio.shield(future)
+            linted = self.results.get(uri)
+            return linted[1] if linted is not None else None
         running = self._running.get(uri)
         future = running[1] if running and running[0] == version else self.start(uri)
         if future is None:
@@ -116,6 +159,9 @@ class GpulintServer(LanguageServer):
     def start(self, uri: str) -> asyncio.Future | None:
         """Lint the document's current text in the worker thread; publish when done."""
         self._pending.pop(uri, None)
+        notebook = self.notebook_of(uri)
+        if notebook is not None:
+            return self.start_notebook(notebook)
         try:
             document = self.workspace.get_text_document(uri)
         except Exception:  # not open
@@ -153,12 +199,72 @@ class GpulintServer(LanguageServer):
         future.add_done_callback(done)
         return future
 
-    def _lint_job(
-        self, uri: str, version: int | None, text: str, language_id: str | None
-    ) -> LintResult | None:
-        if self._version(uri) != version:
-            return None  # typed past while waiting: the newer version has its own lint
+    def start_notebook(self, notebook: lsp.NotebookDocument) -> asyncio.Future:
+        """Lint the notebook's cells, as they are now, as one notebook; publish every cell."""
+        uri, version = notebook.uri, notebook.version
+        self._pending.pop(uri, None)
+        running = self._running.get(uri)
+        if running and running[0] == version:
+            return running[1]
+        cells: list[NotebookCell] = []
+        versions: dict[str, int | None] = {}
+        for cell in notebook.cells:
+            document = self.workspace.text_documents.get(unquote(cell.document))
+            text = document.source if document is not None else ""
+            language = document.language_id if document is not None else None
+            if cell.kind == lsp.NotebookCellKind.Markup:
+                kind = "markdown"
+            else:  # a code cell in another language is counted, not analysed
+                kind = "code" if language in (None, "python") else "raw"
+            cells.append((cell.document, kind, text))
+            versions[cell.document] = document.version if document is not None else None
+        loop = self._loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(
+            self._lints, self._notebook_job, uri, version, cells, notebook.metadata
+        )
+        self._running[uri] = (version, future)
+
+        def done(f: asyncio.Future) -> None:
+            if self._running.get(uri, (None, None))[1] is f:
+                self._running.pop(uri, None)
+            if f.cancelled() or f.exception() is not None:
+                if not f.cancelled():
+                    log.error("lint of %s failed: %r", uri, f.exception())
+                return
+            results = f.result()
+            now = self.workspace.get_notebook_document(notebook_uri=uri)
+            if results is None or now is None:
+                return
+            for cell_uri, result in results.items():
+                self.results[cell_uri] = (versions[cell_uri], result)
+                self._cell_versions[cell_uri] = version
+            if now.version == version:
+                gone = self._published_cells.get(uri, set()) - set(results)
+                for cell_uri in gone:  # cells deleted since the last publication
+                    self._clear(cell_uri)
+                self._published_cells[uri] = set(results)
+                for cell_uri, result in results.items():
+                    self._publish(cell_uri, versions[cell_uri], result)
+                    self._cancel_prepare(cell_uri)
+                    self._prepare_timers[cell_uri] = loop.call_later(
+                        PREPARE_IDLE_S, self.prepare, cell_uri, result
+                    )
+
+        future.add_done_callback(done)
+        return future
+
+    def _notebook_job(
+        self, uri: str, version: int, cells: list[NotebookCell], metadata: object
+    ) -> dict[str, LintResult] | None:
+        notebook = self.workspace.get_notebook_document(notebook_uri=uri)
+        if notebook is None or notebook.version != version:
+            return None  # typed past while waiting, or closed
         path = self.path_of(uri)
+        self._config_error(path)
+        linter, _ = self.configs.linter_for(path)
+        return lint_notebook(linter, path, uri, cells, metadata)
+
+    def _config_error(self, path: Path | None) -> None:
         linter, error = self.configs.linter_for(path)
         if error and error not in self._shown_errors:
             log.warning("%s", error)
@@ -169,6 +275,30 @@ class GpulintServer(LanguageServer):
                     self.window_show_message,
                     lsp.ShowMessageParams(type=lsp.MessageType.Error, message=error),
                 )
+
+    def _lint_job(
+        self, uri: str, version: int | None, text: str, language_id: str | None
+    ) -> LintResult | None:
+        if self._version(uri) != version:
+            return None  # typed past while waiting: the newer version has its own lint
+        path = self.path_of(uri)
+        if uri.lower().endswith(".ipynb") and uri not in self._told_ipynb_text:
+            # The notebook's JSON as a text document: its findings belong in cells, which a
+            # text document has not, so it gets none (open it as a notebook instead).
+            self._told_ipynb_text.add(uri)
+            log.info("%s: a notebook opened as text is not linted; open it as a notebook", uri)
+            loop = self._loop
+            if loop is not None:
+                loop.call_soon_threadsafe(
+                    self.window_log_message,
+                    lsp.LogMessageParams(
+                        type=lsp.MessageType.Info,
+                        message=f"gpulint: {uri} is a notebook opened as JSON text: not linted "
+                        "(open it as a notebook to see its findings by cell)",
+                    ),
+                )
+        self._config_error(path)
+        linter, _ = self.configs.linter_for(path)
         return lint_text(linter, path, uri, text, language_id)
 
     def prepare(self, uri: str, result: LintResult) -> asyncio.Future:
@@ -229,6 +359,24 @@ class GpulintServer(LanguageServer):
             lsp.PublishDiagnosticsParams(uri=uri, diagnostics=[])
         )
 
+    def _clear(self, cell_uri: str) -> None:
+        self._cancel_prepare(cell_uri)
+        self.results.pop(cell_uri, None)
+        self._cell_versions.pop(cell_uri, None)
+        if not self.pull:
+            self.text_document_publish_diagnostics(
+                lsp.PublishDiagnosticsParams(uri=cell_uri, diagnostics=[])
+            )
+
+    def forget_notebook(self, uri: str, cells: Sequence[str]) -> None:
+        """The notebook closed: clear every cell's diagnostics."""
+        pending = self._pending.pop(uri, None)
+        if pending is not None:
+            pending.cancel()
+        self._running.pop(uri, None)
+        for cell_uri in {*cells, *self._published_cells.pop(uri, set())}:
+            self._clear(cell_uri)
+
     def config_changed(self) -> None:
         """A pyproject.toml changed: reload the configuration and re-lint every open document."""
         self.configs.invalidate()
@@ -236,6 +384,9 @@ class GpulintServer(LanguageServer):
         self._running.clear()
         self._shown_errors.clear()
         for uri in list(self.workspace.text_documents):
+            if self.notebook_of(uri) is None:
+                self.publish(uri)
+        for uri in list(self.workspace.notebook_documents):
             self.publish(uri)
         if self.pull and self.pull_refresh:
             self.workspace_diagnostic_refresh(None)
@@ -382,7 +533,17 @@ class GpulintServer(LanguageServer):
         at its positions, in another file of the tree by its path under the config's root."""
         out = []
         for r in f.related:
-            if r.path == result.shown and uri is not None:
+            if r.path == result.shown and result.cells and r.cell and r.cell <= len(result.cells):
+                # Another place in this notebook: in its cell, at positions within that cell.
+                target, text = result.cells[r.cell - 1]
+                cell = LintResult(result.shown, text)
+                start = self.position(cell, r.line, r.col)
+                end = (
+                    self.position(cell, r.end_line, r.end_col)
+                    if r.end_line and r.end_col
+                    else start
+                )
+            elif r.path == result.shown and uri is not None:
                 start = self.position(result, r.line, r.col)
                 end = (
                     self.position(result, r.end_line, r.end_col)
@@ -485,6 +646,33 @@ def build_server(debounce: float = 0.15) -> GpulintServer:
     @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: GpulintServer, params: lsp.DidCloseTextDocumentParams) -> None:
         ls.forget(params.text_document.uri)
+
+    @server.feature(lsp.NOTEBOOK_DOCUMENT_DID_OPEN)
+    def notebook_open(ls: GpulintServer, params: lsp.DidOpenNotebookDocumentParams) -> None:
+        ls.publish(params.notebook_document.uri)
+
+    @server.feature(lsp.NOTEBOOK_DOCUMENT_DID_CHANGE)
+    def notebook_change(ls: GpulintServer, params: lsp.DidChangeNotebookDocumentParams) -> None:
+        change = params.change
+        cells = change.cells if change else None
+        if cells is not None and not cells.structure and not cells.text_content:
+            return  # only metadata or execution summaries changed: the findings cannot
+        ls.schedule(params.notebook_document.uri)
+
+    @server.feature(lsp.NOTEBOOK_DOCUMENT_DID_SAVE)
+    def notebook_save(ls: GpulintServer, params: lsp.DidSaveNotebookDocumentParams) -> None:
+        uri = params.notebook_document.uri
+        ls._running.pop(uri, None)
+        notebook = ls.workspace.get_notebook_document(notebook_uri=uri)
+        for cell in notebook.cells if notebook else []:
+            ls._cell_versions.pop(cell.document, None)  # re-lint, with the config on disk
+        ls.publish(uri)
+
+    @server.feature(lsp.NOTEBOOK_DOCUMENT_DID_CLOSE)
+    def notebook_close(ls: GpulintServer, params: lsp.DidCloseNotebookDocumentParams) -> None:
+        ls.forget_notebook(
+            params.notebook_document.uri, [c.uri for c in params.cell_text_documents]
+        )
 
     @server.feature(lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES)
     def watched_files(ls: GpulintServer, params: lsp.DidChangeWatchedFilesParams) -> None:
