@@ -572,7 +572,11 @@ class ProjectSession:
 # or parsed; and, per index, the names each module subscripts (`name[`), by name.
 _PARSED: dict[str, tuple[PythonFile, str] | None] = {}
 _SUBSCRIPTING: dict[int, dict[str, list[str]]] = {}
-_SUBSCRIPT = re.compile(rb"([A-Za-z_][A-Za-z0-9_]*)\s*\[")
+# A name starts where no letter or underscore comes before it (a digit may: `2x[` is `x[`, as
+# a plain scan would find it), and takes its whole run possessively: tried at every letter of
+# every identifier, the plain pattern matched the rest of the word and backtracked through it,
+# the slowest step of a cold run over transformers (8 s, now 1.6 s).
+_SUBSCRIPT = re.compile(rb"(?<![A-Za-z_])([A-Za-z_][A-Za-z0-9_]*+)\s*\[")
 
 
 def _subscripting_index(index: ProjectIndex) -> dict[str, list[str]]:
@@ -587,7 +591,7 @@ def _subscripting_index(index: ProjectIndex) -> dict[str, list[str]]:
                 data = read_bytes(info.path, MAX_SOURCE_BYTES, index.roots)
             except Exception:  # unreadable: that file's own lint reports it
                 continue
-            for word in {m.group(1).decode("ascii") for m in _SUBSCRIPT.finditer(data)}:
+            for word in {w.decode("ascii") for w in _SUBSCRIPT.findall(data)}:
                 table.setdefault(word, []).append(name)
         _SUBSCRIPTING[key] = table
     return _SUBSCRIPTING[key]
