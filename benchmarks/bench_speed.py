@@ -6,6 +6,7 @@ Not a test: run it by hand, and read the load it records.
     python benchmarks/bench_speed.py                    # transformers 4.57.1 (pip download)
     python benchmarks/bench_speed.py --readme README.md # also rewrite the README's Speed table
     python benchmarks/bench_speed.py --tree PATH        # any tree of Python files
+    python benchmarks/bench_speed.py --workers-only     # cold CPU/wall at 1 and N workers
 
 What makes the numbers trustworthy:
 - the corpus is pinned: transformers==4.57.1's wheel (2,214 Python files), fetched once with
@@ -21,7 +22,12 @@ What makes the numbers trustworthy:
 - memory is the proportional set size (PSS) of the whole process tree at its peak, and the
   largest single process, sampled from /proc;
 - `--scale` times cold runs over 1x, 2x and 4x copies of the tree (hard links) and fits the
-  log-log slope of CPU against files (1.0 is linear).
+  log-log slope of CPU against files (1.0 is linear);
+- `--workers-only` times only cold runs at 1 worker and at `--workers` (default: the usable
+  cores), for the scaling target on a many-core machine: it needs nothing beyond Python and
+  gpulint's own dependencies (no ruff, no flake8, no network once the tree is there);
+- gpulint runs with the pedantic tier selected (every rule not in preview): the default tier
+  alone is three CUDA rules, which parse no Python file, and would time reading, not linting.
 """
 
 from __future__ import annotations
@@ -214,6 +220,12 @@ def main() -> int:
     parser.add_argument("--flake8-sample", type=int, default=300, help="files for flake8")
     parser.add_argument("--scale", action="store_true", help="also 1x/2x/4x copies, cold")
     parser.add_argument("--scale-only", action="store_true", help="only the 1x/2x/4x runs")
+    parser.add_argument(
+        "--workers", type=int, help="workers of the many-worker cold run (default: usable cores)"
+    )
+    parser.add_argument(
+        "--workers-only", action="store_true", help="only cold runs at 1 and --workers workers"
+    )
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--readme", type=Path, help="rewrite this README's Speed table")
     args = parser.parse_args()
@@ -221,12 +233,12 @@ def main() -> int:
     args.cache = args.cache.resolve()
 
     tree = (args.tree or fetch_transformers(args.cache)).resolve()
-    flake8 = flake8_venv(args.cache)
     compile_gpulint()
     files = sorted(p for p in tree.rglob("*.py") if p.is_file())
     size_mb = sum(p.stat().st_size for p in files) / 1e6
     sample = sorted(random.Random(0).sample(files, min(args.flake8_sample, len(files))))
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = args.workers or cores or 1
     print(f"tree: {tree} ({len(files)} Python files, {size_mb:.1f} MB)")
     print(f"machine: {machine()}; {cores} usable cores")
 
@@ -235,12 +247,19 @@ def main() -> int:
     all_list.write_text("\n".join(map(str, files)) + "\n")
     sample_list.write_text("\n".join(map(str, sample)) + "\n")
     py = sys.executable
-    # The tree sits in the repository's gitignored cache: gitignore is not what is measured.
+    # The tree sits in the repository's gitignored cache, under this repository's licence:
+    # neither gitignore nor the vendored-copy test is what is measured. Every rule outside
+    # preview runs (the module docstring says why).
     gpulint = [py, "-m", "gpulint", "check", "--format", "json", "--exit-zero", "--no-gitignore"]
+    gpulint += ["--no-skip-vendored", "--extend-select", "pedantic"]
     cache_dir = work / "cache"
     if args.scale_only:
         report_scaling(scale(tree, args.cache, gpulint, len(files), repeat))
         return 0
+    if args.workers_only:
+        report_workers(workers(tree, gpulint, cores, repeat), cores)
+        return 0
+    flake8 = flake8_venv(args.cache)
     victim = files[len(files) // 2]
     original = victim.read_bytes()
     one_file = sorted(files, key=lambda p: p.stat().st_size)[len(files) // 2]
@@ -352,14 +371,14 @@ def main() -> int:
     g8 = summary(runs[f"gpulint cold, {len(sample)}-file sample"], "cpu_s")[0]
     a8 = summary(runs[f"ast.parse, {len(sample)}-file sample"], "cpu_s")[0]
     verdicts = [
-        f"cold, 1 worker: CPU {one / ast_cpu:.2f}x ast.parse's (target <= 2.5x)",
+        f"cold, 1 worker: CPU {one / ast_cpu:.2f}x ast.parse's (target <= 2x)",
         f"cold, {cores} workers: wall {many / ast_wall:.2f}x ast.parse's (target <= 1.5x; wall is "
         "load-sensitive)",
-        f"warm, nothing changed: CPU {warm[0]:.2f} s ({warm[1]:.2f}-{warm[2]:.2f}) (target < 0.3 s)",
+        f"warm, nothing changed: CPU {warm[0]:.2f} s ({warm[1]:.2f}-{warm[2]:.2f}) (target < 0.2 s)",
         f"warm, 1 file changed: CPU {changed[0]:.2f} s ({changed[1]:.2f}-{changed[2]:.2f}) "
         "(target < 0.4 s)",
         f"one-file check: CPU {single[0] * 1000:.0f} ms ({single[1] * 1000:.0f}-{single[2] * 1000:.0f})"
-        " (target < 100 ms); through the console script "
+        " (target < 50 ms); through the console script "
         f"{script_one[0] * 1000:.0f} ms; a file with findings ({parsed_file.name}) "
         f"{parsed_one[0] * 1000:.0f} ms",
         f"same {len(sample)} files: flake8 + TorchFix {f8:.2f} s CPU, gpulint {g8:.2f} s "
@@ -402,6 +421,31 @@ def scale(tree: Path, cache: Path, gpulint: list[str], n: int, repeat: int) -> l
             cmd = [*gpulint, "--no-cache", "--jobs", "1", str(scaled)]
             measured[copies].append(measure(cmd, scaled))
     return [(copies, n * copies, m) for copies, m in measured.items()]
+
+
+def workers(tree: Path, gpulint: list[str], many: int, repeat: int) -> dict[int, list[dict]]:
+    """Cold runs at 1 worker and at `many`, interleaved."""
+    measured: dict[int, list[dict]] = {1: [], many: []}
+    for _ in range(repeat):
+        for jobs in measured:
+            measured[jobs].append(
+                measure([*gpulint, "--no-cache", "--jobs", str(jobs), str(tree)], tree)
+            )
+    return measured
+
+
+def report_workers(measured: dict[int, list[dict]], many: int) -> str:
+    for jobs, m in measured.items():
+        cpu, wall = summary(m, "cpu_s"), summary(m, "wall_s")
+        print(
+            f"cold, {jobs} worker(s): CPU {cpu[0]:.2f} s ({cpu[1]:.2f}-{cpu[2]:.2f}), wall "
+            f"{wall[0]:.2f} s ({wall[1]:.2f}-{wall[2]:.2f}), PSS {summary(m, 'pss_mb')[0]:.0f} MB, "
+            f"load {min(r['load'] for r in m):.1f}-{max(r['load'] for r in m):.1f}"
+        )
+    speedup = summary(measured[1], "wall_s")[0] / summary(measured[many], "wall_s")[0]
+    line = f"cold, {many} workers: wall {speedup:.1f}x faster than 1 worker (target >= 12x on 16)"
+    print(line)
+    return line
 
 
 def report_scaling(scaling: list) -> str:

@@ -606,3 +606,12 @@ def test_a_timing_decorator_from_another_module_is_reported_at_its_use(tmp_path,
         )
     )
     assert [f["line"] for f in check("--select", "GPU601") if f["code"] == "GPU601"] == [13]
+
+
+def test_subscripted_names_are_whole_words():
+    """The text index of subscripted names (Triton launches `kernel[grid](...)`) takes each name
+    whole, wherever it starts: after a digit, before spaces, never a word's tail."""
+    from gpulint.project import _SUBSCRIPTED
+
+    text = b"add_kernel[grid](x)\n2x[0]\nk2 [g]\nnot_subscripted(y)\na.b_c[1]\n_k[\nabc\n"
+    assert _SUBSCRIPTED.findall(text) == [b"add_kernel", b"x", b"k2", b"b_c", b"_k"]

@@ -653,8 +653,12 @@ _PARSED: dict[str, tuple[PythonFile, str] | None] = {}
 # Per process: (module, needles) -> (its text holds one of them, its digest), or None.
 _MENTIONS: dict[tuple[str, tuple[bytes, ...]], tuple[bool, str] | None] = {}
 _NAMED: dict[tuple[int, bytes], dict[str, list[str]]] = {}
-_SUBSCRIPTED = re.compile(rb"([A-Za-z_][A-Za-z0-9_]*)\s*\[")
-_CALLED = re.compile(rb"([A-Za-z_][A-Za-z0-9_]*)\s*\(")
+# A name starts where no letter or underscore comes before it (a digit may: `2x[` is `x[`, as
+# a plain scan would find it), and takes its whole run possessively: tried at every letter of
+# every identifier, the plain pattern matched the rest of the word and backtracked through it,
+# the slowest step of a cold run over transformers (8 s, now 1.6 s).
+_SUBSCRIPTED = re.compile(rb"(?<![A-Za-z_])([A-Za-z_][A-Za-z0-9_]*+)\s*\[")
+_CALLED = re.compile(rb"(?<![A-Za-z_])([A-Za-z_][A-Za-z0-9_]*+)\s*\(")
 
 
 def _parsed(index: ProjectIndex, module: str, info: _Module) -> tuple[PythonFile, str] | None:
@@ -676,7 +680,7 @@ def _name_index(index: ProjectIndex, pattern: re.Pattern[bytes]) -> dict[str, li
                 data = read_bytes(info.path, MAX_SOURCE_BYTES, index.roots)
             except Exception:  # unreadable: that file's own lint reports it
                 continue
-            for word in {m.group(1).decode("ascii") for m in pattern.finditer(data)}:
+            for word in {w.decode("ascii") for w in pattern.findall(data)}:
                 table.setdefault(word, []).append(name)
         _NAMED[key] = table
     return _NAMED[key]
