@@ -17,7 +17,7 @@ from gpulint.ruledocs import bench_figures, noqa_comment, rule_hover, rule_markd
 RULES = [pytest.param(r, id=r.code) for r in all_rules()]
 RECORDED_BENCHES = {
     "sync", "h2d", "attention", "train-step", "matmul", "copy", "dataloader", "graph-break",
-    "recompile", "no-grad", "anomaly",
+    "recompile", "no-grad", "anomaly", "eval-mode", "ddp-no-sync", "graph-capture",
 }  # fmt: skip
 
 
