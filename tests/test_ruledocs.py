@@ -18,6 +18,7 @@ RULES = [pytest.param(r, id=r.code) for r in all_rules()]
 RECORDED_BENCHES = {
     "sync", "h2d", "attention", "train-step", "matmul", "copy", "dataloader", "graph-break",
     "recompile", "no-grad", "anomaly", "eval-mode", "ddp-no-sync", "graph-capture",
+    "launch-blocking", "device-per-rank", "int32-offset",
 }  # fmt: skip
 
 
