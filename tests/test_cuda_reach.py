@@ -323,3 +323,42 @@ def test_a_sync_in_a_loop_calling_a_launching_functor_of_another_file(tmp_path, 
     # an object of a class whose call operator launches nothing: no GPU work in the loop
     _tree(tmp_path, {"run.cpp": loop.replace("PoolForwardFunctor", "HostFunctor")})
     assert not [f for f in _run(tmp_path) if f.code == "GPU805"]
+
+
+CLEARING_LAUNCHER = """#include <cuda_runtime.h>
+__global__ void foo_kernel(float* p, int n) {}
+void launch_foo(float* p, int n, cudaStream_t s) {
+  foo_kernel<<<(n + 255) / 256, 256, 0, s>>>(p, n);
+  cudaGetLastError();
+}
+"""
+CLEARING_CALLER = """#include <cuda_runtime.h>
+#define CHECK(x) do { cudaError_t e = (x); if (e != cudaSuccess) abort(); } while (0)
+void launch_foo(float* p, int n, cudaStream_t s);
+void run(float* p, int n, cudaStream_t s) {
+  CHECK(cudaMemset(p, 0, n));
+  launch_foo(p, n, s);
+{check}}
+"""
+
+
+def test_a_clear_names_the_check_after_its_call_in_another_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.cu").write_text(CLEARING_LAUNCHER)
+    for check in ("  CHECK(cudaGetLastError());\n", "  C10_CUDA_KERNEL_LAUNCH_CHECK();\n"):
+        (tmp_path / "b.cu").write_text(CLEARING_CALLER.replace("{check}", check))
+        found = [f for f in _run(tmp_path) if f.code == "GPU803"]
+        assert [(f.path, f.line) for f in found] == [("a.cu", 5)]
+        assert ", and the check after its call in b.cu:6 sees success;" in found[0].message
+        assert [(r.path, r.line) for r in found[0].related] == [("a.cu", 4), ("b.cu", 6)]
+
+
+def test_a_clear_whose_caller_in_another_file_does_not_check_is_unchanged(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.cu").write_text(CLEARING_LAUNCHER)
+    (tmp_path / "b.cu").write_text(CLEARING_CALLER.replace("{check}", ""))
+    found = [f for f in _run(tmp_path) if f.code == "GPU803"]
+    assert [(f.path, f.line) for f in found] == [("a.cu", 5)]
+    assert "sees success" not in found[0].message
+    assert "that failure goes unreported; check it:" in found[0].message
+    assert [(r.path, r.line) for r in found[0].related] == [("a.cu", 4)]

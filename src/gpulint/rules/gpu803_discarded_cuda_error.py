@@ -266,6 +266,17 @@ void f(float** d, float** e, size_t n) {
             related.append(
                 Related(file.display_path, line, file.span(found.later_check)[1], "sees success")
             )
+        elif found.checked_callers:
+            site = found.checked_callers[0]
+            where = (
+                f"at line {site.line}"
+                if site.path == file.display_path
+                else f"in {site.path}:{site.line}"
+            )
+            later = f", and the check after its call {where} sees success"
+            related.append(
+                Related(site.path, site.line, 1, "the check after this call sees success")
+            )
         yield self.report(
             file,
             node,

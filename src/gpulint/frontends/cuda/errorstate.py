@@ -23,10 +23,12 @@ from gpulint.frontends.cuda.checknames import (
 )
 from gpulint.frontends.cuda.discarded import CORRUPTING
 from gpulint.frontends.cuda.lasterror import last_error_checked_after
+from gpulint.frontends.cuda.syntax import function_name
 
 if TYPE_CHECKING:
     from tree_sitter import Node
 
+    from gpulint.frontends.cuda.callgraph import CallSite
     from gpulint.frontends.cuda.file import CudaFile
 
 # Words that say a clear is meant: `cudaGetLastError();  // reset the error state`.
@@ -44,6 +46,9 @@ class Swallowed:
 
     lost: tuple[Node, ...]
     later_check: Node | None
+    # the calls of the clear's function (other files' too) after which their caller checks the
+    # last error: that check sees success as well (`checked_callers`)
+    checked_callers: tuple[CallSite, ...] = ()
 
 
 def is_bare_clear(file: CudaFile, call: Node) -> bool:
@@ -130,7 +135,20 @@ def swallowed(file: CudaFile, clear: Node) -> Swallowed | None:
         lost.append(call)
     if not lost:
         return None
-    return Swallowed(tuple(lost), _later_check(file, clear, function))
+    return Swallowed(
+        tuple(lost), _later_check(file, clear, function), checked_callers(file, function)
+    )
+
+
+def checked_callers(file: CudaFile, function: Node) -> tuple[CallSite, ...]:
+    """The call sites of host function `function` (in any file of the checked tree) after
+    which their caller checks the last error (`launch_foo(...); CHECK(cudaGetLastError());`),
+    not by using the call's result: where `function` resets the error state, that check sees
+    success. Empty for a name several functions share (the calls cannot be matched)."""
+    name = function_name(file, function)
+    if not name:
+        return ()
+    return tuple(s for s in file.project.clear_calls.get(name, ()) if s.checked and s.via)
 
 
 def _later_check(file: CudaFile, clear: Node, function: Node) -> Node | None:

@@ -36,6 +36,7 @@ from gpulint.frontends.cuda.conventions import (
 )
 from gpulint.frontends.cuda.debugbuilds import debug_only_checks
 from gpulint.frontends.cuda.discarded import VALIDATES, api_counts
+from gpulint.frontends.cuda.errorstate import is_bare_clear
 from gpulint.frontends.cuda.harness import include_name
 from gpulint.frontends.cuda.lasterror import launch_helpers
 from gpulint.frontends.cuda.syntax import function_name
@@ -148,6 +149,17 @@ def file_facts(file: CudaFile, configured: tuple[str, ...] = ()) -> dict[str, An
                 sorted(checks_after(file, file.enclosing_function(call), call, configured))
             )
         calls[i] = (name, caller, line, checked, [*extra[:4], ",".join(later), via])
+    # host functions (not methods, nor `main`) with a bare `cudaGetLastError();`: a caller's
+    # check after a call of one may see the success it resets to (errorstate.checked_callers)
+    clears = set()
+    for call in file.all_calls:
+        if is_bare_clear(file, call):
+            function = file.enclosing_function(call)
+            if function is None or file.is_device_function(function):
+                continue
+            name = function_name(file, function)
+            if name and name != "main" and not is_method(file, function):
+                clears.add(name)
     defined = {
         n
         for fn in file.nodes("function_definition")
@@ -175,6 +187,7 @@ def file_facts(file: CudaFile, configured: tuple[str, ...] = ()) -> dict[str, An
         "readers": last_error_readers(file),
         "methods": sorted(methods),
         "calls": calls,
+        "clears": sorted(clears),
         "checks": sorted(own),
         "checking": sorted(checking),
         "checked_launching": sorted(checked_launching),

@@ -82,6 +82,9 @@ class CudaProject:
     last_error_checks: frozenset[str] = frozenset()
     calls: dict[str, tuple[CallSite, ...]] = field(default_factory=dict)  # callee -> sites
     launchers: dict[str, str] = field(default_factory=dict)  # launcher -> path defining it
+    # host functions defined once in the tree that hold a bare `cudaGetLastError();` (a
+    # launcher resetting the error state) -> their call sites, callers in other files too
+    clear_calls: dict[str, tuple[CallSite, ...]] = field(default_factory=dict)
     # host functions (not methods) every definition of which launches a kernel, checked or
     # not (`launch_scale<T>(...)`): a loop calling one does GPU work each iteration (GPU805)
     launching: frozenset[str] = frozenset()
@@ -482,7 +485,19 @@ def merge(
                         grown = True
         if not grown:
             break
+    clearing = {n for f in facts_by_path.values() for n in f.get("clears", ())}
+    clearing = {n for n in clearing if defs.get(n, 0) == 1 and n not in methods}
+    clear_calls: dict[str, list[CallSite]] = {}
+    for path, facts in facts_by_path.items():
+        for name, caller, line, checked, *rest in facts["calls"]:
+            if name in clearing:
+                via = rest[0][5] if rest and len(rest[0]) >= 6 else ""
+                site = CallSite(caller, path, line, checked, via=via)
+                sites = clear_calls.setdefault(name, [])
+                if site not in sites:
+                    sites.append(site)
     project = CudaProject(
+        clear_calls={k: tuple(v) for k, v in clear_calls.items()},
         checks=frozenset(checks),
         checking=checked_by,
         # (weaker: only a fixed-configuration launch before a call to one is left alone, so
@@ -546,10 +561,13 @@ def build(
     # (whose own caller may check), a few levels up.
     paths = [p for p in facts] + [p for p, _ in rest]
     wanted = {n for f in facts.values() for n in f["launchers"]}
+    # (and the direct callers of a launcher that resets the error state, not followed further
+    # up: a check after the call sees the success it reset to)
+    clearing = {n for f in facts.values() for n in f.get("clears", ())}
     done: set[str] = set()
     called: dict[int, set[str]] = {}
     for _ in range(DEPTH + 1):
-        names = wanted - done
+        names = (wanted | clearing) - done
         if not names:
             break
         done |= names
@@ -562,7 +580,7 @@ def build(
                 facts[path] = facts_of(path, data)
         for f in facts.values():
             for name, caller, _, checked, *_ in f["calls"]:
-                if name in done and caller and not checked:
+                if name in done and name in wanted and caller and not checked:
                     wanted.add(caller)
     for path, data in rest:
         if path not in facts and b"#define" in data and b"cuda" in data:
