@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpulint.frontends import MemoKey
-from gpulint.frontends.cuda.syntax import function_name, on_path_after
+from gpulint.frontends.cuda.syntax import braced, function_name, on_path_after
 
 if TYPE_CHECKING:
     from tree_sitter import Node
@@ -425,7 +425,7 @@ def uncalled_device_printers(files: Iterable[tuple[str, bytes]]) -> frozenset[st
             start = max(data.rfind(b";", 0, m.start()), data.rfind(b"}", 0, m.start()))
             start = max(start, data.rfind(b"{", 0, m.start()), data.rfind(b"\n#", 0, m.start()))
             declaration = data[start + 1 : m.start()]
-            body = _block(data, m.end() - 1)
+            body = braced(data, m.end() - 1, limit=40000, max_lines=None)
             if (
                 body is not None
                 and _DEVICE_QUALIFIER.search(declaration)
@@ -455,20 +455,6 @@ def uncalled_device_printers(files: Iterable[tuple[str, bytes]]) -> frozenset[st
         if name not in used
         for path in paths
     )
-
-
-def _block(data: bytes, start: int, limit: int = 40000) -> bytes | None:
-    """The `{...}` block opening at `start` (None past `limit` bytes)."""
-    depth = 0
-    for i in range(start, min(len(data), start + limit)):
-        c = data[i]
-        if c == 0x7B:
-            depth += 1
-        elif c == 0x7D:
-            depth -= 1
-            if depth == 0:
-                return data[start : i + 1]
-    return None
 
 
 # (template arguments may hold parentheses: `launch<sizeof(T) * 8>(...)`)

@@ -14,9 +14,9 @@ if TYPE_CHECKING:
 CALLED_TEXT = re.compile(rb"\b([A-Za-z_]\w*)\s*\(")
 
 
-def braced(data: bytes, start: int, limit: int = 4000) -> bytes | None:
-    """The `{...}` block opening at `start`; None past `limit` bytes or 40 lines (a small
-    helper; a long function that reads the error somewhere is not a check)."""
+def braced(data: bytes, start: int, limit: int = 4000, max_lines: int | None = 40) -> bytes | None:
+    """The `{...}` block opening at `start`; None past `limit` bytes or `max_lines` lines (by
+    default a small helper: a long function that reads the error somewhere is not a check)."""
     depth = 0
     end = min(len(data), start + limit)
     for i in range(start, end):
@@ -27,7 +27,9 @@ def braced(data: bytes, start: int, limit: int = 4000) -> bytes | None:
             depth -= 1
             if depth == 0:
                 body = data[start : i + 1]
-                return body if body.count(b"\n") <= 40 else None
+                if max_lines is not None and body.count(b"\n") > max_lines:
+                    return None
+                return body
     return None
 
 
