@@ -20,6 +20,7 @@ import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote
 
 from lsprotocol import types as lsp
@@ -177,13 +178,7 @@ class GpulintServer(LanguageServer):
         self._running[uri] = (version, future)
 
         def done(f: asyncio.Future) -> None:
-            if self._running.get(uri, (None, None))[1] is f:
-                self._running.pop(uri, None)
-            if f.cancelled() or f.exception() is not None:
-                if not f.cancelled():
-                    log.error("lint of %s failed: %r", uri, f.exception())
-                return
-            result = f.result()
+            result = self._finished(uri, f)
             if result is None or self._version(uri) is False:
                 return
             self.results[uri] = (version, result)
@@ -198,6 +193,18 @@ class GpulintServer(LanguageServer):
 
         future.add_done_callback(done)
         return future
+
+    def _finished(self, uri: str, f: asyncio.Future) -> Any:
+        """A lint job that ended: off the running table; its result, or None when it was
+        cancelled or failed (logged)."""
+        if self._running.get(uri, (None, None))[1] is f:
+            self._running.pop(uri, None)
+        if f.cancelled():
+            return None
+        if f.exception() is not None:
+            log.error("lint of %s failed: %r", uri, f.exception())
+            return None
+        return f.result()
 
     def start_notebook(self, notebook: lsp.NotebookDocument) -> asyncio.Future:
         """Lint the notebook's cells, as they are now, as one notebook; publish every cell."""
@@ -225,13 +232,7 @@ class GpulintServer(LanguageServer):
         self._running[uri] = (version, future)
 
         def done(f: asyncio.Future) -> None:
-            if self._running.get(uri, (None, None))[1] is f:
-                self._running.pop(uri, None)
-            if f.cancelled() or f.exception() is not None:
-                if not f.cancelled():
-                    log.error("lint of %s failed: %r", uri, f.exception())
-                return
-            results = f.result()
+            results = self._finished(uri, f)
             now = self.workspace.get_notebook_document(notebook_uri=uri)
             if results is None or now is None:
                 return
