@@ -16,6 +16,7 @@ import shlex
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 from gpulint import __version__
 
@@ -171,18 +172,25 @@ class Context:
 
     def _time_block(self, fn: Callable[[], object], iters: int) -> float:
         if self.cuda:
-            start = self.torch.cuda.Event(enable_timing=True)
-            end = self.torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(iters):
-                fn()
-            end.record()
-            end.synchronize()
-            return start.elapsed_time(end) / iters
+            return cuda_block_ms(self.torch, fn, iters)[0]
         t0 = time.perf_counter()
         for _ in range(iters):
             fn()
         return (time.perf_counter() - t0) * 1000.0 / iters
+
+
+def cuda_block_ms(torch, fn: Callable[[], Any], iters: int) -> tuple[float, Any]:
+    """`iters` calls of `fn` timed as one block with CUDA events on the current stream: the
+    mean milliseconds per call, and the last call's result (a loss to check afterwards)."""
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    last: Any = None
+    start.record()
+    for _ in range(iters):
+        last = fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / iters, last
 
 
 def variant_from(

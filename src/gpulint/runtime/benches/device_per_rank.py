@@ -231,6 +231,7 @@ def _rank_main(cfg: dict, device_index: int, runs: int) -> dict:
 
     import torch
 
+    from ..harness import cuda_block_ms
     from .sync import mlp_step
 
     dev = torch.device("cuda", device_index)
@@ -258,14 +259,8 @@ def _rank_main(cfg: dict, device_index: int, runs: int) -> dict:
     ms = []
     for r in range(runs):
         barrier(r + 1)
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(steps):
-            loss = step()
-        end.record()
-        end.synchronize()
-        ms.append(start.elapsed_time(end) / steps)
+        per_step, loss = cuda_block_ms(torch, step, steps)
+        ms.append(per_step)
     return {
         "device": device_index,
         "ms": ms,

@@ -108,7 +108,7 @@ def to_result(cfg: dict, outcomes: dict[str, list]) -> BenchResult:
 
 def _child_main(cfg: dict, device_index: int) -> dict:
     """In the fresh process: build the step, warm up, time one block with CUDA events."""
-    from ..harness import Context
+    from ..harness import Context, cuda_block_ms
     from ..stats import MIN_RUNS
     from .sync import mlp_step
 
@@ -126,17 +126,10 @@ def _child_main(cfg: dict, device_index: int) -> dict:
     for _ in range(int(cfg["warmup_steps"])):
         step()
     torch.cuda.synchronize()
-    steps = int(cfg["steps_per_run"])
-    start = torch.cuda.Event(enable_timing=True)
-    end = torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(steps):
-        loss = step()
-    end.record()
-    end.synchronize()
+    ms, loss = cuda_block_ms(torch, step, int(cfg["steps_per_run"]))
     value = float(loss.item())
     return {
-        "us_per_step": start.elapsed_time(end) * 1000.0 / steps,
+        "us_per_step": ms * 1000.0,
         "env": os.environ.get(VAR),
         "loss_finite": value == value and abs(value) < 1e6,
     }
