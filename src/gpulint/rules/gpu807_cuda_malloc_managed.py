@@ -2,26 +2,14 @@ import re
 
 from gpulint.frontends.cuda.buildmacros import undefined_macro_branch
 from gpulint.frontends.cuda.file import CudaFile
-from gpulint.rule import Rule
+from gpulint.rule import Exemption, Rule
 
 
 class CudaMallocManaged(Rule):
     """
     ## What it does
-    Finds calls to `cudaMallocManaged` (unified memory). Left alone: a call the user opts into
-    (under `if (getenv(...))`, `if (m_managed)`, `if (use_unified_memory)`), one with a comment
-    just above saying managed memory is meant (`// managed memory: fall back when the model
-    does not fit`, `// Allocate managed memory for input/output`), and programs about unified
-    memory (a folder named with `um`, `uvm`, `unified`, `managed`: `multi_threaded_um/`). Also
-    a call after a comment in the same function that names managed or unified memory (one
-    comment for the input and output buffers), and sample programs (a file defining `main`, its
-    helpers) that time nothing: a few page faults in a demo of another API are not its point;
-    a benchmark (`cudaEventElapsedTime`, warm-up runs) still hears about it. A call in an
-    `#if USE_MANAGED`/`#ifdef UNIFIED` branch that no build takes is left alone too: no source
-    of the checked tree `#define`s the macro, no build file in the folders above the file
-    (`CMakeLists.txt`, `setup.py`, `Makefile`...) names it (`-DUSE_MANAGED`, an `option()`),
-    and it is not a compiler, platform or library macro (`__CUDA_ARCH__`, `NDEBUG`, `_WIN32`,
-    `CUDART_VERSION`), which a toolchain defines unseen.
+    Finds calls to `cudaMallocManaged` (unified memory) in library code, and in programs that
+    time their GPU work (`cudaEventElapsedTime`, warm-up runs), where page faults count.
 
     ## Why is this bad?
     Managed memory migrates on demand, page by page: the first GPU touch of each page faults,
@@ -62,37 +50,98 @@ class CudaMallocManaged(Rule):
     bench = "h2d"
     tags = ("memory",)
 
-    VALID = [
-        """
-void f(float** d, size_t n) { CUDA_CHECK(cudaMalloc(d, n)); }
-""",
-        """
-void f(float** d, size_t n, bool managed) {
+    EXEMPTIONS = (
+        Exemption(
+            "user-opt-in",
+            "A call under an `if` the user opts in with (`if (getenv(...))`, `if (m_managed)`, "
+            "`if (use_unified_memory)`): managed memory is a choice made at run time.",
+            """
+void alloc(float** d, size_t n, bool managed) {
   if (managed) {
     CUDA_CHECK(cudaMallocManaged(d, n));
   }
+}
+""",
+        ),
+        Exemption(
+            "unbuilt-macro-branch",
+            "A call in an `#if USE_MANAGED`/`#ifdef UNIFIED` branch that no build takes: no "
+            "source of the checked tree `#define`s the macro, no build file in the folders "
+            "above (`CMakeLists.txt`, `setup.py`, `Makefile`...) names it, and it is not a "
+            "compiler, platform or library macro (`__CUDA_ARCH__`, `NDEBUG`, `_WIN32`), which "
+            "a toolchain defines unseen.",
+            """
+void alloc(float** d, size_t n) {
+#ifdef USE_MANAGED_BUFFERS
+  CUDA_CHECK(cudaMallocManaged(d, n));
+#else
+  CUDA_CHECK(cudaMalloc(d, n));
+#endif
+}
+""",
+        ),
+        Exemption(
+            "comment-says-why",
+            "A call with a comment in the six lines above saying managed memory is meant "
+            "(`// managed memory: fall back when the model does not fit`, an oversubscription "
+            "design).",
+            """
+void alloc_state(float** d, size_t n) {
   // Oversubscription: the optimizer state pages to host memory when the GPU is full.
   CUDA_CHECK(cudaMallocManaged(d, n));
 }
 """,
-    ]
-    VALID.append(
-        """
+        ),
+        Exemption(
+            "program-about-unified-memory",
+            "A file under a folder named for unified memory (`um`, `uvm`, `unified`, `managed`: "
+            "`multi_threaded_um/`): a program about unified memory.",
+            """
+void alloc(float** d, size_t n) { CUDA_CHECK(cudaMallocManaged(d, n)); }
+""",
+            filename="samples/unified_memory/alloc.cu",
+        ),
+        Exemption(
+            "comment-names-managed-earlier",
+            "A call after a comment earlier in its function that names managed or unified "
+            "memory (one comment for the input and output buffers).",
+            """
+void alloc_io(float2** in, float** out, float** scratch, size_t n) {
+  // Allocate managed memory for the input and the output
+  CUDA_CHECK(cudaMallocManaged(in, n * sizeof(float2)));
+  size_t bytes = n * sizeof(float);
+  size_t pad = 256 - bytes % 256;
+  bytes += pad;
+  CUDA_CHECK(cudaMalloc(scratch, bytes));
+  CUDA_CHECK(cudaMemset(*scratch, 0, bytes));
+  CUDA_CHECK(cudaMallocManaged(out, bytes));
+}
+""",
+        ),
+        Exemption(
+            "untimed-sample-program",
+            "A call in a sample program (a file defining `main`, and its helpers) that times "
+            "nothing: a few page faults in a demo of another API are not its point.",
+            """
 __global__ void fft_kernel(float2* in, float* out) {}
 int main() {
-  // Allocate managed memory for the input and the output
   float2* in;
   CUDA_CHECK(cudaMallocManaged(&in, 512 * sizeof(float2)));
-  for (int i = 0; i < 512; ++i) in[i] = make_float2(i, 0);
-
   float* out;
   CUDA_CHECK(cudaMallocManaged(&out, 512 * sizeof(float)));
   fft_kernel<<<1, 64>>>(in, out);
   CUDA_CHECK(cudaDeviceSynchronize());
   return 0;
 }
-"""
+""",
+        ),
     )
+
+    VALID = [
+        """
+void f(float** d, size_t n) { CUDA_CHECK(cudaMalloc(d, n)); }
+""",
+    ]
     INVALID = [
         """
 void f(float** d, size_t n) { CUDA_CHECK(cudaMallocManaged(d, n)); }
@@ -121,24 +170,30 @@ int main() {
     def visit_call_expression(self, node, file: CudaFile):
         if file.call_name(node) != "cudaMallocManaged":
             return
-        for a in file.ancestors(node):
-            if a.type == "if_statement" and _OPT_IN.search(
-                file.node_text(a.child_by_field_name("condition"))
-            ):
-                return  # the user opted in (`if (getenv("..._UNIFIED_MEMORY"))`, `if (m_managed)`)
-        if undefined_macro_branch(file, node) is not None:
+        opted = any(
+            a.type == "if_statement"
+            and _OPT_IN.search(file.node_text(a.child_by_field_name("condition")))
+            for a in file.ancestors(node)
+        )
+        if self.exempt("user-opt-in", opted):
+            return  # `if (getenv("..._UNIFIED_MEMORY"))`, `if (m_managed)`
+        if self.exempt("unbuilt-macro-branch", undefined_macro_branch(file, node) is not None):
             return  # under an `#if USE_MANAGED` that no source or build file defines: dead code
-        if _SAYS_WHY.search(file.comment_before(node, lines=6)):
-            return  # a comment there says managed memory is the point (a fallback, a design)
-        if _ABOUT_UM.search(file.display_path):
-            return  # a program about unified memory (`multi_threaded_um/`, `managed_*.cu`)
+        if self.exempt("comment-says-why", _SAYS_WHY.search(file.comment_before(node, lines=6))):
+            return  # a fallback, a design
+        if self.exempt("program-about-unified-memory", _ABOUT_UM.search(file.display_path)):
+            return  # `multi_threaded_um/`, `managed_*.cu`
         function = file.enclosing_function(node)
-        if function is not None and _SAYS_MANAGED.search(
-            file.data[function.start_byte : node.start_byte]
+        if self.exempt(
+            "comment-names-managed-earlier",
+            function is not None
+            and _SAYS_MANAGED.search(file.data[function.start_byte : node.start_byte]),
         ):
-            return  # earlier in the function, a comment says it allocates managed memory
-        if file.in_program(node) and not _TIMES.search(file.data):
-            return  # a sample program that times nothing: a few page faults are not its point
+            return
+        if self.exempt(
+            "untimed-sample-program", file.in_program(node) and not _TIMES.search(file.data)
+        ):
+            return
         yield self.report(file, node)
 
 

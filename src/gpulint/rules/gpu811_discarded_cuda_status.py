@@ -1,4 +1,7 @@
 from gpulint.diagnostics import Severity
+from gpulint.frontends.cuda import discarded
+from gpulint.frontends.cuda.discarded import Discard
+from gpulint.rule import Exemption
 from gpulint.rules.gpu803_discarded_cuda_error import DiscardedCudaError
 
 
@@ -9,10 +12,9 @@ class DiscardedCudaStatus(DiscardedCudaError):
     whose `cudaError_t` is discarded: synchronisation (`cudaDeviceSynchronize`,
     `cudaStreamSynchronize`), events and streams (`cudaEventRecord`, `cudaStreamCreate`),
     `cudaSetDevice`, queries whose result the code never reads, and frees or destroys outside
-    teardown. Left alone, as in GPU803: calls the next statement checks, `(void)` casts, the
-    project's own wrappers, device code; and also teardown (frees and destroys in destructors,
-    cleanup functions, error paths, after a `cleanup:` label, at the end of `main`) and queries
-    or event calls whose output the code reads later (a failure shows in that value).
+    teardown. GPU803's exemptions hold here too (a call the next statement checks, a `(void)`
+    cast, the project's own wrappers, device code, ...: the list below), besides teardown and
+    outputs read later.
     Also GPU803's calls (copies, memsets, allocations, attribute calls) of a kind the code
     does not check by convention: the file, where it makes at least 3 calls of the kind, else
     the nearest folder above it that makes at least 3 (up to the top of the tree: a
@@ -58,23 +60,39 @@ class DiscardedCudaStatus(DiscardedCudaError):
     )
     grades = ("status", "house")
 
-    VALID = [
-        """
-void f(float* d, cudaStream_t s) {
-  CUDA_CHECK(cudaStreamSynchronize(s));
-}
-""",
-        """
+    EXEMPTIONS = DiscardedCudaError.EXEMPTIONS + (
+        Exemption(
+            "teardown",
+            "A free or destroy (`cudaFree`, `cudaStreamDestroy`, ...) in teardown: a destructor, "
+            "a `cleanup()`/`free_*`/`release_*` function, an error path, after a `cleanup:` "
+            "label, at the end of `main` or at file scope: its status matters only as a report "
+            "of earlier failures, and the program is letting go.",
+            """
 struct Buffer {
   float* d;
   ~Buffer() { cudaFree(d); }
 };
 """,
-        """
+        ),
+        Exemption(
+            "output-read-later",
+            "A query or event call (`cudaEventElapsedTime(&ms, ...)`, "
+            "`cudaPointerGetAttributes(&attr, p)`) whose output the code reads later in the "
+            "function: a failure shows in that value.",
+            """
 void time_it(cudaEvent_t a, cudaEvent_t b) {
   float ms;
   cudaEventElapsedTime(&ms, a, b);
   printf("%f ms\\n", ms);
+}
+""",
+        ),
+    )
+
+    VALID = [
+        """
+void f(float* d, cudaStream_t s) {
+  CUDA_CHECK(cudaStreamSynchronize(s));
 }
 """,
     ]
@@ -93,3 +111,7 @@ void load_weights(float* d, const float* h, size_t n) {
 }
 """,
     ]
+
+    def _nothing_lost(self, found: Discard) -> None:
+        self.exempt("teardown", found.spared == discarded.TEARDOWN_CONTEXT)
+        self.exempt("output-read-later", found.spared == discarded.OUTPUT_READ_LATER)

@@ -1,10 +1,11 @@
 """What a discarded `cudaError_t` costs (corrupting results, an unreported status, or
-nothing: teardown, validation, debug output), the runtime call a statement discards, and the
-project's checking convention per kind of runtime call."""
+nothing: teardown, validation, debug output, and which of those), the runtime call a statement
+discards, and the project's checking convention per kind of runtime call."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gpulint.frontends import MemoKey
@@ -47,43 +48,82 @@ _ERROR_CONDITION = re.compile(r"(?i)cudaSuccess|\berr|\bstat|fail|\bres|\bret")
 _GPU_WORK = re.compile(rb"<<<|cudaMemcpy|cudaMalloc|cudaMemset|cudaLaunch|cudaGraphLaunch")
 
 
+# Why a dropped status loses nothing, or the call is not the runtime's (`Discard.spared`): the
+# case that applied, for the rules to name where they stay silent.
+VOID_CAST = "void-cast"  # `(void)cudaFree(p);`: dropped in so many words
+METHOD = "method"  # `pool.cudaMalloc(...)`: a method, not the runtime
+OWN_FUNCTION = "own-function"  # a function the file or project defines with a runtime-like name
+DEVICE_CODE = "device-code"  # the device runtime (dynamic parallelism, cudaGraphSetConditional)
+CHECKED_NEXT = "checked-next"  # the next statement checks: `getLastCudaError("...")`
+LAST_ERROR_READ_LATER = "last-error-read-later"  # a read of the last error later on its path
+HOST_TO_HOST = "host-to-host"  # `cudaMemcpyHostToHost`: nothing on the GPU to fail
+TEST_VALIDATES = "test-validates"  # a test that validates its output after the call
+VALIDATING_FUNCTION = "validating-function"  # `check_correctness`, `verify_output`
+DEBUG_HELPER = "debug-helper"  # `print_*`, `dump_*`, `debug_*`
+DEBUG_ONLY = "debug-only"  # compiled only in debug builds: `#ifndef NDEBUG`, `#ifdef MY_DEBUG`
+TEARDOWN_CONTEXT = "teardown"  # a free or destroy in a destructor, cleanup, an error path
+OUTPUT_READ_LATER = "output-read-later"  # a query whose output the code reads next
+
+
+@dataclass(frozen=True)
+class Discard:
+    """A CUDA runtime call used as a statement, its `cudaError_t` dropped: its `name`, what
+    dropping it costs (`grade`: "corrupting" when a failure leaves results wrong, "status" when
+    it only goes unreported, None when nothing is lost or the call is not the runtime's), and,
+    where `grade` is None, why (`spared`: one of the cases above)."""
+
+    name: str
+    grade: str | None
+    spared: str | None = None
+
+
 def discarded_status(file: CudaFile, call, name: str) -> str | None:
     """What dropping the status of runtime call `call` (an expression statement) costs:
-    "corrupting" (a failure leaves results wrong), "status" (a failure goes unreported, nothing
-    silently wrong), or None when nothing is lost: the next statement checks, it is teardown,
-    or the value it produces is read later (a failure shows in it)."""
+    "corrupting", "status", or None when nothing is lost (`discard_cost` says why)."""
+    return discard_cost(file, call, name)[0]
+
+
+def discard_cost(file: CudaFile, call, name: str) -> tuple[str | None, str | None]:
+    """(grade, spared) for dropping the status of runtime call `call` (an expression statement):
+    grade "corrupting" (a failure leaves results wrong) or "status" (a failure goes unreported,
+    nothing silently wrong) with spared None; or grade None when nothing is lost, spared saying
+    why: the next statement checks, a later read of the last error reports it, it is teardown,
+    validation or debug output, or the value it produces is read later (a failure shows in it)."""
     statement = call.parent
     if _checked_next(file, statement):
-        return None
+        return None, CHECKED_NEXT
     function = file.enclosing_function(call)
     if function is not None and last_error_checked_after(file, call, function):
-        return None  # `sync_check_cuda_error();` later on its path reports this failure too
+        # `sync_check_cuda_error();` later on its path reports this failure too
+        return None, LAST_ERROR_READ_LATER
     if (
         name.startswith("cudaMemcpy")
         and b"cudaMemcpyHostToHost" in file.data[call.start_byte : call.end_byte]
     ):
-        return None  # host memory to host memory: nothing on the GPU to fail
+        return None, HOST_TO_HOST  # host memory to host memory: nothing on the GPU to fail
     if (
         file.is_test
         and function is not None
         and VALIDATES.search(file.data[call.end_byte : function.end_byte])
     ):
-        return None  # a test that validates its output: a failed call fails the test
+        return None, TEST_VALIDATES  # a test that validates its output: a failure fails it
     if function is not None and _VALIDATING.search(function_name(file, function) or ""):
-        return None  # `check_correctness`, `verify_output`: a failed copy shows as a mismatch
+        # `check_correctness`, `verify_output`: a failed copy shows as a mismatch
+        return None, VALIDATING_FUNCTION
     if function is not None and _DEBUG_HELPER.search(function_name(file, function) or ""):
-        return None  # `print_global_mem`, `dump_tensor`: a debugging aid, not the product
+        return None, DEBUG_HELPER  # `print_global_mem`, `dump_tensor`: a debugging aid
     if _debug_only(file, call):
-        return None  # `#if DEBUG_GUARDS` / `#ifndef NDEBUG`: a diagnostic aid, not the product
+        return None, DEBUG_ONLY  # `#if DEBUG_GUARDS` / `#ifndef NDEBUG`: a diagnostic aid
     if TEARDOWN.match(name):
         if function is None or _teardown_context(file, call, function):
-            return None
-        return "status"
+            return None, TEARDOWN_CONTEXT
+        return "status", None
     if CORRUPTING.match(name):
-        return "corrupting"
+        return "corrupting", None
     if function is not None and _output_read_later(file, call, function):
-        return None  # a query or an event: a failure shows in the value the code reads next
-    return "status"
+        # a query or an event: a failure shows in the value the code reads next
+        return None, OUTPUT_READ_LATER
+    return "status", None
 
 
 # A function whose job is to compare results against a reference.
@@ -184,25 +224,40 @@ def _output_read_later(file: CudaFile, call, function) -> bool:
     ) or any(o and not o.isidentifier() and o in rest for o in outputs)
 
 
-def discarded_call(file: CudaFile, call) -> tuple[str, str] | None:
-    """(name, grade) for a CUDA runtime call whose status is dropped (see `discarded_status`);
-    None for anything else: not the runtime, used, `(void)`-cast, a method, a function the file
-    or project defines itself, device code."""
+def discarded_call(file: CudaFile, call) -> Discard | None:
+    """The `Discard` of a call named like a CUDA runtime call that is used as a statement, its
+    status dropped (see `discard_cost`), or `(void)`-cast; its grade None, with why, for a
+    `(void)` cast, a method, a function the file or project defines itself, device code, and
+    where nothing is lost. None for anything else: not named like the runtime, its status used."""
     name = file.call_name(call)
     if not name or not is_runtime_call(name):
         return None
     parent = call.parent
+    if parent is not None and parent.type == "cast_expression" and _void_statement(file, parent):
+        return Discard(name, None, VOID_CAST)  # `(void)cudaFree(p);`: dropped on purpose
     if parent is None or parent.type != "expression_statement":
         return None
     fn = call.child_by_field_name("function")
     if fn is not None and fn.type == "field_expression":
-        return None  # obj.cudaMalloc(...): a method, not the runtime
+        return Discard(name, None, METHOD)  # obj.cudaMalloc(...): a method, not the runtime
     if name in file.project.defined or name in defined_cuda_names(file):
-        return None  # the project's own wrapper with a runtime-like name
+        return Discard(name, None, OWN_FUNCTION)  # the project's own, with a runtime-like name
     if file.is_device_function(file.enclosing_function(call)):
-        return None  # the device runtime (dynamic parallelism, cudaGraphSetConditional)
-    grade = discarded_status(file, call, name)
-    return (name, grade) if grade else None
+        return Discard(name, None, DEVICE_CODE)  # the device runtime (dynamic parallelism)
+    grade, spared = discard_cost(file, call, name)
+    return Discard(name, grade, spared)
+
+
+def _void_statement(file: CudaFile, cast) -> bool:
+    """`cast` is `(void)call` used as a statement."""
+    statement = cast.parent
+    kind = cast.child_by_field_name("type")
+    return (
+        statement is not None
+        and statement.type == "expression_statement"
+        and kind is not None
+        and file.node_text(kind).strip() == "void"
+    )
 
 
 # -- the project's checking convention per kind of runtime call ---------------------------------

@@ -38,17 +38,27 @@ _MEANT = re.compile(r"(?i)\b(clear|reset|ignor|discard|swallow|flush|expected|ma
 _STATUS_WORDS = re.compile(rb"\bcudaSuccess\b|\bcudaError(?:_t)?\b|\bcuda(?:Get|PeekAt)LastError\b")
 
 
+# Why a launch or dropped call before a bare clear is not lost to it (`Swallowed.spared`).
+STATUS_READ = "status-read"  # a status is read between them: the failure was seen
+FAILURE_ALLOWED = "failure-allowed"  # the clear is the call's next statement: may fail
+
+
 @dataclass(frozen=True)
 class Swallowed:
     """What a bare `cudaGetLastError();` loses: the launches and the runtime calls (their
-    status dropped) whose failure it reads and drops, in source order; the first check of the
-    last error after it on its path, if any (it then sees success)."""
+    status dropped) whose failure it reads and drops, in source order (empty when it loses
+    nothing); the first check of the last error after it on its path, if any (it then sees
+    success). `meant`: a comment at the clear says the reset is meant (nothing else is looked
+    at); `spared`: why earlier launches or calls it would have lost are not lost (STATUS_READ,
+    FAILURE_ALLOWED)."""
 
     lost: tuple[Node, ...]
     later_check: Node | None
     # the calls of the clear's function (other files' too) after which their caller checks the
     # last error: that check sees success as well (`checked_callers`)
     checked_callers: tuple[CallSite, ...] = ()
+    meant: bool = False
+    spared: frozenset[str] = frozenset()
 
 
 def is_bare_clear(file: CudaFile, call: Node) -> bool:
@@ -105,17 +115,20 @@ def swallowed(file: CudaFile, clear: Node) -> Swallowed | None:
     would have reported it (`last_error_checked_after`), which the clear defeats; one no
     check follows is a dropped status of its own. A dropped call whose next statement is the
     clear is left out: that is how code says "this call may fail, and that is fine"
-    (`cudaHostRegister(...); cudaGetLastError();`). None when nothing is lost, or a comment
-    at the clear says the reset is meant."""
+    (`cudaHostRegister(...); cudaGetLastError();`). Nothing is lost (`lost` empty) where a
+    comment at the clear says the reset is meant (`meant`); `spared` says which launches or
+    calls were left out for a status read before the clear or a failure allowed. None outside
+    host code."""
     function = file.enclosing_function(clear)
     if function is None or file.is_device_function(function) or file.broken(clear):
         return None
     if _MEANT.search(file.comment_before(clear, lines=1)):
-        return None
+        return Swallowed((), None, meant=True)
     statement = clear.parent
     if statement is not None and statement.type == "cast_expression":
         statement = statement.parent
     lost: list[Node] = []
+    spared: set[str] = set()
     for call in file.all_calls:
         if call.end_byte > clear.start_byte:
             break
@@ -125,18 +138,24 @@ def swallowed(file: CudaFile, clear: Node) -> Swallowed | None:
         if not is_launch and not _dropped_corrupting_call(file, call):
             continue
         if not is_launch and call.parent is not None and _next_statement(call.parent) == statement:
-            continue  # `cudaHostRegister(p, n, 0); cudaGetLastError();`: a failure allowed
+            # `cudaHostRegister(p, n, 0); cudaGetLastError();`: a failure allowed
+            spared.add(FAILURE_ALLOWED)
+            continue
         if not is_launch and not last_error_checked_after(file, call, function):
             continue  # no check would have read it anyway: the dropped status is the finding
         if _reads_between(file, call.end_byte, clear.start_byte):
+            spared.add(STATUS_READ)
             continue
         if not runs_after(file, call, clear):
             continue
         lost.append(call)
     if not lost:
-        return None
+        return Swallowed((), None, spared=frozenset(spared))
     return Swallowed(
-        tuple(lost), _later_check(file, clear, function), checked_callers(file, function)
+        tuple(lost),
+        _later_check(file, clear, function),
+        checked_callers(file, function),
+        spared=frozenset(spared),
     )
 
 

@@ -79,26 +79,32 @@ def kernel_base_name(text: str) -> str:
     return names[-1] if names else ""
 
 
-def attribute_needs_no_check(file: CudaFile, call, configured=()) -> bool:
-    """`cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, n)` whose failure
-    cannot go unseen: `n` is a compile-time constant of at most 48 KB (every device grants that
-    without the attribute: the call changes nothing), or a launch of `k` follows it on its path
-    and that launch is checked, after it in the function or by every caller of the function
-    (as GPU802 judges a launcher): without the attribute the launch fails, and that failure
-    is reported."""
+# Why a `cudaFuncSetAttribute` needs no check of its own (`attribute_needs_no_check`).
+ATTRIBUTE_NO_OP = "no-op"  # a known size within the default: the call changes nothing
+ATTRIBUTE_LAUNCH_CHECKED = "launch-checked"  # the launch that needs it follows and is checked
+
+
+def attribute_needs_no_check(file: CudaFile, call, configured=()) -> str | None:
+    """Why `cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, n)`'s failure
+    cannot go unseen, None where it can: `ATTRIBUTE_NO_OP` where `n` is a compile-time constant
+    of at most 48 KB (every device grants that without the attribute: the call changes
+    nothing); `ATTRIBUTE_LAUNCH_CHECKED` where a launch of `k` follows it on its path and that
+    launch is checked, after it in the function or by every caller of the function (as GPU802
+    judges a launcher): without the attribute the launch fails, and that failure is
+    reported."""
     args = call.child_by_field_name("arguments")
     values = [a for a in args.named_children if a.type != "comment"] if args is not None else []
     if len(values) != 3 or file.node_text(values[1]).strip().rsplit("::", 1)[-1] != (
         "cudaFuncAttributeMaxDynamicSharedMemorySize"
     ):
-        return False
+        return None
     size = file.consts.value(values[2], call)
     if size is not None and 0 <= size <= DEFAULT_DYNAMIC_SMEM:
-        return True
+        return ATTRIBUTE_NO_OP
     kernel = kernel_base_name(file.node_text(values[0]))
     function = file.enclosing_function(call)
     if not kernel or function is None:
-        return False
+        return None
     from gpulint.source import is_driver_path
 
     for launch in file.launches:
@@ -114,7 +120,7 @@ def attribute_needs_no_check(file: CudaFile, call, configured=()) -> bool:
         if _check_written_after(file, launch, function, configured) or last_error_checked_after(
             file, launch, function
         ):
-            return True
+            return ATTRIBUTE_LAUNCH_CHECKED
         name = function_name(file, function)
         project = file.project
         library = [
@@ -123,8 +129,8 @@ def attribute_needs_no_check(file: CudaFile, call, configured=()) -> bool:
             if s.caller != "main" and not is_driver_path(s.path)
         ]
         if name and name in project.launchers and library and project.unchecked_chain(name) is None:
-            return True  # every caller of the launcher checks after the call
-    return False
+            return ATTRIBUTE_LAUNCH_CHECKED  # every caller of the launcher checks after the call
+    return None
 
 
 def _check_written_after(file: CudaFile, launch, function, configured=()) -> bool:
