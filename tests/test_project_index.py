@@ -615,3 +615,33 @@ def test_subscripted_names_are_whole_words():
 
     text = b"add_kernel[grid](x)\n2x[0]\nk2 [g]\nnot_subscripted(y)\na.b_c[1]\n_k[\nabc\n"
     assert _SUBSCRIPTED.findall(text) == [b"add_kernel", b"x", b"k2", b"b_c", b"_k"]
+
+
+def test_one_name_search_answers_as_the_whole_index(tmp_path):
+    """Looking a name up alone (a substring test, then the pattern for that name) finds the
+    modules the whole-text index lists for it, in its order: a name after digits, before
+    spaces, never a word's tail or head, nor a name run on into digits."""
+    from gpulint import project
+    from gpulint.project import _CALLED, _SUBSCRIPTED, ProjectIndex, _name_index, _named
+
+    texts = [
+        b"add_kernel[grid](x)\n2x[0]\nk2 [g]\n",
+        b"a1x[0]\nnot_add_kernel[g]\nadd_kernel2[g]\n",
+        b"y = 12add_kernel  [g](z)\nx(1)\n",
+        b"\xc3\xa9x[0]\nk2(1)\n_k[\n",
+        b"add_kernel\n[g]\nx.k2 (3)\n",
+    ]
+    files = []
+    for i, text in enumerate(texts):
+        path = tmp_path / f"m{i}.py"
+        path.write_bytes(text)
+        files.append((path, f"m{i}.py"))
+    index = ProjectIndex.build(files, (tmp_path,))
+    names = ["add_kernel", "x", "k2", "_k", "a1x", "kernel", "add_kernel2", "g", "y", "z", "é"]
+    for pattern in (_SUBSCRIPTED, _CALLED):
+        project.reset()
+        alone = {n: _named(index, pattern, n) for n in names}
+        whole = _name_index(index, pattern)
+        assert alone == {n: whole.get(n, []) for n in names}
+    project.reset()
+    assert _named(index, _SUBSCRIPTED, "add_kernel") == ["m0", "m2", "m4"]

@@ -90,6 +90,11 @@ def lint_many(
             # the project index only if a call in it reaches into the project.
             _prepare(linter, [path for _, path in todo])
         workers = min(max(1, jobs), len(todo))
+        if workers > 1:
+            # Largest first: the long files start while the short ones fill in behind them,
+            # so no worker is left with a large file when the others have run dry (results
+            # are placed by index, whatever the order).
+            todo.sort(key=lambda item: -_size(item[1]))
         threshold = gc.get_threshold()
         # Workers are forked with what is alive now (modules, rules, the linter): frozen, the
         # collector leaves it out of every full collection in them (and pages stay shared).
@@ -129,6 +134,13 @@ def lint_many(
     return [
         results[i] if i in results else FileResult(display_path(p), []) for i, p in enumerate(files)
     ]
+
+
+def _size(path: Path) -> int:
+    try:
+        return os.lstat(path).st_size
+    except (OSError, ValueError):
+        return 0
 
 
 def _unwanted(linter, path: Path) -> bool:
