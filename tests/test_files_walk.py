@@ -127,7 +127,7 @@ def test_excludes_as_one_regex_answer_as_pathspec_does():
     import pathspec
 
     from gpulint.config import DEFAULT_EXCLUDE
-    from gpulint.files import _OneRegex, _spec
+    from gpulint.files import _NamePatterns, _OneRegex, _spec
 
     pattern_sets = [
         DEFAULT_EXCLUDE,
@@ -164,7 +164,9 @@ def test_excludes_as_one_regex_answer_as_pathspec_does():
         ours, theirs = _spec(lines), pathspec.GitIgnoreSpec.from_lines(lines)
         for path in paths:
             assert ours.match_file(path) == theirs.match_file(path), (lines, path)
-    assert isinstance(_spec(DEFAULT_EXCLUDE), _OneRegex)  # the common case takes the fast way
+    # the common case takes the fast way (no pathspec at all); others with a regex of their own
+    assert isinstance(_spec(DEFAULT_EXCLUDE), _NamePatterns)
+    assert isinstance(_spec([*DEFAULT_EXCLUDE, "docs/a/"]), _OneRegex)
 
 
 def test_only_plain_name_patterns_are_matched_name_by_name():
@@ -177,3 +179,37 @@ def test_only_plain_name_patterns_are_matched_name_by_name():
     assert _component_wise(["gen/", "*_pb2.py", "# a comment", ""])
     for line in ("/top.py", "docs/*.py", "**/x", "!keep.py", "a\\#b"):
         assert not _component_wise(["build", line]), line
+
+
+def test_plain_name_patterns_match_as_pathspec_does():
+    """The default excludes and other plain name patterns are matched without pathspec; every
+    answer is pathspec's (GitIgnoreSpec), on paths at every depth, folders with their slash."""
+    import itertools
+
+    import pathspec
+
+    from gpulint.config import DEFAULT_EXCLUDE
+    from gpulint.files import _NamePatterns, _spec
+
+    pattern_sets = [
+        list(DEFAULT_EXCLUDE),
+        ["*"],
+        ["build", "*.py?", "a?c/", "x-y.z+", "# a comment", ""],
+        [".*", "*_cache/", "data*"],
+    ]
+    names = ["build", "vendor", "a.egg-info", ".egg-info", "x.py", "x.pyc", "abc", "a/c", "data1"]
+    names += [".git", "node_modules", "x-y.z+", "foo_cache", "src", "third_party", "v"]
+    paths = {""}
+    for depth in (1, 2, 3):
+        for combo in itertools.product(names, repeat=depth):
+            path = "/".join(combo)
+            paths |= {path, path + "/", "./" + path, "/" + path}
+    for lines in pattern_sets:
+        ours = _spec(lines)
+        assert isinstance(ours, _NamePatterns), lines
+        theirs = pathspec.GitIgnoreSpec.from_lines(lines)
+        wrong = [p for p in sorted(paths) if ours.match_file(p) != theirs.match_file(p)]
+        assert not wrong, (lines, wrong[:5])
+    # anything else is pathspec's own
+    for lines in (["!keep"], ["a/b"], ["**/x"], ["[ab]c"], ["a\\ b"], ["sp ace"]):
+        assert not isinstance(_spec(lines), _NamePatterns), lines
