@@ -45,14 +45,14 @@ def config_args(args) -> tuple[Path | None, dict]:
     """`--config` values, as ruff reads them: a path to an existing file is the configuration
     file (one at most); anything else must be TOML (`key = value`), a setting that overrides
     the files' for every file, in order."""
-    import tomllib
-
     files: list[Path] = []
     overrides: dict = {}
     for value in getattr(args, "config", None) or []:
         if os.path.isfile(value):
             files.append(Path(value))
             continue
+        import tomllib  # here: a run without `--config KEY=VALUE` never parses TOML for it
+
         try:
             table = tomllib.loads(value)
         except tomllib.TOMLDecodeError as e:
