@@ -132,6 +132,7 @@ class Linter:
                 for language in ref.languages:
                     self.refs.setdefault(language, []).append(ref)
         self._gates: dict[str, list[tuple[RuleRef, Gate, Gate]]] = {}
+        self._cased: dict[str, dict[bytes, tuple[bytes, ...]]] = {}  # see _cased_needles
         self._running: frozenset[str] | None = None
         self._classes: dict[str, type[AnyRule]] = {}
 
@@ -379,6 +380,23 @@ class Linter:
                 return [internal_error(shown, f"{where}'s placing of findings", e)], True
         return kept, True
 
+    def _cased_needles(self, language: str) -> dict[bytes, tuple[bytes, ...]]:
+        """The gate needles of `language` that share their lowered form with another one, each
+        with all of them (`noqa` -> `noqa`, `NOQA`, `NoQA`, ...)."""
+        found = self._cased.get(language)
+        if found is None:
+            groups: dict[bytes, set[bytes]] = {}
+            for _, triggers, requires in self.gates_for(language):
+                for needle in (*(triggers or ()), *(requires or ())):
+                    groups.setdefault(needle.lower(), set()).add(needle)
+            found = self._cased[language] = {
+                needle: tuple(sorted(group))
+                for group in groups.values()
+                if len(group) > 1
+                for needle in group
+            }
+        return found
+
     def _rules_for(self, language: str, data: bytes, prefilter: bool) -> list[type[AnyRule]]:
         """The rules whose textual gates this file passes: only they run (only they are
         imported), and a file that no rule wants is never parsed."""
@@ -386,6 +404,8 @@ class Linter:
         if not prefilter or data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
             return [self._class(ref) for ref, _, _ in gates]
         seen: dict[bytes, bool] = {}
+        cased = self._cased_needles(language)
+        lowered: list[bytes] = []  # data.lower(), made at the first cased needle
 
         def hit(needles: tuple[bytes, ...] | None) -> bool:
             if needles is None:
@@ -393,6 +413,17 @@ class Linter:
             for needle in needles:
                 found = seen.get(needle)
                 if found is None:
+                    variants = cased.get(needle)
+                    if variants is not None:
+                        # One scan of the lowered text answers every case variant that is
+                        # absent (GPU003's two dozen spellings of `noqa`): a variant can only
+                        # be in the text where its lowered form is in the lowered text.
+                        if not lowered:
+                            lowered.append(data.lower())
+                        if needle.lower() not in lowered[0]:
+                            for v in variants:
+                                seen[v] = False
+                            continue
                     found = seen[needle] = needle in data
                 if found:
                     return True

@@ -152,14 +152,15 @@ class LoopModel:
     def _basic_step_loop(self, loop: Loop, nodes: list[ast.AST]) -> bool:
         if any(is_step_marker(n) for n in nodes):
             return True
-        if self.iterates_loader(loop) or any(_fetches_batch(n) for n in nodes):
-            return any(
-                isinstance(n, ast.Call)
-                and (name := terminal_name(n.func)) is not None
-                and bool(_MODEL.search(name))
-                for n in nodes
-            )
-        return False
+        # The model call first: a scan of the body's names, where `iterates_loader` follows
+        # the iterated value through the dataflow (and the callers' summaries).
+        calls_model = any(
+            isinstance(n, ast.Call)
+            and (name := terminal_name(n.func)) is not None
+            and bool(_MODEL.search(name))
+            for n in nodes
+        )
+        return calls_model and (any(_fetches_batch(n) for n in nodes) or self.iterates_loader(loop))
 
     def calls_model(self, loop: Loop) -> bool:
         """The loop's own body calls something named as a model (`model(x)`, `net(x)`,
@@ -176,13 +177,14 @@ class LoopModel:
         `while step < max_steps`), not over configurations or experiments."""
         if not isinstance(loop, (ast.For, ast.AsyncFor)):
             return True
-        if self.iterates_loader(loop):
-            return True
+        # What the loop's text says first; the dataflow (`iterates_loader`) only where it does not.
         it = _unwrap_iterable(loop.iter)
         if isinstance(it, ast.Call) and terminal_name(it.func) == "range":
             return True
         name = terminal_name(it) or ""
-        return bool(re.search(r"batch|step|iter|data|bar$|pbar", name, re.IGNORECASE))
+        if re.search(r"batch|step|iter|data|bar$|pbar", name, re.IGNORECASE):
+            return True
+        return self.iterates_loader(loop)
 
     def _steps_through_callee(self, nodes: list[ast.AST]) -> bool:
         calls = [n for n in nodes if isinstance(n, ast.Call) and not is_step_marker(n)]

@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING
 
 from gpulint.diagnostics import Related
 from gpulint.frontends.python.loops import LOOPS, is_step_marker
-from gpulint.frontends.python.model import FUNCTIONS, MemoKey, end_position, position, scope_nodes
+from gpulint.frontends.python.model import (
+    FUNCTIONS,
+    SCOPES,
+    MemoKey,
+    end_position,
+    position,
+    scope_nodes,
+)
 from gpulint.frontends.python.names import keyword, terminal_name
 from gpulint.frontends.python.syncs import host_sync
 from gpulint.frontends.python.tensors import _torch_call
@@ -135,15 +142,40 @@ def intervals(file: PythonFile) -> list[Interval]:
     return file.memo.get(_INTERVALS, lambda: _intervals(file))
 
 
+def _subtractions(file: PythonFile) -> dict[int, list[ast.BinOp]]:
+    """id(scope) -> the `a - b` (b a name or an attribute) in the module's or a def's own body,
+    in `scope_nodes` order: read off the file's index, not by walking every function again."""
+    out: dict[int, list[ast.BinOp]] = {}
+    parent = file.parent
+    for node in file.nodes(ast.BinOp):
+        if not isinstance(node.op, ast.Sub) or not isinstance(
+            node.right, (ast.Name, ast.Attribute)
+        ):
+            continue
+        child: ast.AST = node
+        up = parent(node)
+        while up is not None and not isinstance(up, SCOPES):
+            child, up = up, parent(up)
+        if up is None:
+            scope: ast.AST = file.tree
+        elif isinstance(up, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+            child is stmt for stmt in up.body
+        ):
+            scope = up
+        else:  # a lambda's or a class's body, a decorator, a default: no scope walk sees it
+            continue
+        out.setdefault(id(scope), []).append(node)
+    return out
+
+
 def _intervals(file: PythonFile) -> list[Interval]:
     found: dict[tuple[int, int], Interval] = {}
     scopes = [file.tree, *file.nodes(ast.FunctionDef, ast.AsyncFunctionDef)]
+    subtractions = _subtractions(file)
     for scope in scopes:
-        for node in scope_nodes(scope):
-            if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub)):
-                continue
+        for node in subtractions.get(id(scope), ()):
             if not isinstance(node.right, (ast.Name, ast.Attribute)):
-                continue
+                continue  # (said by _subtractions; for the type checker)
             starts = _clock_starts(file, scope, node.right)
             if not starts:
                 continue
