@@ -1,6 +1,6 @@
 from gpulint.diagnostics import Severity
 from gpulint.frontends.cuda.file import CudaFile
-from gpulint.rule import Rule
+from gpulint.rule import Exemption, Rule
 
 MAX_THREADS = 1024
 
@@ -11,10 +11,7 @@ class BlockSizeNotWarpMultiple(Rule):
     Finds a kernel launch `<<<grid, block>>>` whose block size evaluates to a number of threads
     that is not a multiple of 32 (warning) or exceeds 1,024 (error). The block is evaluated from
     literals, `#define`, `constexpr`/`const` variables, `enum` values, `dim3 block(16, 16)` and
-    simple arithmetic; a size that cannot be evaluated (a parameter, a template parameter, a
-    value computed at run time) is left alone, and so is a launch of a single block
-    (`<<<1, 1>>>`, `<<<1, 4>>>` in a demo of a per-thread API: one block cannot fill the GPU
-    whatever its size, so its partial warp costs nothing measurable).
+    simple arithmetic.
 
     ## Why is this bad?
     The GPU schedules threads in warps of 32. A block of 100 threads occupies four warps, and the
@@ -34,6 +31,11 @@ class BlockSizeNotWarpMultiple(Rule):
     #define THREADS 128
     scale<<<(n + THREADS - 1) / THREADS, THREADS>>>(x, n);
     ```
+
+    ## Known problems
+    A block size that cannot be evaluated (a parameter, a template parameter, a value computed
+    at run time) is not judged: `<<<blocks, threads>>>` whose callers pass `threads = 100` is
+    missed.
 
     ## References
     - [CUDA C++ Best Practices Guide: thread and block heuristics](https://docs.nvidia.com/cuda/cuda-c-best-practices-guide/index.html#thread-and-block-heuristics)
@@ -56,6 +58,28 @@ class BlockSizeNotWarpMultiple(Rule):
     )
     tags = ("launch-config",)
 
+    EXEMPTIONS = (
+        Exemption(
+            "one-thread-block",
+            "A block of one thread (`<<<1, 1>>>` setup kernels, `<<<rows, 1>>>`): a kernel "
+            "written for one thread per block on purpose, not a warp-sized block that came out "
+            "wrong.",
+            """
+__global__ void prefix_sum_serial(float* x, int n) {}
+void scan_rows(float* x, int rows, int n) { prefix_sum_serial<<<rows, 1>>>(x, n); }
+""",
+        ),
+        Exemption(
+            "single-block",
+            "A launch of a single block (`<<<1, 4>>>` in a demo of a per-thread API): one block "
+            "cannot fill the GPU whatever its size, so its partial warp costs nothing measurable.",
+            """
+__global__ void init(float* x) {}
+void run(float* x) { init<<<1, 4>>>(x); }
+""",
+        ),
+    )
+
     VALID = [
         """
 __global__ void scale(float* x, int n) {}
@@ -69,10 +93,6 @@ __global__ void scale(float* x, int n) {}
 void run(float* x, int n, int threads) {
   scale<<<(n + threads - 1) / threads, threads>>>(x, n);
 }
-""",
-        """
-__global__ void init(float* x) {}
-void run(float* x) { init<<<1, 1>>>(x); init<<<1, 4>>>(x); }
 """,
     ]
     INVALID = [
@@ -98,11 +118,12 @@ void run(float* x, int n) {
             return
         block = config[1]
         threads = file.consts.threads(block, node)
-        if threads is None or threads <= 1:
-            return
+        if threads is None or self.exempt("one-thread-block", threads == 1) or threads < 1:
+            return  # (below 1: an evaluation gone wrong, not a launch to judge)
         if threads > MAX_THREADS:
             yield self.report(file, block, self.too_big, severity=Severity.ERROR, threads=threads)
-        elif threads % 32 and file.consts.threads(config[0], node) != 1:
-            # (a single block: the partial warp costs nothing measurable; a toy or a demo)
+        elif threads % 32 and not self.exempt(
+            "single-block", file.consts.threads(config[0], node) == 1
+        ):
             suggest = max(32, (threads + 31) // 32 * 32)
             yield self.report(file, block, threads=threads, lanes=threads % 32, suggest=suggest)

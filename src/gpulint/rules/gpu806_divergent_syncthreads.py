@@ -3,7 +3,7 @@ from tree_sitter import Node
 from gpulint.diagnostics import Severity
 from gpulint.frontends import MemoKey
 from gpulint.frontends.cuda.file import CudaFile
-from gpulint.rule import Rule
+from gpulint.rule import Exemption, Rule
 
 CONDITIONAL = ("if_statement", "conditional_expression", "switch_statement")
 
@@ -15,12 +15,11 @@ _TAINT: MemoKey[dict[int, set[str]]] = MemoKey("gpu806.thread_dependent")
 class DivergentSyncthreads(Rule):
     """
     ## What it does
-    Finds `__syncthreads()` (and `__syncthreads_count/and/or`) under a condition that depends on
-    `threadIdx`, directly or through a local variable computed from it (`int tid = threadIdx.x;
-    if (tid < 32) { ... __syncthreads(); }`), including loop conditions whose trip count differs
-    per thread. Conditions uniform across the block (`blockIdx`, `blockDim`, kernel parameters,
-    constants) are left alone, and so is the balanced form where both arms of the `if` hold a
-    barrier.
+    Finds `__syncthreads()` (and `__syncthreads_count/and/or`) under an `if`, `switch` or `?:`
+    whose condition depends on `threadIdx`, directly or through a local variable computed from
+    it (`int tid = threadIdx.x; if (tid < 32) { ... __syncthreads(); }`). A condition on values
+    the same for every thread of the block (`blockIdx`, `blockDim`, kernel parameters,
+    constants) is not divergent.
 
     ## Why is this bad?
     `__syncthreads()` waits until every thread of the block reaches it. Inside a branch that only
@@ -46,6 +45,14 @@ class DivergentSyncthreads(Rule):
     __syncthreads();
     ```
 
+    ## Known problems
+    Loops are not judged: a barrier in a loop whose trip count differs per thread
+    (`for (int i = tid; i < n; i += 32) { ...; __syncthreads(); }`) is missed.
+
+    A value that passes through a call counts as uniform (`size<3>(tAgA)` is, even where
+    `tAgA` is a per-thread partition), except the lane and rank helpers (`thread_rank()`,
+    `__lane_id()`): a per-thread index from another helper (`int lane = my_lane();`) is missed.
+
     ## References
     - [CUDA C++ Programming Guide: synchronization functions](https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#synchronization-functions)
     """
@@ -61,6 +68,26 @@ class DivergentSyncthreads(Rule):
         "skip it never reach the barrier; move the barrier out of the branch so every thread of the block runs it"
     )
     tags = ("correctness", "divergence")
+
+    EXEMPTIONS = (
+        Exemption(
+            "balanced-barrier",
+            "A barrier in one arm of a thread-dependent `if` whose other arm holds one too "
+            "(`if (warp0) { ...; __syncthreads(); } else { __syncthreads(); }`): every thread "
+            "of the block reaches a barrier.",
+            """
+__global__ void reduce(float* x) {
+  __shared__ float buf[64];
+  if (threadIdx.x < 32) {
+    buf[threadIdx.x] += buf[threadIdx.x + 32];
+    __syncthreads();
+  } else {
+    __syncthreads();
+  }
+}
+""",
+        ),
+    )
 
     VALID = [
         """
@@ -100,7 +127,9 @@ __global__ void k(float* x) {
             if a.type not in CONDITIONAL:
                 continue
             cond = a.child_by_field_name("condition")
-            if a.type == "if_statement" and self._balanced(file, a, node):
+            if a.type == "if_statement" and self.exempt(
+                "balanced-barrier", self._balanced(file, a, node)
+            ):
                 continue
             if (
                 cond is not None

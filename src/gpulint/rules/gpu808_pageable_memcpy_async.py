@@ -4,7 +4,7 @@ import re
 from gpulint.frontends import MemoKey
 from gpulint.frontends.cuda.file import LOOP_TYPES, CudaFile
 from gpulint.frontends.cuda.syntax import function_name
-from gpulint.rule import Rule
+from gpulint.rule import Exemption, Rule
 
 _REFERENCE = re.compile(r"(?i)reference|verify|validate|golden|^ref_|_ref$|^check_|^test_")
 
@@ -43,22 +43,8 @@ class PageableMemcpyAsync(Rule):
     ## What it does
     Finds `cudaMemcpyAsync` whose host-side buffer is pageable: it came from `malloc`, `calloc`,
     `new`, or is a `std::vector` (`v.data()`, `&v[0]`), declared in the same function or at file
-    level. Buffers from `cudaMallocHost`/`cudaHostAlloc`, or registered with `cudaHostRegister`,
-    are left alone, and so is any buffer whose origin is not visible in the file.
-    So are copies made once: outside loops in a standalone program (a file that defines `main`:
-    a sample, a benchmark or test driver), in test files, and in reference implementations that
-    check results (`reference_*`, `verify_*`).
-
-    A one-off setup copy is left alone everywhere: not in a loop, and followed by a
-    synchronisation of the same stream (`cudaStreamSynchronize(stream)`, or
-    `cudaDeviceSynchronize()`) before the host buffer is touched again. The rule's cost is that
-    the copy cannot overlap with other work; a copy whose stream is waited on right after
-    overlaps with nothing either way, and made once, its staging costs little. Standalone
-    programs (a file defining `main`, its `#if` branch, helpers and headers only it uses) are
-    left alone too. And a copy whose host buffer the code touches before any sync of the stream
-    (reads the copied result, refills or frees the source), or a buffer of the function's own
-    that dies with no sync after the copy: the code relies on a copy to or from pageable memory
-    being done with the buffer when the call returns; pinned memory would need a sync added.
+    level, in library code, where the copy may repeat on a hot path and could overlap with
+    other work.
 
     ## Why is this bad?
     An async copy from pageable memory is not async: the driver first copies the data into a
@@ -80,6 +66,15 @@ class PageableMemcpyAsync(Rule):
     cudaMemcpyAsync(d_x, h_x, bytes, cudaMemcpyHostToDevice, stream);
     ```
 
+    ## Known problems
+    A buffer whose origin is not visible in the file (a parameter, a member, what a helper
+    returns) is not judged: a pageable buffer handed in from elsewhere is missed. Reference
+    implementations are recognised by name (`reference`, `verify`, `validate`, `golden`,
+    `ref_*`, `*_ref`, `check_*`, `test_*`): a product function named like one
+    (`check_and_upload`) is left alone too. A file that defines `main` anywhere, even in an
+    `#ifdef BENCH_MAIN` branch, is a program for copies outside loops: library code beside
+    such a `main`, which `main` does not run, is left alone too.
+
     ## References
     - [CUDA C++ Best Practices Guide: pinned memory](https://docs.nvidia.com/cuda/cuda-c-best-practices-guide/index.html#pinned-memory)
     - [CUDA Runtime API: API synchronization behavior](https://docs.nvidia.com/cuda/cuda-runtime-api/api-sync-behavior.html)
@@ -98,6 +93,131 @@ class PageableMemcpyAsync(Rule):
     )
     tags = ("memory", "transfer")
 
+    EXEMPTIONS = (
+        Exemption(
+            "reference-implementation",
+            "A copy in a reference implementation that checks results (`reference_*`, "
+            "`verify_*`, `golden_*`, `check_*`): it runs to validate, not on the hot path.",
+            """
+#include <vector>
+void verify_upload(float* d, size_t n, int steps, cudaStream_t s) {
+  std::vector<float> h(n);
+  for (int i = 0; i < steps; ++i) {
+    CUDA_CHECK(cudaMemcpyAsync(d, h.data(), n * sizeof(float), cudaMemcpyHostToDevice, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+  }
+}
+""",
+        ),
+        Exemption(
+            "test-code",
+            "A copy in a test file: it moves a test's data, and its staging costs nothing "
+            "worth a change.",
+            """
+#include <vector>
+void upload_steps(float* d, size_t n, int steps, cudaStream_t s) {
+  std::vector<float> h(n);
+  for (int i = 0; i < steps; ++i) {
+    CUDA_CHECK(cudaMemcpyAsync(d, h.data(), n * sizeof(float), cudaMemcpyHostToDevice, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+  }
+}
+""",
+            filename="tests/test_upload.cu",
+        ),
+        Exemption(
+            "program-copy-made-once",
+            "A copy outside any loop in a file that defines `main` (a sample, a benchmark or "
+            "test driver): it moves the program's data once.",
+            """
+#include <cstdlib>
+static float* h_table = (float*)malloc(1024 * sizeof(float));
+void upload_table(float* d, cudaStream_t s) {
+  CUDA_CHECK(cudaMemcpyAsync(d, h_table, 1024 * sizeof(float), cudaMemcpyHostToDevice, s));
+}
+#ifdef BENCH_MAIN
+int main() {
+  float* d;
+  CUDA_CHECK(cudaMalloc(&d, 1024 * sizeof(float)));
+  CUDA_CHECK(cudaMemset(d, 0, 1024 * sizeof(float)));
+  return 0;
+}
+#endif
+""",
+        ),
+        Exemption(
+            "standalone-program",
+            "A copy in a loop of standalone-program code: `main` (or the `#if` branch that "
+            "holds it), the functions of the file only it calls, headers the project includes "
+            "only from such code; a sample's data, not a library's hot path.",
+            """
+#include <vector>
+__global__ void scale(float* x, int n) {}
+int main() {
+  int n = 1 << 20;
+  std::vector<float> h(n, 1.0f);
+  float* d;
+  cudaStream_t s;
+  CUDA_CHECK(cudaStreamCreate(&s));
+  CUDA_CHECK(cudaMalloc(&d, n * sizeof(float)));
+  for (int it = 0; it < 10; ++it) {
+    CUDA_CHECK(cudaMemcpyAsync(d, h.data(), n * sizeof(float), cudaMemcpyHostToDevice, s));
+    scale<<<(n + 255) / 256, 256, 0, s>>>(d, n);
+    CUDA_CHECK(cudaStreamSynchronize(s));
+  }
+  return 0;
+}
+""",
+        ),
+        Exemption(
+            "one-off-setup-copy",
+            "A copy outside any loop whose stream (or the device) is synchronised after it "
+            "before the host buffer is touched again: nothing overlaps with it either way, and "
+            "made once, its staging costs little.",
+            """
+#include <vector>
+void load_table(float* d, size_t n, cudaStream_t s) {
+  std::vector<float> h(n, 1.0f);
+  CUDA_CHECK(cudaMemcpyAsync(d, h.data(), n * sizeof(float), cudaMemcpyHostToDevice, s));
+  CUDA_CHECK(cudaStreamSynchronize(s));
+}
+""",
+        ),
+        Exemption(
+            "pinned-buffer",
+            "A buffer the file passes to a pinning call (`cudaHostRegister` on a `malloc`ed "
+            "buffer, `cudaMallocHost`, `cudaHostAlloc`, `cudaMallocManaged`): not pageable.",
+            """
+void upload_steps(float* d, size_t n, int steps, cudaStream_t s) {
+  float* h = (float*)malloc(n * sizeof(float));
+  CUDA_CHECK(cudaHostRegister(h, n * sizeof(float), cudaHostRegisterDefault));
+  for (int i = 0; i < steps; ++i) {
+    CUDA_CHECK(cudaMemcpyAsync(d, h, n * sizeof(float), cudaMemcpyHostToDevice, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+  }
+}
+""",
+        ),
+        Exemption(
+            "relies-on-staging",
+            "A copy whose host buffer the code touches before any sync of the stream (reads "
+            "the result, refills or frees the source), or a buffer of the function's own that "
+            "dies with no sync after the copy: the code relies on a copy to or from pageable "
+            "memory being done with the buffer when the call returns; pinned memory would need "
+            "a sync added.",
+            """
+#include <vector>
+void wait_converged(const float* d_sum, int n, cudaStream_t s) {
+  std::vector<float> sums(n);
+  for (int it = 0; it < 10; ++it) {
+    CUDA_CHECK(cudaMemcpyAsync(sums.data(), d_sum, n * sizeof(float), cudaMemcpyDeviceToHost, s));
+    if (sums[0] < 1e-6f) break;  // read at once: the copy to pageable memory has returned
+  }
+}
+""",
+        ),
+    )
+
     VALID = [
         """
 void f(float* d, size_t n, cudaStream_t s) {
@@ -106,19 +226,6 @@ void f(float* d, size_t n, cudaStream_t s) {
   CUDA_CHECK(cudaMemcpyAsync(d, h, n, cudaMemcpyHostToDevice, s));
 }
 """,
-    ]
-    VALID.append(
-        """
-void check_converged(const float* d_sum, int n, cudaStream_t s) {
-  std::vector<float> sums(n);
-  for (int it = 0; it < 10; ++it) {
-    CUDA_CHECK(cudaMemcpyAsync(sums.data(), d_sum, n * sizeof(float), cudaMemcpyDeviceToHost, s));
-    if (sums[0] < 1e-6f) break;  // read at once: the copy to pageable memory has returned
-  }
-}
-"""
-    )
-    VALID.append(
         """
 template <typename T>
 void fill_device(T* d, size_t n, T value, cudaStream_t s) {
@@ -127,8 +234,8 @@ void fill_device(T* d, size_t n, T value, cudaStream_t s) {
   CUDA_CHECK(cudaMemcpyAsync(d, h, n * sizeof(T), cudaMemcpyHostToDevice, s));
   delete[] h;  // safe only because a pageable source is staged before the call returns
 }
-"""
-    )
+""",
+    ]
     INVALID = [
         """
 #include <vector>
@@ -169,11 +276,19 @@ void download_steps(float* d, size_t n, int steps, cudaStream_t s) {
         else:
             return
         function = file.enclosing_function(node)
-        if not self._repeated(file, node, function):
+        name = function_name(file, function) if function is not None else ""
+        if self.exempt("reference-implementation", name and _REFERENCE.search(name)):
             return
-        if file.in_program(node):
+        if self.exempt("test-code", file.is_test):
+            return
+        if self.exempt(
+            "program-copy-made-once",
+            file.is_program and not any(a.type in LOOP_TYPES for a in file.ancestors(node)),
+        ):
+            return
+        if self.exempt("standalone-program", file.in_program(node)):
             return  # a standalone program's (or its harness's) copy: a sample's data, not a hot path
-        if self._one_off(file, node, function, values):
+        if self.exempt("one-off-setup-copy", self._one_off(file, node, function, values)):
             return
         for arg in candidates:
             m = _ARG.match(" ".join(file.node_text(arg).split()))
@@ -181,23 +296,10 @@ void download_steps(float* d, size_t n, int steps, cudaStream_t s) {
                 continue
             name = m.group(1)
             origin = self._origin(file, name, function)
-            if origin is not None and not self._relies_on_staging(
-                file, node, function, values, name
+            if origin is not None and not self.exempt(
+                "relies-on-staging", self._relies_on_staging(file, node, function, values, name)
             ):
                 yield self.report(file, arg, name=name, origin=origin)
-
-    @staticmethod
-    def _repeated(file: CudaFile, node, function) -> bool:
-        """The copy may run on a hot path: library code, or a loop of a standalone program.
-        A one-off copy in a sample, test or benchmark driver (a file with `main`) moves its
-        data once; its staging costs nothing worth a change. So do reference implementations
-        that check results (`reference_gemm`, `verify_*`)."""
-        name = function_name(file, function) if function is not None else ""
-        if name and _REFERENCE.search(name):
-            return False
-        if file.is_test or not file.is_program:
-            return not file.is_test
-        return any(a.type in LOOP_TYPES for a in file.ancestors(node))
 
     def _one_off(self, file: CudaFile, node, function, values) -> bool:
         """A setup copy: not in a loop, and the same stream (or the device) is synchronised
@@ -291,7 +393,7 @@ void download_steps(float* d, size_t n, int steps, cudaStream_t s) {
     def _origin(self, file: CudaFile, name: str, function) -> str | None:
         """'malloc'/'new'/'std::vector' when every visible definition of `name` is pageable."""
         scope = function if function is not None else file.root
-        if name in self._pinned_names(file):
+        if self.exempt("pinned-buffer", name in self._pinned_names(file)):
             return None
         origins: set[str | None] = set()
         for decl in file.consts.declarations.get(name, ()):

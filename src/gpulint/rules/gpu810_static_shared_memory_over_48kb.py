@@ -1,6 +1,6 @@
 from gpulint.diagnostics import Severity
 from gpulint.frontends.cuda.file import CudaFile
-from gpulint.rule import Rule
+from gpulint.rule import Exemption, Rule
 
 STATIC_LIMIT = 48 * 1024
 
@@ -10,9 +10,7 @@ class StaticSharedMemoryOver48KB(Rule):
     ## What it does
     Finds a function whose statically sized `__shared__` arrays add up to more than 48 KB
     (49,152 bytes) per block. Sizes are evaluated from literals, `#define`, `constexpr`/`const`
-    and `enum` values and known element types (`float`, `half`, `int4`...); arrays whose size or
-    element type cannot be evaluated (template parameters, user structs) are left alone, and so is
-    `extern __shared__` (dynamic) memory.
+    and `enum` values and known element types (`float`, `half`, `int4`...).
 
     ## Why is this bad?
     48 KB is the most static shared memory a block may declare. Above it the kernel does not
@@ -38,6 +36,11 @@ class StaticSharedMemoryOver48KB(Rule):
     tile<<<grid, block, 65536, stream>>>(x);
     ```
 
+    ## Known problems
+    An array whose size or element type cannot be evaluated (a template parameter, a user
+    struct) counts for nothing: a function over the limit only through such arrays is missed,
+    and one over it with them is reported with the total of the others.
+
     ## References
     - [CUDA C++ Programming Guide: shared memory (compute capability 9.0)](https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#shared-memory-9-0)
     - [CUDA C++ Programming Guide: device memory specifiers](https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#shared)
@@ -56,11 +59,24 @@ class StaticSharedMemoryOver48KB(Rule):
     )
     tags = ("shared-memory",)
 
+    EXEMPTIONS = (
+        Exemption(
+            "dynamic-shared-memory",
+            "An `extern __shared__` array: dynamic shared memory, sized at launch, where a "
+            "kernel opts in to more than 48 KB with `cudaFuncSetAttribute`.",
+            """
+__global__ void tile(float* x) {
+  __shared__ float buf[64][64];  // 16 KB static
+  extern __shared__ float dyn[];  // the rest, sized at launch
+}
+""",
+        ),
+    )
+
     VALID = [
         """
 __global__ void tile(float* x) {
   __shared__ float buf[64][64];
-  extern __shared__ float dyn[];
 }
 """,
     ]
@@ -81,9 +97,12 @@ __global__ void tile(float* x) {
                 for c in decl.children
             ):
                 continue
-            if any(
-                c.type == "storage_class_specifier" and file.node_text(c) == "extern"
-                for c in decl.children
+            if self.exempt(
+                "dynamic-shared-memory",
+                any(
+                    c.type == "storage_class_specifier" and file.node_text(c) == "extern"
+                    for c in decl.children
+                ),
             ):
                 continue
             function = file.enclosing_function(decl)

@@ -15,9 +15,7 @@ class UncheckedLaunchWithoutConvention(UncheckedKernelLaunch):
     an `if` on a `getenv` switch) covers its launch but is no release convention: a project
     whose launches only such checks cover is here, and the message says how many it checks
     only in debug builds.
-    Everything else is as in GPU802: the same launches are left alone (checked by callers,
-    standalone programs, tests, a configuration fixed at compile time within every device's
-    limits).
+    Everything else is as in GPU802, its exemptions included (the list below).
 
     It is opt-in because there the missing check is the project's house style, not a slip: a
     maintainer who checks none of a hundred launches will not thank a linter for a hundred
