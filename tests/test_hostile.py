@@ -683,3 +683,26 @@ def test_side_files_of_a_cuda_extension_never_block(tmp_path):
         fifos = {f["path"] for f in findings if f["code"] == "GPU000" and "FIFO" in f["message"]}
         assert fifos == {"ext/pipe.py", "setup.py"}, (attempt, findings)
         assert any(f["path"] == "ext/kernel.cu" for f in findings), (attempt, findings)
+
+
+def test_side_files_are_read_only_when_regular_and_small(tmp_path):
+    """`read_side` (context files: setup.py, loader scripts; every Python file of the tree for
+    the CUDA project): the bytes of a regular file within the limit, also below a folder that
+    is a link; None, without blocking, for a link, a FIFO, a folder, a missing or too large
+    file."""
+    from gpulint.safeio import read_side
+
+    (tmp_path / "real").mkdir()
+    ok = tmp_path / "real" / "setup.py"
+    ok.write_bytes(b"from torch.utils import cpp_extension\n")
+    (tmp_path / "linked").symlink_to(tmp_path / "real")
+    (tmp_path / "link.py").symlink_to(ok)
+    big = tmp_path / "big.py"
+    big.write_bytes(b"x" * 101)
+    fifo = tmp_path / "pipe.py"
+    os.mkfifo(fifo)
+    assert read_side(ok, 100) == ok.read_bytes()
+    assert read_side(tmp_path / "linked" / "setup.py", 100) == ok.read_bytes()
+    assert read_side(big, 101) == b"x" * 101
+    for path in (tmp_path / "link.py", fifo, tmp_path / "real", tmp_path / "missing.py", big):
+        assert read_side(path, 100) is None, path

@@ -80,7 +80,11 @@ def check_file(path: Path | str, limit: int, roots: Iterable[Path | str] = ()) -
 
 def read_bytes(path: Path | str, limit: int, roots: Iterable[Path | str] = ()) -> bytes:
     """The bytes of a regular file of at most `limit` bytes (see the module docstring)."""
-    resolved = check_file(path, limit, roots)
+    return _read_opened(check_file(path, limit, roots), limit)
+
+
+def _read_opened(resolved: str, limit: int) -> bytes:
+    """The bytes of the file at `resolved` (not a link: opened with O_NOFOLLOW)."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
     flags |= getattr(os, "O_CLOEXEC", 0)
     try:
@@ -91,6 +95,8 @@ def read_bytes(path: Path | str, limit: int, roots: Iterable[Path | str] = ()) -
         st = os.fstat(fd)  # what was opened, not what was looked at: no swap in between
         if not stat.S_ISREG(st.st_mode):
             raise Unreadable(f"{_kind(st.st_mode)}, not a regular file; skipped")
+        if st.st_size > limit:
+            raise Unreadable(f"file too large ({st.st_size:,} bytes); skipped")
         chunks = []
         left = limit + 1
         # The first read asks for the size fstat gave (+1 to see the end): a fixed 1 MB
@@ -132,7 +138,11 @@ def read_side(path: Path | str, limit: int) -> bytes | None:
     try:
         if not stat.S_ISREG(os.lstat(path).st_mode):
             return None
-        return read_bytes(path, limit)
+        # Not a link itself, and links anywhere are allowed here (no roots): `check_file`'s
+        # realpath (an lstat per component) would change nothing, and the open and fstat
+        # still refuse what is not a regular file of at most `limit` bytes. The CUDA
+        # project reads every Python file of the tree this way, before workers start.
+        return _read_opened(os.fspath(path), limit)
     except (OSError, ValueError, Unreadable):
         return None
 
