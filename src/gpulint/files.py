@@ -59,6 +59,8 @@ class _NamePatterns:
             if not _NAME_PATTERN.fullmatch(line):
                 return None
             name, slash = (line[:-1], True) if line.endswith("/") else (line, False)
+            if not name.strip("*?"):
+                return None  # all wildcards (`*`): pathspec 0.10 answers it unlike git, so ask it
             body = "".join(
                 "[^/]*" if c == "*" else "[^/]" if c == "?" else re.escape(c) for c in name
             )
