@@ -4,7 +4,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from gpulint.diagnostics import Edit, Finding, Fix, Severity
-from gpulint.rule import Invalid, Rule
+from gpulint.rule import Exemption, Invalid, Rule
 from gpulint.suppression import NoqaComment, NoqaUse
 
 
@@ -29,20 +29,10 @@ class UnusedNoqa(Rule):
     suppressed nothing. The fix removes the unused codes and keeps the others (`# noqa: E501,
     GPU101` becomes `# noqa: E501`), or removes the whole comment when none remain.
 
-    What is left alone:
-    - other tools' codes (`E501`, `F401`, `RUF100`): only codes starting with `GPU` are
-      gpulint's;
-    - codes of rules this run did not select (ruff's "non-enabled"), or that cannot fire under
-      its settings (a hardware rule with no `targets`, advice newer than the project's pinned
-      torch): another run may need them. A family prefix (`# noqa: GPU1`) is judged only when
-      every rule it covers ran. So `extend-select = ["GPU003"]` alone judges the codes of the
-      default-tier rules only; with `pedantic` (or `ALL`) selected, those of every stable rule;
-    - a blanket `# noqa` in Python: flake8 and ruff read the same comment, and it may be
-      theirs;
-    - a comment that names `GPU003` itself (or a prefix covering it), which is how one
-      deliberate unused `noqa` is kept;
-    - `noqa` text that is not a comment: inside a Python string, a Markdown code block,
-      reStructuredText's `.. noqa` directive.
+    Only codes starting with `GPU` are gpulint's, and a code is judged only where this run
+    could have reported it. So `extend-select = ["GPU003"]` alone judges the codes of the
+    default-tier rules only; with `pedantic` (or `ALL`) selected, those of every stable rule. `noqa` text that is not a comment (inside a Python string, a Markdown
+    code block, reStructuredText's `.. noqa` directive) is no `noqa` comment, and is not read.
 
     Whether a code suppressed something is decided after every other rule ran, so the rule
     agrees with `gpulint check`, its SARIF and JSON output, the language server (which offers
@@ -82,6 +72,35 @@ class UnusedNoqa(Rule):
     tags = ("suppression",)
     judges_noqa = True
 
+    EXEMPTIONS = (
+        Exemption(
+            "other-tools-code",
+            "Another tool's code (`E501`, `F401`, `RUF100`): only codes starting with `GPU` are "
+            "gpulint's, and whether the other tool needs it is not known here.",
+            fixture="python/gpu003_silent_used_and_foreign.py",
+        ),
+        Exemption(
+            "rule-not-run",
+            'A code of a rule this run did not select (ruff\'s "non-enabled"), or that cannot '
+            "fire under its settings (a hardware rule with no `targets`, advice newer than the "
+            "project's pinned torch), or a family prefix (`# noqa: GPU1`) some of whose rules did "
+            "not run: another run may need it.",
+            "import torch\nx = torch.ones(3)  # noqa: GPU205\n",
+        ),
+        Exemption(
+            "shared-blanket",
+            "A blanket `# noqa` in Python: flake8 and ruff read the same comment, and it may be "
+            "theirs.",
+            fixture="python/gpu003_silent_used_and_foreign.py",
+        ),
+        Exemption(
+            "names-gpu003",
+            "A comment that names `GPU003` itself (or a prefix covering it): that is how one "
+            "deliberate unused `noqa` is kept.",
+            "import torch\nx = torch.ones(3)  # noqa: GPU101, GPU003\n",
+        ),
+    )
+
     VALID = [
         "import torch\nx = torch.ones(3)  # noqa: E501\n",
         "import torch\nx = torch.ones(3)  # noqa\n",
@@ -113,19 +132,23 @@ class UnusedNoqa(Rule):
         for use in uses:
             comment = use.comment
             listed = comment.listed
-            if any(self.code.startswith(code) for code in listed):
+            if self.exempt("names-gpu003", any(self.code.startswith(c) for c in listed)):
                 continue  # `# noqa: GPU003`: kept on purpose
             if not listed:
-                if "" in use.used or comment.shared:
+                if "" in use.used or self.exempt("shared-blanket", comment.shared):
                     continue
                 yield self._report(file, comment, "blanket, nothing suppressed", ())
                 continue
-            unused = [
-                c
-                for c, k in zip(listed, use.kinds, strict=True)
-                if k == "run" and c not in use.used
-            ]
-            unknown = [c for c, k in zip(listed, use.kinds, strict=True) if k == "unknown"]
+            unused, unknown = [], []
+            for c, k in zip(listed, use.kinds, strict=True):
+                if self.exempt("other-tools-code", k == "other"):
+                    continue
+                if self.exempt("rule-not-run", k == "off"):
+                    continue
+                if k == "unknown":
+                    unknown.append(c)
+                elif c not in use.used:  # (a code this run could have reported)
+                    unused.append(c)
             if not unused and not unknown:
                 continue
             parts = []
