@@ -5,7 +5,7 @@ from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.loops import body_nodes
 from gpulint.frontends.python.names import terminal_name
 from gpulint.frontends.python.transfers import device_transfer, root_name, transfer_receiver
-from gpulint.rule import Rule
+from gpulint.rule import Exemption, Rule
 
 _FIELD_ITER = {"items", "values", "keys"}
 
@@ -14,9 +14,7 @@ class PerSampleDeviceTransfer(Rule):
     """
     ## What it does
     Finds `.to(device)` / `.cuda()` inside a loop (or comprehension) over the items of one batch
-    drawn from a data loader: one host-to-device copy per sample instead of one per batch. Moving
-    each field of a batch once (`[t.to(device) for t in batch]` over `(inputs, labels)`,
-    `{k: v.to(device) for k, v in batch.items()}`) is one transfer per batch and is left alone.
+    drawn from a data loader: one host-to-device copy per sample instead of one per batch.
 
     ## Why is this bad?
     Every copy is a separate `cudaMemcpy` with its own launch and synchronisation overhead (a few
@@ -57,6 +55,23 @@ class PerSampleDeviceTransfer(Rule):
         "move it with one `.to(device, non_blocking=True)` per batch"
     )
     tags = ("data-movement",)
+
+    EXEMPTIONS = (
+        Exemption(
+            "test-code",
+            "Tests: a test's loop moves a few batches to check results, not to train.",
+            "import torch\nfor xs, ys in loader:\n    for x in xs:\n        model(x.cuda())\n",
+            filename="tests/test_model.py",
+        ),
+        Exemption(
+            "per-field-transfer",
+            "Moving each field of a batch once (`[t.to(device) for t in batch]` over a batch "
+            "drawn whole, `{k: v.to(device) for k, v in batch.items()}`): one transfer per field "
+            "is one per batch. A loop over a whole batch counts as per sample only where its "
+            "variable says so (`for sample in batch`).",
+            fixture="python/gpu102_silent_batch_transfer.py",
+        ),
+    )
 
     VALID = [
         # One transfer per field of the batch.
@@ -103,7 +118,7 @@ for step, (xs, ys) in enumerate(loader):
         yield from self._check_loop(node, file)
 
     def _check_loop(self, loop, file: PythonFile):
-        if file.is_test or not file.loops.iterates_loader(loop):
+        if not file.loops.iterates_loader(loop) or self.exempt("test-code", file.is_test):
             return
         target = loop.target
         if _is_enumerate(loop.iter) and isinstance(target, ast.Tuple) and len(target.elts) == 2:
@@ -114,7 +129,7 @@ for step, (xs, ys) in enumerate(loader):
         own = body_nodes(loop)
         for inner in own:
             if isinstance(inner, (ast.For, ast.AsyncFor, ast.comprehension)):
-                batch = _iterated_batch(inner, batch_names)
+                batch, fields = _iterated_batch(inner, batch_names)
                 if batch is None:
                     continue
                 sample_vars = {n.id for n in ast.walk(inner.target) if isinstance(n, ast.Name)}
@@ -132,9 +147,14 @@ for step, (xs, ys) in enumerate(loader):
                     if isinstance(node, ast.Call) and device_transfer(file, node):
                         receiver = transfer_receiver(node)
                         if root_name(receiver) in sample_vars | {batch}:
-                            yield self.report(
-                                file, node, call=_short(file, node), batch=batch, loop=loop.lineno
-                            )
+                            if not self.exempt("per-field-transfer", fields):
+                                yield self.report(
+                                    file,
+                                    node,
+                                    call=_short(file, node),
+                                    batch=batch,
+                                    loop=loop.lineno,
+                                )
                             break
 
 
@@ -162,7 +182,10 @@ def _sample_lists(target: ast.AST) -> set[str]:
     return set()
 
 
-def _iterated_batch(inner, batch_names: set[str]) -> str | None:
+def _iterated_batch(inner, batch_names: set[str]) -> tuple[str | None, bool]:
+    """The batch an inner loop iterates (or None), and whether it iterates its fields rather
+    than its samples: the items of a dict, or a batch drawn whole (`for batch in loader`) with
+    no sample-named variable."""
     it = inner.iter
     while (
         isinstance(it, ast.Call)
@@ -175,21 +198,25 @@ def _iterated_batch(inner, batch_names: set[str]) -> str | None:
         and isinstance(it.func, ast.Attribute)
         and it.func.attr in _FIELD_ITER
     ):
-        return None  # fields of a dict, not samples
+        # fields of a dict, not samples
+        owner = root_name(it.func.value)
+        if owner is not None and (owner in batch_names or "\0" + owner in batch_names):
+            return owner, True
+        return None, False
     counted = _counted(it)
     if counted is not None:
         # `for i in range(len(images)): images[i].cuda()`: indices over one field's samples.
-        return counted if counted in batch_names else None
+        return (counted if counted in batch_names else None), False
     if not isinstance(it, ast.Name):
-        return None
+        return None, False
     if it.id in batch_names:
-        return it.id
+        return it.id, False
     if "\0" + it.id in batch_names:
         inner_names = [n.id for n in ast.walk(inner.target) if isinstance(n, ast.Name)]
         if any(re.search(r"sample|example", n, re.I) for n in inner_names):
-            return it.id
-        return None
-    return None
+            return it.id, False
+        return it.id, True
+    return None, False
 
 
 def _counted(it: ast.AST) -> str | None:

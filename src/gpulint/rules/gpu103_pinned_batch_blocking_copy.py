@@ -9,7 +9,7 @@ from gpulint.frontends.python.transfers import (
     root_name,
     transfer_receiver,
 )
-from gpulint.rule import Rule
+from gpulint.rule import Exemption, Rule
 
 _WRAPPERS = {"enumerate", "tqdm", "iter", "zip", "islice", "track", "progress", "cycle"}
 
@@ -18,9 +18,8 @@ class PinnedBatchBlockingCopy(Rule):
     """
     ## What it does
     Finds `.to(device)` / `.cuda()` of a batch drawn from a `DataLoader` built in the same file
-    with `pin_memory=True`, without `non_blocking=True`. Loaders without pinning (or whose
-    `pin_memory` comes from a variable) and copies whose `non_blocking` comes from a variable are
-    left alone.
+    with `pin_memory=True`, without `non_blocking=True`. A loader without pinning is not this
+    rule's case: `non_blocking=True` would not help much there.
 
     ## Why is this bad?
     Pinning exists so that the host-to-device copy can run asynchronously on the copy engine,
@@ -57,6 +56,33 @@ class PinnedBatchBlockingCopy(Rule):
         "pass `non_blocking=True` so the copy overlaps with compute"
     )
     tags = ("data-movement",)
+
+    EXEMPTIONS = (
+        Exemption(
+            "test-code",
+            "Tests: a test's loop copies a few batches to check results, not to train.",
+            "import torch\nfrom torch.utils.data import DataLoader\n"
+            "loader = DataLoader(ds, batch_size=64, pin_memory=True)\n"
+            "for x, y in loader:\n    x = x.cuda()\n",
+            filename="tests/test_data.py",
+        ),
+        Exemption(
+            "pin-memory-from-variable",
+            "A loader whose `pin_memory` comes from a variable (`pin_memory=args.pin_mem`): "
+            "whether the batches are pinned is not known here.",
+            "import torch\nfrom torch.utils.data import DataLoader\n"
+            "loader = DataLoader(ds, batch_size=64, num_workers=4, pin_memory=args.pin_mem)\n"
+            "for x, y in loader:\n    x = x.cuda()\n",
+        ),
+        Exemption(
+            "non-blocking-from-variable",
+            "A copy whose `non_blocking` comes from a variable, `**kwargs` or a positional "
+            "argument: it may well be `True`.",
+            "import torch\nfrom torch.utils.data import DataLoader\n"
+            "loader = DataLoader(ds, batch_size=64, num_workers=4, pin_memory=True)\n"
+            "for x, y in loader:\n    x = x.to(device, non_blocking=args.non_blocking)\n",
+        ),
+    )
 
     VALID = [
         """
@@ -102,14 +128,15 @@ for batch in loader:
     ]
 
     def finish(self, file: PythonFile):
-        if file.is_test:
+        if self.exempt("test-code", file.is_test):
             return
         pinned = _pinned_loaders(file)
-        if not pinned:
+        unknown = _pinned_loaders(file, unknown=True)
+        if not pinned and not unknown:
             return
         for loop in file.nodes(ast.For, ast.AsyncFor):
             name = _iterated_name(loop.iter)
-            if name not in pinned:
+            if name not in pinned and name not in unknown:
                 continue
             batch_vars = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
             body = list(body_nodes(loop))
@@ -119,10 +146,17 @@ for batch in loader:
                     continue
                 if root_name(transfer_receiver(node)) not in batch_vars:
                     continue
-                if non_blocking(node) != "false":
+                how = non_blocking(node)
+                if how == "true" or self.exempt("non-blocking-from-variable", how == "unknown"):
+                    continue
+                if self.exempt("pin-memory-from-variable", name in unknown):
                     continue
                 yield self.report(
-                    file, node, call=_short(file, node), loader=name, line=pinned[name].lineno
+                    file,
+                    node,
+                    call=_short(file, node),
+                    loader=name,
+                    line=(pinned.get(name) or unknown[name]).lineno,
                 )
 
 
@@ -141,8 +175,9 @@ def _derive(body, batch_vars: set[str]) -> None:
             batch_vars |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
 
 
-def _pinned_loaders(file: PythonFile) -> dict[str, ast.Call]:
-    """Names bound (only) to DataLoader(..., pin_memory=True) calls in this file."""
+def _pinned_loaders(file: PythonFile, unknown: bool = False) -> dict[str, ast.Call]:
+    """Names bound (only) to DataLoader(..., pin_memory=True) calls in this file; with
+    `unknown`, those bound (only) to DataLoader calls whose `pin_memory` is not a constant."""
     found: dict[str, ast.Call | None] = {}
     for node in file.nodes(ast.Assign):
         call = node.value
@@ -152,7 +187,12 @@ def _pinned_loaders(file: PythonFile) -> dict[str, ast.Call]:
         if not q or not q.endswith("DataLoader"):
             continue
         pin = keyword(call, "pin_memory")
-        pinned = pin is not None and isinstance(pin.value, ast.Constant) and pin.value.value is True
+        if unknown:
+            pinned = pin is not None and not isinstance(pin.value, ast.Constant)
+        else:
+            pinned = (
+                pin is not None and isinstance(pin.value, ast.Constant) and pin.value.value is True
+            )
         for target in node.targets:
             name = terminal_name(target)
             if name:
