@@ -6,10 +6,9 @@ from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.loops import LOOPS, filled_once, under_branch
 from gpulint.frontends.python.model import MemoKey
 from gpulint.frontends.python.names import keyword, terminal_name
-from gpulint.frontends.python.options import off_by_default
 from gpulint.frontends.python.summaries import summaries
-from gpulint.frontends.python.transfers import host_built_move
-from gpulint.rule import Rule
+from gpulint.frontends.python.transfers import host_built_move, no_elements
+from gpulint.rule import Exemption, Rule
 
 # Legacy constructors take no CUDA `device=`: suggest torch.tensor with their dtype instead.
 _LEGACY = {
@@ -29,23 +28,13 @@ class CpuTensorMovedInHotLoop(Rule):
     `torch.zeros(n).cuda()` or `torch.tensor([0.0]).to(device)`, where it runs on every iteration of
     a step loop or in a module's `forward`. A helper that does it on every call (a method, a
     closure, a function of another module of the checked tree), called on every step, is
-    reported at the call in the loop, naming the line that builds the tensor; a call under an
-    `if` in the loop, or a build under an `if` in the helper, is not the default path and is
-    left alone. The same pattern in one-time setup (before the loop,
-    in `__init__`) is left alone, and so is a fallback on one side of a conditional expression
-    (`logp if is_last_stage else torch.zeros(n).cuda()`): it runs only where the condition
-    fails, not on every step of the default path. A loop whose trip count the module states and
-    that runs ten times or fewer in all (`for step in range(steps)` with `steps = 10` in a
-    model file's self-test, a tutorial's dummy loop) pays each copy a handful of times, not per
-    training step, and is left alone; a loop over a loader or an option's step count is not.
-    Nor is a value built once and kept, in a step loop or in `forward` (`if self.table is None:
-    self.table = torch.tensor(np_table).to(x.device)`, `if not hasattr(self, "grid"):`, `if
-    key not in cache:`): the copy runs on the first pass, not on every one. Nor is
-    `torch.tensor(lengths).cuda()` of data the host already holds (a name, an attribute, an
-    element): it must cross to the device whatever builds it, and `torch.tensor(...,
-    device=)` copies it all the same. A constant (`torch.tensor([0.0]).cuda()`) is reported
-    with what builds it on the device (`torch.zeros((1,), device=...)`), or, for mixed values,
-    the advice to build it once.
+    reported at the call in the loop, naming the line that builds the tensor; a build under an
+    `if` in the helper is not the default path, and is not counted. One-time setup (before the
+    loop, in `__init__`) is not a step's cost, and neither is a value built on the first pass of
+    a step loop and kept (`if mask is None: mask = ...`). A loop over a loader, or one whose
+    trip count an option sets, is a training loop however few trips it may run. A constant
+    (`torch.tensor([0.0]).cuda()`) is reported with what builds it on the device
+    (`torch.zeros((1,), device=...)`), or, for mixed values, the advice to build it once.
 
     ## Why is this bad?
     The tensor is allocated and filled in host memory, then copied to the device through a
@@ -93,6 +82,66 @@ class CpuTensorMovedInHotLoop(Rule):
         "(`device=`) or once, before the loop"
     )
     tags = ("data-movement",)
+
+    EXEMPTIONS = (
+        Exemption(
+            "test-code",
+            "Tests: a test's loop runs a few steps to check results, not to train.",
+            "import torch\nfor x, y in train_loader:\n    mask = torch.ones(x.shape[0], 16).cuda()\n"
+            "    model(x.cuda(), mask).backward()\n",
+            filename="tests/test_model.py",
+        ),
+        Exemption(
+            "zero-element",
+            "A zero-element placeholder (`torch.zeros(0, 4).cuda()`, `torch.tensor([]).cuda()`): "
+            "its move copies no data.",
+            fixture="python/gpu104_silent_zero_element.py",
+        ),
+        Exemption(
+            "host-data-copied-anyway",
+            "`torch.tensor(lengths).cuda()` of data the host already holds (a name, an "
+            "attribute, an element): it must cross to the device whatever builds it, and "
+            "`torch.tensor(..., device=)` copies it all the same.",
+            fixture="python/gpu104_silent_host_data_copied_anyway.py",
+        ),
+        Exemption(
+            "fallback-value",
+            "A fallback on one side of a conditional expression (`logp if is_last_stage else "
+            "torch.zeros(n).cuda()`): it runs only where the condition fails, not on every step "
+            "of the default path.",
+            fixture="python/gpu104_silent_fallback_value.py",
+        ),
+        Exemption(
+            "handful-of-iterations",
+            "A loop whose trip count the module states and that runs ten times or fewer in all "
+            "(`for step in range(steps)` with `steps = 10` in a model file's self-test, a "
+            "tutorial's dummy loop): each copy is paid a handful of times, not per training step.",
+            fixture="python/gpu104_silent_handful_of_iterations.py",
+        ),
+        Exemption(
+            "built-once-and-kept",
+            "A value built on the first call of `forward` and kept (`if self.table is None: "
+            "self.table = torch.tensor(np_table).to(x.device)`, `if not hasattr(self, "
+            '"grid"):`, `if key not in cache:`): the copy runs on the first pass, not on every one.',
+            fixture="python/gpu104_silent_built_once_and_kept.py",
+        ),
+        Exemption(
+            "call-under-branch",
+            "A call of a helper that builds on the host, under an `if` in the loop: a branch a "
+            "flag or the data may never take.",
+            """
+import torch
+def masked(z):
+    return z * torch.ones(z.shape[0], 1).cuda()
+for x, _ in train_loader:
+    z = model(x.cuda())
+    if use_mask:
+        z = masked(z)
+    z.sum().backward()
+    optimizer.step()
+""",
+        ),
+    )
 
     VALID = [
         # One-time setup before the loop.
@@ -162,16 +211,20 @@ class Net(nn.Module):
     ]
 
     def visit_Call(self, node: ast.Call, file: PythonFile) -> Iterator[Finding]:
-        if file.is_test or not isinstance(node.func, ast.Attribute | ast.Name):
+        if not isinstance(node.func, ast.Attribute | ast.Name) or self.exempt(
+            "test-code", file.is_test
+        ):
             return
-        inner = host_built_move(file, node)
+        inner = host_built_move(file, node, empty=True)
         if inner is None:
             yield from self._callee_upload(node, file)
             return
         func = node.func
         assert isinstance(func, ast.Attribute)
         factory = file.qualname(inner) or ""
-        if _existing_host_data(inner, factory):
+        if self.exempt("zero-element", no_elements(inner, factory)):
+            return
+        if self.exempt("host-data-copied-anyway", _existing_host_data(inner, factory)):
             return
         where = self._hot(node, file)
         if where is None:
@@ -199,11 +252,15 @@ class Net(nn.Module):
         if not file.uses_cuda or not _named_call(node):
             return
         loop = file.loops.runs_every_step(node)
-        if loop is None or _fallback(file, node, loop) or off_by_default(file, node, loop):
+        if loop is None:
             return
-        if _few_trips(file, loop):
+        # (Cheap tests first, the callee's summary last. A call on the side of an `if` that
+        # the options' defaults do not take is under a branch too: `call-under-branch`.)
+        if self.exempt("fallback-value", _fallback(file, node, loop)):
             return
-        if under_branch(file, node, loop):
+        if self.exempt("handful-of-iterations", _few_trips(file, loop)):
+            return
+        if self.exempt("call-under-branch", under_branch(file, node, loop)):
             return  # a branch a flag or the data may never take
         summary = summaries(file).of_call(node)
         if summary is None or summary.upload is None:
@@ -227,19 +284,21 @@ class Net(nn.Module):
             related=site.chain("built on the host and copied here"),
         )
 
-    @staticmethod
-    def _hot(node, file: PythonFile) -> str | None:
+    def _hot(self, node, file: PythonFile) -> str | None:
         loop = file.loops.runs_every_step(node)
         if loop is not None:
-            if _fallback(file, node, loop) or _few_trips(file, loop):
+            if self.exempt("fallback-value", _fallback(file, node, loop)) or self.exempt(
+                "handful-of-iterations", _few_trips(file, loop)
+            ):
                 return None
             return f"on every iteration of the step loop at line {loop.lineno}"
         function = file.enclosing_function(node)
-        if (
-            isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
-            and function.name == "forward"
-            and not filled_once(file, node, function)  # a table built on the first call, kept
+        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
+            function.name == "forward"
         ):
+            # a table built on the first call, kept
+            if self.exempt("built-once-and-kept", filled_once(file, node, function)):
+                return None
             return "on every call of `forward`"
         return None
 

@@ -110,11 +110,11 @@ HOST_DATA_FACTORIES = {
 }  # fmt: skip
 
 
-def host_built_move(file: PythonFile, call: ast.AST) -> ast.Call | None:
+def host_built_move(file: PythonFile, call: ast.AST, empty: bool = False) -> ast.Call | None:
     """`torch.zeros(n).cuda()`, `torch.arange(t).to(device)`: a tensor a torch factory builds on
     the host, moved to the device at once. Returns the factory call, or None (built on the
-    device already with `device=`, a zero-element placeholder, or not a factory at all;
-    `torch.from_numpy(batch)` is host data that has to be copied anyway)."""
+    device already with `device=`, a zero-element placeholder unless `empty`, or not a factory
+    at all; `torch.from_numpy(batch)` is host data that has to be copied anyway)."""
     if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Attribute):
         return None
     if not device_transfer(file, call):
@@ -131,7 +131,7 @@ def host_built_move(file: PythonFile, call: ast.AST) -> ast.Call | None:
         return None
     if factory.count(".") != 1:
         return None  # torch.cuda.FloatTensor etc. are already on the device
-    if keyword(inner, "device") is not None or no_elements(inner, factory):
+    if keyword(inner, "device") is not None or (not empty and no_elements(inner, factory)):
         return None
     return inner
 
