@@ -3,7 +3,7 @@ import ast
 from gpulint.diagnostics import Edit, Fix
 from gpulint.frontends.python import compat, edits
 from gpulint.frontends.python.file import PythonFile
-from gpulint.rule import Invalid, Rule
+from gpulint.rule import Exemption, Invalid, Rule
 from gpulint.torchversion import torch_range
 
 # Deprecated name -> (device, replacement attribute under torch.amp, how the device is passed)
@@ -46,19 +46,10 @@ class DeprecatedAmpApi(Rule):
     ## What it does
     Finds the deprecated automatic-mixed-precision entry points `torch.cuda.amp.autocast`,
     `torch.cuda.amp.GradScaler`, `torch.cuda.amp.custom_fwd`/`custom_bwd` and
-    `torch.cpu.amp.autocast`, through any import form or alias. Strings, comments and version
-    shims are left alone, finding and fix: a branch behind a version check or feature probe
-    (`A if TORCH_2_4 else B`, `if hasattr(torch, "amp"): ... else: ...`, the code after `if
-    version.parse(torch.__version__) >= ...: return ...`), an `except` fallback, and a branch
-    whose other arm spells the same thing with `torch.amp`: that branch exists for an older
-    PyTorch, and rewriting it would break the release it is there for.
-
-    A project that declares only torch releases before 2.4 (`torch==2.3.0` in its requirements,
-    `pytorch=1.11.0` in its conda environment, or `torch-version` in `[tool.gpulint]`) is left
-    alone: nothing is deprecated there. So is a use whose replacement is newer than the oldest
-    release the project declares (`torch>=1.10` and `torch.cuda.amp.GradScaler`:
-    `torch.amp.GradScaler` is new in 2.3, `torch.amp.custom_fwd(device_type=)` and
-    `torch.get_autocast_dtype` in 2.4): moving to it would drop releases the project supports.
+    `torch.cpu.amp.autocast`, through any import form or alias, in code (strings and comments
+    are not read). It runs where the torch releases the project declares (`torch==2.3.0` in its
+    requirements, `pytorch=1.11.0` in its conda environment, or `torch-version` in
+    `[tool.gpulint]`) reach 2.4, the release that deprecated them.
 
     ## Why is this bad?
     PyTorch deprecated these in favour of the device-generic `torch.amp` API; every call emits a
@@ -98,6 +89,43 @@ class DeprecatedAmpApi(Rule):
     fixable = True
     message = "`{old}` is deprecated; use `{new}`"
     tags = ("precision", "deprecated")
+
+    EXEMPTIONS = (
+        Exemption(
+            "version-gate",
+            "A branch behind a version check or feature probe (`A if TORCH_2_4 else B`, `if "
+            'hasattr(torch, "amp"): ... else: ...`, the code after `if '
+            "version.parse(torch.__version__) >= ...: return ...`), or an `except` fallback: it "
+            "is there for an older PyTorch, and rewriting it would break the release it serves.",
+            fixture="python/gpu201_silent_version_early_return.py",
+        ),
+        Exemption(
+            "beside-current-api",
+            "A branch whose other arm spells the same thing with `torch.amp` (`torch.amp.X(...) "
+            "if flag else torch.cuda.amp.X()`): a version shim, whatever its test is named.",
+            'import torch\nscaler = (\n    torch.amp.GradScaler("cuda") if new_api '
+            "else torch.cuda.amp.GradScaler()\n)\n",
+        ),
+        Exemption(
+            "patches-old-name",
+            "An assignment to the old name (`torch.cuda.amp.GradScaler = torch.amp.GradScaler`): "
+            "a backend's compatibility layer patches it; it does not call it.",
+            "import torch\ndef apply_hijacks(get_dtype):\n"
+            "    torch.get_autocast_gpu_dtype = get_dtype\n"
+            "    torch.cuda.amp.GradScaler = torch.amp.GradScaler\n",
+        ),
+        Exemption(
+            "replacement-newer-than-supported",
+            "A use whose replacement is newer than the oldest torch the project declares "
+            "(`torch>=1.10` and `torch.cuda.amp.GradScaler`: `torch.amp.GradScaler` is new in "
+            "2.3, `torch.amp.custom_fwd(device_type=)` and `torch.get_autocast_dtype` in 2.4): "
+            "moving to it would drop releases the project supports.",
+            files=(
+                ("requirements.txt", "torch>=2.0\n"),
+                ("train.py", "import torch\nscaler = torch.cuda.amp.GradScaler()\n"),
+            ),
+        ),
+    )
 
     VALID = [
         "import torch\nwith torch.amp.autocast('cuda'):\n    pass\n",
@@ -173,13 +201,18 @@ def apply_hijacks(get_dtype):
         parent = file.parent(node)
         if isinstance(parent, ast.Attribute):
             return  # part of a longer chain; the chain itself is checked
-        if isinstance(node.ctx, (ast.Store, ast.Del)):
+        if self.exempt("patches-old-name", isinstance(node.ctx, (ast.Store, ast.Del))):
             return  # `torch.cuda.amp.X = ...` patches the old name (a compatibility layer)
-        if _in_version_shim(node, file):
+        if self.exempt("version-gate", compat.version_gate(file, node) is not None):
+            return
+        if self.exempt("beside-current-api", _beside_current_api(node, file)):
             return
         declared = torch_range(self.settings)
         if qualified in REPLACED_BY:
-            if declared is None or declared.all_at_least(REPLACED_SINCE):
+            if not self.exempt(
+                "replacement-newer-than-supported",
+                declared is not None and not declared.all_at_least(REPLACED_SINCE),
+            ):
                 yield self.report(file, node, old=qualified, new=REPLACED_BY[qualified])
             return
         device, attr, style = DEPRECATED[qualified]
@@ -188,7 +221,10 @@ def apply_hijacks(get_dtype):
             if style == "first"
             else f'torch.amp.{attr}(device_type="{device}")'
         )
-        if declared is not None and not declared.all_at_least(REPLACEMENT_SINCE[attr]):
+        if self.exempt(
+            "replacement-newer-than-supported",
+            declared is not None and not declared.all_at_least(REPLACEMENT_SINCE[attr]),
+        ):
             return  # the project still supports a torch without the replacement
         fix = self._fix(node, file, device, attr, style)
         yield self.report(file, node, old=qualified, new=new, fix=fix)
@@ -216,11 +252,9 @@ def apply_hijacks(get_dtype):
         return None
 
 
-def _in_version_shim(node: ast.AST, file: PythonFile) -> bool:
-    """`node` is the old-PyTorch side of a shim: behind a version gate, or in a branch whose
-    alternative uses the current API (`torch.amp.X(...) if FLAG else torch.cuda.amp.X()`)."""
-    if compat.version_gate(file, node) is not None:
-        return True
+def _beside_current_api(node: ast.AST, file: PythonFile) -> bool:
+    """`node` is the old-PyTorch side of a shim whatever its test: in a branch whose alternative
+    uses the current API (`torch.amp.X(...) if FLAG else torch.cuda.amp.X()`)."""
     for branch in compat.alternatives(file, node):
         for inner in ast.walk(branch):
             if isinstance(inner, (ast.Name, ast.Attribute)):
