@@ -4,7 +4,7 @@ import re
 from gpulint.diagnostics import Severity
 from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.precision import autocast_dtype, function_calls_backward, is_autocast
-from gpulint.rule import Rule
+from gpulint.rule import Exemption, Rule
 
 # Any loss scaling in the module: torch's GradScaler, timm's NativeScaler, apex, a hand-rolled one.
 _SCALING = re.compile(r"Scaler|scaler|scale_loss|loss_scale|LossScale|grad_scale", re.IGNORECASE)
@@ -20,10 +20,9 @@ class Fp16AutocastWithoutGradScaler(Rule):
     Finds FP16 autocast in training code (a function that calls `.backward()`) in a module with no
     gradient scaler: `torch.autocast("cuda", dtype=torch.float16)`, or the FP16 default of
     `torch.autocast("cuda")` / `torch.amp.autocast("cuda")` / `torch.cuda.amp.autocast()` with no
-    `dtype`. BF16 autocast, inference without a backward pass (also an eval pass under
-    `torch.no_grad()` / `torch.inference_mode()` inside a training function), autocast whose
-    dtype or device comes from a variable, and code run by a framework that scales the loss
-    itself (Accelerate, DeepSpeed, Lightning...) are left alone.
+    `dtype`. BF16 autocast needs no scaler, and is not this rule's case. Any loss scaling in the
+    module counts as a scaler: torch's `GradScaler`, timm's `NativeScaler`, apex, a hand-rolled
+    `loss_scale`.
 
     ## Why is this bad?
     FP16 has a narrow exponent range: gradients below about 6e-8 flush to zero, so without loss
@@ -69,6 +68,48 @@ class Fp16AutocastWithoutGradScaler(Rule):
         "(or use `dtype=torch.bfloat16`, which needs no scaler)"
     )
     tags = ("precision",)
+
+    EXEMPTIONS = (
+        Exemption(
+            "test-code",
+            "Tests: a test's step checks results, it does not train a model.",
+            "import torch\ndef test_step(x):\n"
+            '    with torch.autocast("cuda", dtype=torch.float16):\n'
+            "        loss = model(x)\n    loss.backward()\n",
+            filename="tests/test_amp.py",
+        ),
+        Exemption(
+            "no-backward-pass",
+            "Inference: no `.backward()` in the function around the autocast, or an autocast "
+            "under `torch.no_grad()` / `torch.inference_mode()` (an eval pass inside a training "
+            "function): there are no gradients to underflow.",
+            """
+import torch
+def fit(x, y):
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = model(x)
+    loss.backward()
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.float16):
+        val = model(y)
+""",
+        ),
+        Exemption(
+            "framework-scales-loss",
+            "Code run by a framework that scales the loss itself when it runs the backward pass "
+            "(Accelerate, DeepSpeed, Lightning, Composer, ColossalAI, Megatron, apex).",
+            "import torch\nfrom accelerate import Accelerator\naccelerator = Accelerator()\n"
+            'def train(x):\n    with torch.autocast("cuda", dtype=torch.float16):\n'
+            "        loss = model(x)\n    accelerator.backward(loss)\n",
+        ),
+        Exemption(
+            "dtype-unknown",
+            "An autocast whose dtype or device comes from a variable (or `**kwargs`): it may "
+            "well be BF16.",
+            "import torch\ndef train(x, dtype):\n"
+            '    with torch.autocast("cuda", dtype=dtype):\n'
+            "        loss = model(x)\n    loss.backward()\n",
+        ),
+    )
 
     VALID = [
         """
@@ -135,14 +176,19 @@ def train(x):
     ]
 
     def visit_Call(self, node: ast.Call, file: PythonFile):
-        if file.is_test or not is_autocast(file, node):
+        if not is_autocast(file, node) or self.exempt("test-code", file.is_test):
             return
-        if autocast_dtype(file, node) != "fp16":
-            return
-        if not function_calls_backward(file, node):
+        dtype = autocast_dtype(file, node)
+        if dtype not in ("fp16", "unknown"):
+            return  # BF16, or autocast plainly off
+        if self.exempt("no-backward-pass", not function_calls_backward(file, node)):
             return
         if _SCALING.search(file.text):
             return
-        if any(_FRAMEWORK.match(q) for q in file.bindings.values()):
+        if self.exempt(
+            "framework-scales-loss", any(_FRAMEWORK.match(q) for q in file.bindings.values())
+        ):
+            return
+        if self.exempt("dtype-unknown", dtype == "unknown"):
             return
         yield self.report(file, node)

@@ -4,7 +4,7 @@ import re
 from gpulint.diagnostics import Severity
 from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.precision import comment_near
-from gpulint.rule import Rule
+from gpulint.rule import Exemption, Rule
 
 # A comment that says why FP32 must stay exact.
 REASON = re.compile(
@@ -35,9 +35,8 @@ class Tf32DisabledWithoutReason(Rule):
     Finds TF32 turned off, `torch.backends.cuda.matmul.allow_tf32 = False`,
     `torch.backends.cudnn.allow_tf32 = False`, `torch.set_float32_matmul_precision("highest")`
     or an `fp32_precision = "ieee"` setting, with no comment on the same or the previous line
-    saying why (numerics, reproducibility, determinism, a reference comparison...). Settings inside
-    a block about determinism (`if args.deterministic:`, `def set_reproducible():`) and tests are
-    left alone.
+    saying why (numerics, reproducibility, determinism, a reference comparison...). One comment
+    block right above a group of such settings explains the whole group.
 
     ## Why is this bad?
     On Ampere and later GPUs, TF32 runs FP32 matmuls and convolutions on tensor cores with a
@@ -84,6 +83,22 @@ class Tf32DisabledWithoutReason(Rule):
     )
     tags = ("precision",)
 
+    EXEMPTIONS = (
+        Exemption(
+            "test-code",
+            "Tests: exact FP32 is what a test comparing results usually wants.",
+            "import torch\ntorch.backends.cudnn.allow_tf32 = False\n",
+            filename="tests/test_numerics.py",
+        ),
+        Exemption(
+            "determinism-block",
+            "A setting inside a block about determinism (`if args.deterministic:`, `def "
+            "set_reproducible():`, a `while` or `if` on `strict`, `exact`, `tf32`...): the "
+            "block's name says why.",
+            "import torch\nif args.deterministic:\n    torch.set_float32_matmul_precision('highest')\n",
+        ),
+    )
+
     VALID = [
         "import torch\n# Reproducibility: compare against the FP32 reference bit for bit.\n"
         "torch.backends.cuda.matmul.allow_tf32 = False\n",
@@ -98,8 +113,6 @@ class Tf32DisabledWithoutReason(Rule):
     ]
 
     def visit_Assign(self, node: ast.Assign, file: PythonFile):
-        if file.is_test:
-            return
         value = node.value
         for target in node.targets:
             q = file.qualname(target)
@@ -110,7 +123,7 @@ class Tf32DisabledWithoutReason(Rule):
                 yield from self._judge(node, file, f'`{q} = "ieee"`', "FP32 math")
 
     def visit_Call(self, node: ast.Call, file: PythonFile):
-        if file.is_test or file.qualname(node) != "torch.set_float32_matmul_precision":
+        if file.qualname(node) != "torch.set_float32_matmul_precision":
             return
         arg = node.args[0] if node.args else None
         if isinstance(arg, ast.Constant) and arg.value == "highest":
@@ -119,21 +132,31 @@ class Tf32DisabledWithoutReason(Rule):
             )
 
     def _judge(self, node, file: PythonFile, what, scope):
+        if self.exempt("test-code", file.is_test):
+            return
         if REASON.search(comment_near(file, node)) or REASON.search(
             _comment_above_group(file, node)
         ):
             return
-        for ancestor in file.ancestors(node):
-            if isinstance(ancestor, (ast.If, ast.While)) and _REASON_SCOPE.search(
-                ast.unparse(ancestor.test)
-            ):
-                return
-            if isinstance(
-                ancestor, (ast.FunctionDef, ast.AsyncFunctionDef)
-            ) and _REASON_SCOPE.search(ancestor.name):
-                return
+        if self.exempt("determinism-block", _in_reason_block(file, node)):
+            return
         severity = Severity.WARNING if "cuDNN" in scope else None
         yield self.report(file, node, severity=severity, what=what, scope=scope)
+
+
+def _in_reason_block(file: PythonFile, node) -> bool:
+    """Inside an `if`/`while` whose test, or a function whose name, says why (`if
+    args.deterministic:`, `def set_reproducible():`)."""
+    for ancestor in file.ancestors(node):
+        if isinstance(ancestor, (ast.If, ast.While)) and _REASON_SCOPE.search(
+            ast.unparse(ancestor.test)
+        ):
+            return True
+        if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef)) and _REASON_SCOPE.search(
+            ancestor.name
+        ):
+            return True
+    return False
 
 
 _SETTING = re.compile(r"allow_tf32|float32_matmul_precision|fp32_precision|backends\.cud")
