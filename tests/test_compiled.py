@@ -11,7 +11,12 @@ import pytest
 
 from gpulint.cli import main
 from gpulint.frontends.python import FRONTEND
-from gpulint.frontends.python.compiled import compiled_code, graph_breaks, label
+from gpulint.frontends.python.compiled import (
+    compiled_code,
+    graph_break_sites,
+    graph_breaks,
+    label,
+)
 from gpulint.settings import Settings
 
 
@@ -100,6 +105,39 @@ def test_breaks_name_the_registry_kind():
     kinds = [(b.node.lineno, b.gb_id) for b in graph_breaks(file)]
     assert kinds == [(6, "GB0170"), (8, "GB0124"), (9, "GB0036"), (10, "GB0059"),
                      (11, "GB0036"), (11, "GB0033")]  # fmt: skip
+
+
+def test_sites_dynamo_handles_are_flagged_with_the_reason_and_left_out_of_breaks():
+    file = parse(
+        """
+        import torch
+        torch._dynamo.config.capture_scalar_outputs = True
+
+        @torch.compiler.disable
+        def log(x):
+            print(x)
+
+        @torch.compile
+        def f(x):
+            log(x)
+            n = x.sum().item()
+            if not torch.compiler.is_compiling():
+                print(n)
+            print(x.shape)
+            return x * n
+        """
+    )
+    flags = {
+        b.node.lineno: (b.gb_id, b.untraced, b.disabled, b.captured)
+        for b in graph_break_sites(file)
+    }
+    assert flags == {
+        7: ("GB0059", False, True, False),
+        12: ("GB0124", False, False, True),
+        14: ("GB0059", True, False, False),
+        15: ("GB0059", False, False, False),
+    }
+    assert [b.node.lineno for b in graph_breaks(file)] == [15]
 
 
 def test_is_compiling_guards_and_early_returns_hide_code_from_dynamo():

@@ -366,18 +366,23 @@ class _SkippedRules:
 
     def dynamic(self) -> list[bytes]:
         if self._dynamic is None:
-            from dataclasses import replace
-
-            from gpulint.hardware import table
-
-            some = replace(self.linter.settings, targets=(table().target("sm_90"),))
-            self._dynamic = [
-                t
-                for ref in self.refs
-                if not ref.static_triggers
-                for t in (self.linter._class(ref).trigger_bytes(some) or ())
-            ]
+            options = self.linter.settings.options
+            self._dynamic = []
+            for ref in self.refs:
+                if ref.static_triggers:
+                    continue
+                # From the registry where it knows (no rule import); else the rule is asked.
+                known = ref.triggers_with_targets(options)
+                self._dynamic += known if known is not None else self._ask(ref)
         return self._dynamic
+
+    def _ask(self, ref) -> tuple[bytes, ...]:
+        from dataclasses import replace
+
+        from gpulint.hardware import table
+
+        some = replace(self.linter.settings, targets=(table().target("sm_90"),))
+        return self.linter._class(ref).trigger_bytes(some) or ()
 
 
 # -- one run -----------------------------------------------------------------------------------

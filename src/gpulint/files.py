@@ -44,15 +44,21 @@ class _NamePatterns:
     """`match_file` of a spec whose every pattern is a plain name (`_NAME_PATTERN`), as
     pathspec's GitIgnoreSpec answers it, without importing pathspec (a third of a warm run's
     imports): a name matches a path component, anywhere; with a trailing slash, a folder's
-    (a path below it, or the folder named with its slash). tests/test_files.py holds it to
+    (a path below it, or the folder named with its slash). tests/test_files_walk.py holds it to
     pathspec's answers."""
 
-    def __init__(self, regex: re.Pattern[str]) -> None:
-        self.regex = regex
+    def __init__(
+        self, names: frozenset[str], folders: frozenset[str], wild: re.Pattern[str] | None
+    ) -> None:
+        # The literal patterns, any entry's and folders' only, and the wildcard ones as one
+        # anchored match of a component (a folder's with its slash).
+        self.names, self.folders, self.wild = names, folders, wild
 
     @classmethod
     def over(cls, lines: list[str]) -> _NamePatterns | None:
-        parts = []
+        names: set[str] = set()
+        folders: set[str] = set()
+        wild: list[str] = []
         for line in lines:
             if not line or line.startswith("#"):
                 continue
@@ -64,10 +70,14 @@ class _NamePatterns:
             body = "".join(
                 "[^/]*" if c == "*" else "[^/]" if c == "?" else re.escape(c) for c in name
             )
-            parts.append(f"(?:^|/){body}" + ("/" if slash else "(?:/|$)"))
-        if not parts:
+            if "*" in name or "?" in name:
+                wild.append(f"{body}/" if slash else f"{body}/?")
+            else:
+                (folders if slash else names).add(name)
+        if not (names or folders or wild):
             return None
-        return cls(re.compile("|".join(parts)))
+        one = re.compile("|".join(f"(?:{w})" for w in wild)) if wild else None
+        return cls(frozenset(names), frozenset(folders), one)
 
     def match_file(self, file: str) -> bool:  # a relative path, as pathspec's match_file
         file = file.replace(os.sep, "/")
@@ -75,7 +85,20 @@ class _NamePatterns:
             file = file[1:]
         elif file.startswith("./"):
             file = file[2:]
-        return bool(file) and self.regex.search(file) is not None
+        if not file:
+            return False
+        # A plain name pattern matches a path where it matches one of its components (every
+        # component but the last is a folder; the last is one when the path ends with a slash).
+        trailing = file.endswith("/")
+        parts = (file[:-1] if trailing else file).split("/")
+        last = len(parts) - 1
+        for i, name in enumerate(parts):
+            folder = i < last or trailing
+            if name in self.names or (folder and name in self.folders):
+                return True
+            if self.wild is not None and self.wild.fullmatch(name + "/" if folder else name):
+                return True
+        return False
 
 
 class _OneRegex:

@@ -79,12 +79,31 @@ class _Reads:
     """Settings that note what a rule's `gates` read of them: the option tables asked through
     `option()`, or anything else (then the gates are asked at run time, never assumed)."""
 
-    def __init__(self) -> None:
+    def __init__(self, targets: tuple = ()) -> None:
         from gpulint.settings import Settings
 
         self.tables: set[str] = set()
         self.other = False
         reads = self
+
+        class Options(dict):
+            """No table is set; a table looked up is noted (`settings.options.get(name)`)."""
+
+            def get(self, table: str, default: Any = None) -> Any:
+                reads.tables.add(table)
+                return default
+
+            def __contains__(self, table: object) -> bool:
+                reads.tables.add(str(table))
+                return False
+
+            def __getitem__(self, table: str) -> Any:
+                reads.tables.add(table)
+                raise KeyError(table)
+
+            def __iter__(self):  # the whole mapping: more than named tables
+                reads.other = True
+                return super().__iter__()
 
         class Recording(Settings):
             def option(self, table: str, key: str, default: Any = None) -> Any:
@@ -92,11 +111,13 @@ class _Reads:
                 return default  # no table is set here
 
             def __getattribute__(self, name: str) -> Any:
-                if name in ("targets", "options", "evidence", "projects"):
+                if name == "options":
+                    return Options()
+                if name in ("targets", "evidence", "projects"):
                     reads.other = True
                 return super().__getattribute__(name)
 
-        self.settings = Recording()
+        self.settings = Recording(targets=targets)
 
 
 def _gates(rule: type[Rule]) -> tuple[dict[str, list[list[str]]], list[str] | None]:
@@ -147,6 +168,15 @@ def render() -> str:
         if static_triggers:
             entry["triggers"] = list(rule.triggers)
             entry["requires"] = list(rule.requires)
+        elif entry["needs_targets"]:
+            # For the note on rules skipped for want of targets: the triggers it would have
+            # with a target, and the option tables they read (the note imports the rule only
+            # where one of those is configured).
+            recorded = _Reads(some.targets)
+            triggers = rule.trigger_bytes(recorded.settings)
+            if not recorded.other:
+                entry["target_triggers"] = [t.decode("utf-8", "surrogateescape") for t in triggers]
+                entry["target_trigger_reads"] = sorted(recorded.tables)
         rules.append(entry)
     fronts = []
     for frontend in frontends():
@@ -208,6 +238,19 @@ class RuleRef:
     # (None: more than option tables)
     gates: tuple[tuple[str, tuple[bytes, ...], tuple[bytes, ...]], ...]
     gate_reads: tuple[str, ...] | None
+    # needs_targets without static triggers: `trigger_bytes` with a target, and the option
+    # tables it reads (None: not known, ask the rule)
+    target_triggers: tuple[bytes, ...] | None = None
+    target_trigger_reads: tuple[str, ...] = ()
+
+    def triggers_with_targets(self, options: dict) -> tuple[bytes, ...] | None:
+        """`trigger_bytes` under settings with these options and a target, when the index
+        knows it; None: ask the rule."""
+        if self.target_triggers is None:
+            return None
+        if any(table in options for table in self.target_trigger_reads):
+            return None
+        return self.target_triggers
 
     def gates_for(self, language: str, options: dict) -> tuple[tuple, tuple] | None:
         """`rule.gates(language, settings)` for settings with these options, when the index
@@ -311,6 +354,8 @@ def _parse(data: dict) -> Registry:
                 for lang, (tr, rq) in e["gates"].items()
             ),
             None if e["gate_reads"] is None else tuple(e["gate_reads"]),
+            tuple(_b(t) for t in e["target_triggers"]) if "target_triggers" in e else None,
+            tuple(e.get("target_trigger_reads", ())),
         )
         for e in data["rules"]
     )

@@ -119,16 +119,29 @@ class _Worker:
 
     def close(self) -> None:
         """Let the worker finish and exit (its pipe closes), reap it; kill a stuck one."""
+        self.hang_up()
+        self.reap(time.monotonic() + 2.0)
+
+    def hang_up(self) -> None:
+        """Close the worker's line: it exits at once if idle (its next read ends)."""
         self.conn.close()
-        deadline = time.monotonic() + 2.0
-        while time.monotonic() < deadline:
+
+    def reap(self, deadline: float) -> None:
+        """Wait for the hung-up worker to exit, until `deadline`; then kill it. Polled with
+        short, growing naps: an idle worker exits within a millisecond or so of its hang-up,
+        and a fixed 10 ms nap cost each run that much per worker (workers are reaped in turn)."""
+        nap = 0.0002
+        while True:
             try:
                 done, _ = os.waitpid(self.pid, os.WNOHANG)
             except ChildProcessError:
                 return
             if done:
                 return
-            time.sleep(0.01)
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(nap)
+            nap = min(nap * 2, 0.01)
         self.kill()
 
 
@@ -205,11 +218,16 @@ class Supervisor:
         return next(self.map(func, [args], budget))[1]
 
     def close(self) -> None:
-        for worker in list(self._all):
+        # Every idle worker is hung up before any is waited for: they exit side by side.
+        idle = [w for w in self._all if w in self._idle]
+        for worker in self._all:
             if worker in self._idle:
-                worker.close()
+                worker.hang_up()
             else:
                 worker.kill()
+        deadline = time.monotonic() + 2.0
+        for worker in idle:
+            worker.reap(deadline)
         self._all.clear()
         self._idle.clear()
 

@@ -162,7 +162,7 @@ def declared_range(root: str) -> TorchRange | None:
     sources: list[str] = []
     for name in _DEPENDENCY_FILES:
         data = read_side(os.path.join(root, name), _MAX_BYTES)
-        if not data:
+        if not data or b"torch" not in data:  # (nothing to parse: no tomllib import)
             continue
         for spec in _specifiers(name, data.decode("utf-8", "replace")):
             clauses.append(spec)

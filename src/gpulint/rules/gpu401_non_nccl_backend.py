@@ -4,7 +4,7 @@ import re
 from gpulint.diagnostics import Severity
 from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.names import has_star_kwargs, keyword
-from gpulint.rule import Rule
+from gpulint.rule import Exemption, Rule
 
 _TRAINS = re.compile(r"\.backward\(|DistributedDataParallel|FullyShardedDataParallel|fully_shard\(")
 _DEVICE_TEST = ("is_available", "mps", "cpu", "device_type", "device.type", "backend")
@@ -20,10 +20,11 @@ class NonNcclBackend(Rule):
     """
     ## What it does
     Finds `torch.distributed.init_process_group` with the `gloo` or `mpi` backend, or with no
-    backend, in a module that trains on CUDA. Explicit CPU fallbacks
-    (`"nccl" if torch.cuda.is_available() else "gloo"`), backends from variables, device-mapped
-    backends (`"cpu:gloo,cuda:nccl"`) and extra gloo groups made with `new_group` for object
-    collectives are left alone.
+    backend, in a module that trains on CUDA (it calls `backward()` or wraps a model in DDP or
+    FSDP). The backend is judged where it is written as a string literal: one chosen at run
+    time (a variable, an option, `"nccl" if torch.cuda.is_available() else "gloo"`) is the
+    author's choice. Only the default group is judged: extra gloo groups made with `new_group`
+    for object collectives are not.
 
     ## Why is this bad?
     NCCL is the collective library built for NVIDIA GPUs: it moves gradients GPU-to-GPU over
@@ -45,6 +46,9 @@ class NonNcclBackend(Rule):
     model = DDP(model.cuda(local_rank), device_ids=[local_rank])
     ```
 
+    ## Known problems
+    A backend per device is not read further: `"cuda:gloo"` goes unreported.
+
     ## References
     - [Distributed communication package: which backend to use?](https://docs.pytorch.org/docs/stable/distributed.html#which-backend-to-use)
     - [PyTorch distributed overview](https://docs.pytorch.org/tutorials/beginner/dist_overview.html)
@@ -57,6 +61,46 @@ class NonNcclBackend(Rule):
     triggers = ("init_process_group",)
     message = '`{backend}` backend in CUDA training: collectives go through host memory; use `backend="nccl"`'
     tags = ("distributed",)
+
+    EXEMPTIONS = (
+        Exemption(
+            "test-code",
+            "Tests: unit tests run collectives on the CPU with gloo on purpose (CI runners have "
+            "no GPU).",
+            'import torch\nimport torch.distributed as dist\ndist.init_process_group("gloo")\n'
+            "loss = model(x.cuda()).sum()\nloss.backward()\n",
+            filename="tests/test_distributed.py",
+        ),
+        Exemption(
+            "no-training",
+            "A CUDA module that neither calls `backward()` nor wraps a model in DDP or FSDP (an "
+            "inference or evaluation script): its collectives carry no gradients.",
+            'import torch\nimport torch.distributed as dist\ndist.init_process_group("gloo")\n'
+            "with torch.no_grad():\n    out = model(x.cuda())\n",
+        ),
+        Exemption(
+            "device-or-platform-branch",
+            "A call in an `if` chosen by the device or the platform (`if "
+            'torch.cuda.is_available(): ... else: init_process_group("gloo")`, `if '
+            'sys.platform == "win32":`): an explicit fallback where NCCL is missing.',
+            fixture="python/gpu401_silent_platform_guard.py",
+        ),
+        Exemption(
+            "kwargs-may-set-it",
+            "No backend, but `**kwargs` that may hold one.",
+            "import torch\nimport torch.distributed as dist\n"
+            "dist.init_process_group(**cfg.dist_kwargs)\nloss = model(x.cuda()).sum()\n"
+            "loss.backward()\n",
+        ),
+        Exemption(
+            "device-mapped-backend",
+            'A backend per device (`"cpu:gloo,cuda:nccl"`): gloo for the CPU tensors, NCCL '
+            "for the CUDA ones.",
+            "import torch\nimport torch.distributed as dist\n"
+            'dist.init_process_group(backend="cpu:gloo,cuda:nccl")\n'
+            "loss = model(x.cuda()).sum()\nloss.backward()\n",
+        ),
+    )
 
     VALID = [
         """
@@ -81,17 +125,16 @@ loss.backward()
     ]
 
     def visit_Call(self, node: ast.Call, file: PythonFile):
-        # Unit tests run collectives on the CPU with gloo on purpose (CI runners have no GPU).
-        if file.qualname(node) not in _INIT or file.is_test:
+        if file.qualname(node) not in _INIT or self.exempt("test-code", file.is_test):
             return
-        if not file.uses_cuda or not _TRAINS.search(file.text):
+        if not file.uses_cuda or self.exempt("no-training", not _TRAINS.search(file.text)):
             return
-        if _in_device_branch(node, file):
-            return  # `if torch.cuda.is_available(): ... else: init_process_group("gloo")`
+        if self.exempt("device-or-platform-branch", _in_device_branch(node, file)):
+            return
         backend = keyword(node, "backend")
         value = backend.value if backend else (node.args[0] if node.args else None)
         if value is None:
-            if has_star_kwargs(node):
+            if self.exempt("kwargs-may-set-it", has_star_kwargs(node)):
                 return
             yield self.report(
                 file,
@@ -104,8 +147,13 @@ loss.backward()
             return
         if isinstance(value, ast.Constant) and isinstance(value.value, str):
             name = value.value.lower()
-            if "nccl" not in name and name in {"gloo", "mpi", "ucc"}:
-                yield self.report(file, value, backend=value.value)
+            # "gloo", or "cpu:gloo,cuda:nccl": a backend for each device
+            backends = {part.rpartition(":")[2] for part in name.split(",")}
+            if not backends & {"gloo", "mpi", "ucc"}:
+                return
+            if self.exempt("device-mapped-backend", ":" in name or "," in name):
+                return
+            yield self.report(file, value, backend=value.value)
 
 
 def _in_device_branch(node, file: PythonFile) -> bool:

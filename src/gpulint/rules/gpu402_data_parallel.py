@@ -2,7 +2,7 @@ import ast
 
 from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.training import forward_only
-from gpulint.rule import Rule
+from gpulint.rule import Exemption, Rule
 
 _DATA_PARALLEL = {
     "torch.nn.DataParallel",
@@ -17,8 +17,8 @@ class DataParallel(Rule):
     """
     ## What it does
     Finds `torch.nn.DataParallel(model)` (and the functional `data_parallel`), through any import
-    or alias, where the wrapped model is trained. `isinstance(model, nn.DataParallel)` checks,
-    code in tests and models that only run forward passes are left alone (see Known problems).
+    or alias, where the wrapped model is trained. Only calls are judged: `isinstance(model,
+    nn.DataParallel)` checks are not.
 
     ## Why is this bad?
     `DataParallel` runs one Python process that drives every GPU from threads: each step it
@@ -43,16 +43,10 @@ class DataParallel(Rule):
     ```
 
     ## Known problems
-    Inference across GPUs is left alone: the functional `data_parallel(net, inputs)` under
-    `torch.no_grad()` or `torch.inference_mode()`, a model put in eval mode where it is built
-    (`DataParallel(FAN(path).eval())`, a frozen Inception network for FID wrapped after
-    `net.eval()`) and never put back with `.train()`, and, in a module that neither calls
-    backward nor steps an optimizer (here or in a function it calls that the analysis
-    resolves), a wrapper put in eval mode or only ever called. Without gradients there is
-    nothing for DistributedDataParallel to reduce or overlap, and a one-process split of the
-    batch is the simple way to use several GPUs for a one-off evaluation. A builder that
-    returns the wrapper for a caller to train keeps the finding. Vendored copies of metric
-    packages are left to the file discovery's vendored-code rules.
+    Inference is told from training within the module (and the functions it calls that the
+    analysis resolves): a builder that returns the wrapper for a caller to train keeps the
+    finding. Vendored copies of metric packages are left to the file discovery's vendored-code
+    rules.
 
     ## References
     - [DataParallel (PyTorch docs: use DistributedDataParallel instead)](https://docs.pytorch.org/docs/stable/generated/torch.nn.DataParallel.html)
@@ -70,6 +64,28 @@ class DataParallel(Rule):
     )
     tags = ("distributed",)
 
+    EXEMPTIONS = (
+        Exemption(
+            "test-code",
+            "Tests: a test wraps a model to check that it runs, not to train it.",
+            "import torch\nmodel = torch.nn.DataParallel(model).cuda()\n",
+            filename="tests/test_model.py",
+        ),
+        Exemption(
+            "inference-only",
+            "Inference across GPUs: the functional `data_parallel(net, inputs)` under "
+            "`torch.no_grad()` or `torch.inference_mode()`, a model put in eval mode where it is "
+            "built (`DataParallel(FAN(path).eval())`, a frozen Inception network for FID wrapped "
+            "after `net.eval()`) and never put back with `.train()`, and, in a module that "
+            "neither calls backward nor steps an optimizer (here or in a function it calls that "
+            "the analysis resolves), a wrapper put in eval mode or only ever called. Without "
+            "gradients there is nothing for DistributedDataParallel to reduce or overlap, and a "
+            "one-process split of the batch is the simple way to use several GPUs for a one-off "
+            "evaluation.",
+            fixture="python/gpu402_silent_inference_only.py",
+        ),
+    )
+
     VALID = [
         "import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
         "model = DDP(model.cuda(rank), device_ids=[rank])\n",
@@ -83,12 +99,12 @@ class DataParallel(Rule):
     ]
 
     def visit_Call(self, node: ast.Call, file: PythonFile):
-        if file.is_test:
-            return
         qualified = file.qualname(node)
-        if qualified not in _DATA_PARALLEL:
+        if qualified not in _DATA_PARALLEL or self.exempt("test-code", file.is_test):
             return
         func = qualified.rsplit(".", 1)[1]
-        if forward_only(file, node, runs_now=func == "data_parallel"):
-            return  # inference across GPUs: no gradients to reduce, nothing DDP would overlap
+        if self.exempt(
+            "inference-only", forward_only(file, node, runs_now=func == "data_parallel")
+        ):
+            return
         yield self.report(file, node, func=func)

@@ -3,7 +3,7 @@ import re
 
 from gpulint.diagnostics import Severity
 from gpulint.frontends.python.file import PythonFile
-from gpulint.rule import Rule
+from gpulint.rule import Exemption, Rule
 
 _LAUNCH = "torch.distributed.launch"
 _DASH_M = re.compile(r"-m\s+torch\.distributed\.launch\b")
@@ -26,12 +26,10 @@ class DistributedLaunch(Rule):
     `--local_rank` / `--local-rank` argument with argparse, which only that launcher passes.
     The same `python -m torch.distributed.launch` command is found in shell scripts, YAML
     `run:` blocks and the shell code blocks of Markdown guides (fenced blocks labelled `bash`,
-    `sh`, `console` or unlabelled; `$ ` prompts dropped). Help texts, log messages and docstrings that
-    merely mention the launcher are left alone, and so is `--local_rank` in a script started by
-    DeepSpeed's launcher (which passes it too) or added under a PyTorch version check.
+    `sh`, `console` or unlabelled; `$ ` prompts dropped).
 
-    A project that declares only torch releases before 1.10, which have no `torchrun`, is left
-    alone.
+    A project that declares only torch releases before 1.10, which have no `torchrun`, is not
+    checked.
 
     ## Why is this bad?
     `torch.distributed.launch` is deprecated in favour of `torchrun`, which sets `LOCAL_RANK`,
@@ -69,6 +67,27 @@ class DistributedLaunch(Rule):
         '`int(os.environ["LOCAL_RANK"])`'
     )
     tags = ("distributed",)
+
+    EXEMPTIONS = (
+        Exemption(
+            "describing-text",
+            "A docstring, a `help=` text, or the message of a print, a log call, a warning or an "
+            "exception that merely mentions the launcher: it describes, it does not run it.",
+            'def main():\n    """Run with python -m torch.distributed.launch (deprecated)."""\n',
+        ),
+        Exemption(
+            "old-torch-shim",
+            "A launcher command or a `--local_rank` argument under a PyTorch version check (`if "
+            "torch_version < (1, 10):`): it serves releases that had no `torchrun`, on purpose.",
+            fixture="python/gpu403_silent_version_guarded_local_rank.py",
+        ),
+        Exemption(
+            "other-launcher",
+            "`--local_rank` in a script started by DeepSpeed's launcher (`import deepspeed`, "
+            "`deepspeed.add_config_arguments`), which passes it too.",
+            fixture="python/gpu403_silent_other_launchers.py",
+        ),
+    )
 
     VALID = [
         'import os\nlocal_rank = int(os.environ["LOCAL_RANK"])\n',
@@ -113,7 +132,9 @@ class DistributedLaunch(Rule):
     def visit_Constant(self, node: ast.Constant, file: PythonFile):
         if not isinstance(node.value, str) or "torch.distributed.launch" not in node.value:
             return
-        if self._describes(node, file) or self._behind_version_check(node, file):
+        if self.exempt("describing-text", self._describes(node, file)) or self.exempt(
+            "old-torch-shim", self._behind_version_check(node, file)
+        ):
             return
         if _DASH_M.search(node.value):
             yield self.report(file, node)
@@ -174,9 +195,9 @@ class DistributedLaunch(Rule):
         flag = next((f for f in flags if f in _LOCAL_RANK_FLAGS), None)
         if flag is None:
             return
-        # DeepSpeed's launcher (and others built on it) pass `--local_rank` too; under a PyTorch
-        # version check the argument serves the old launcher on purpose.
-        if _OTHER_LAUNCHER.search(file.text) or self._behind_version_check(node, file):
+        if self.exempt("other-launcher", _OTHER_LAUNCHER.search(file.text)) or self.exempt(
+            "old-torch-shim", self._behind_version_check(node, file)
+        ):
             return
         required = next((k.value for k in node.keywords if k.arg == "required"), None)
         # Reading LOCAL_RANK too makes the argument a harmless leftover; requiring it breaks torchrun.

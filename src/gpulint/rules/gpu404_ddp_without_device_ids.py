@@ -4,7 +4,7 @@ import re
 from gpulint.diagnostics import Severity
 from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.names import has_star_kwargs, keyword
-from gpulint.rule import Rule
+from gpulint.rule import Exemption, Rule
 
 _DDP = {
     "torch.nn.parallel.DistributedDataParallel",
@@ -20,9 +20,7 @@ class DdpWithoutDeviceIds(Rule):
     """
     ## What it does
     Finds `DistributedDataParallel(model)` built without `device_ids` in a module that runs on
-    CUDA. Left alone: modules that never use CUDA, models placed on the CPU, calls inside a
-    branch chosen by the device (`if torch.cuda.is_available(): ... else: DDP(model)`), and calls
-    that pass `**kwargs` (which may hold `device_ids`).
+    CUDA (modules that never use CUDA are not checked).
 
     ## Why is this bad?
     In the one-GPU-per-process pattern, `device_ids=[local_rank]` tells DDP which single device
@@ -60,6 +58,38 @@ class DdpWithoutDeviceIds(Rule):
     )
     tags = ("distributed",)
 
+    EXEMPTIONS = (
+        Exemption(
+            "test-code",
+            "Tests: a test wraps a model to check DDP's behaviour, not to train on a GPU per "
+            "process.",
+            "import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+            "model = DDP(model.cuda(local_rank))\n",
+            filename="tests/test_ddp.py",
+        ),
+        Exemption(
+            "kwargs-may-set-it",
+            "A call that passes `**kwargs`, which may hold `device_ids`.",
+            "import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+            "model = DDP(model.cuda(), **ddp_kwargs)\n",
+        ),
+        Exemption(
+            "model-on-cpu",
+            'A model placed on the CPU (`DDP(model.cpu())`, `model = model.to("cpu")` earlier '
+            "in the function): CPU replicas take no `device_ids`.",
+            "import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+            "x = x.cuda()\nmodel = DDP(model.cpu())\n",
+        ),
+        Exemption(
+            "device-branch",
+            "A call in a branch chosen by the device (`if torch.cuda.is_available(): ... else: "
+            "DDP(model)`): the other side is CPU DDP, where `device_ids` must be None.",
+            "import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+            "if torch.cuda.is_available():\n    model = DDP(model.cuda(r), device_ids=[r])\n"
+            "else:\n    model = DDP(model)\n",
+        ),
+    )
+
     VALID = [
         "import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
         "model = DDP(model.cuda(rank), device_ids=[rank])\n",
@@ -80,7 +110,7 @@ class DdpWithoutDeviceIds(Rule):
     ]
 
     def visit_Call(self, node: ast.Call, file: PythonFile):
-        if file.is_test or file.qualname(node) not in _DDP:
+        if file.qualname(node) not in _DDP or self.exempt("test-code", file.is_test):
             return
         if (
             not file.uses_cuda
@@ -89,7 +119,9 @@ class DdpWithoutDeviceIds(Rule):
             and keyword(node, "module") is None
         ):
             return
-        if keyword(node, "device_ids") is not None or has_star_kwargs(node):
+        if keyword(node, "device_ids") is not None:
+            return
+        if self.exempt("kwargs-may-set-it", has_star_kwargs(node)):
             return
         given = keyword(node, "module")
         if node.args:
@@ -98,13 +130,20 @@ class DdpWithoutDeviceIds(Rule):
             module = given.value
         else:
             return  # neither (ruled out above)
-        if _CPU.search(file.segment(module)) or self._model_on_cpu(module, node, file):
+        if self.exempt(
+            "model-on-cpu",
+            _CPU.search(file.segment(module)) or self._model_on_cpu(module, node, file),
+        ):
             return
-        for parent in file.ancestors(node):
-            if isinstance(parent, (ast.If, ast.IfExp)) and _DEVICE_TEST.search(
-                file.segment(parent.test)
-            ):
-                return
+        if self.exempt(
+            "device-branch",
+            any(
+                isinstance(parent, (ast.If, ast.IfExp))
+                and _DEVICE_TEST.search(file.segment(parent.test))
+                for parent in file.ancestors(node)
+            ),
+        ):
+            return
         yield self.report(file, node)
 
     @staticmethod

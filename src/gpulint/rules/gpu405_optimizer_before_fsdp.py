@@ -3,7 +3,7 @@ import ast
 from gpulint.diagnostics import Severity
 from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.names import keyword
-from gpulint.rule import Rule
+from gpulint.rule import Exemption, Rule
 
 _WRAPPERS = (".FullyShardedDataParallel", ".fully_shard")
 _PARAM_METHODS = {"parameters", "named_parameters"}
@@ -41,7 +41,7 @@ class OptimizerBeforeFsdp(Rule):
     ## What it does
     Finds an optimizer built from a model's parameters (`torch.optim.AdamW(model.parameters())`)
     before that same model is wrapped by `FullyShardedDataParallel(model)` or `fully_shard(model)`
-    later in the same function. Optimizers built after wrapping are left alone.
+    later in the same function.
 
     ## Why is this bad?
     FSDP replaces the module's parameters when it wraps it: FSDP1 flattens them into sharded
@@ -77,6 +77,18 @@ class OptimizerBeforeFsdp(Rule):
         "line {line}: it holds the unsharded parameters; build the optimizer after wrapping"
     )
     tags = ("distributed", "memory")
+
+    EXEMPTIONS = (
+        Exemption(
+            "optimizer-rebuilt-after-wrap",
+            "An optimizer built before the wrap and built again after it (a default replaced "
+            "once the model is sharded): the one that steps holds the sharded parameters.",
+            "import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+            "def setup(model):\n    opt = torch.optim.AdamW(model.parameters())\n"
+            "    model = FSDP(model)\n    opt = torch.optim.AdamW(model.parameters())\n"
+            "    return model, opt\n",
+        ),
+    )
 
     VALID = [
         "import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
@@ -134,8 +146,10 @@ class OptimizerBeforeFsdp(Rule):
         if not wraps:
             return
         wrap = min(wraps, key=lambda c: (c.lineno, c.col_offset))
-        # An optimizer built again after the wrap replaces the first one.
-        if any((c.lineno, c.col_offset) > (wrap.lineno, wrap.col_offset) for c in rebuilt):
+        if self.exempt(
+            "optimizer-rebuilt-after-wrap",
+            any((c.lineno, c.col_offset) > (wrap.lineno, wrap.col_offset) for c in rebuilt),
+        ):
             return
         wrapper = (file.qualname(wrap) or "").rsplit(".", 1)[-1]
         yield self.report(file, node, model=name, wrapper=wrapper, line=wrap.lineno)

@@ -4,7 +4,7 @@ import re
 from gpulint.frontends.python.devices import BARE, INDEXED, UNKNOWN, placements
 from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.names import has_star_kwargs, keyword
-from gpulint.rule import Rule
+from gpulint.rule import Exemption, Rule
 
 _INIT = {
     "torch.distributed.init_process_group",
@@ -23,9 +23,7 @@ class ProcessGroupWithoutDevice(Rule):
     in a module that never says which GPU each process owns: no `torch.cuda.set_device(...)`,
     no `device_id=` on the call, and every tensor and model placed with a bare `.cuda()`,
     `"cuda"`, `"cuda:0"` or `torch.device("cuda")`, none by rank (`.cuda(local_rank)`,
-    `f"cuda:{local_rank}"`). Left alone: modules that place anything by rank or through a value
-    they do not spell (`.to(args.device)`), and modules that read launcher bindings
-    (`CUDA_VISIBLE_DEVICES`, `SLURM_*` variables), where each process may see only its own GPU.
+    `f"cuda:{local_rank}"`).
 
     ## Why is this bad?
     Under `torchrun` every process of a host sees all of its GPUs, and the current device of
@@ -69,6 +67,46 @@ class ProcessGroupWithoutDevice(Rule):
     tier = "preview"
     bench = "device-per-rank"
 
+    EXEMPTIONS = (
+        Exemption(
+            "test-code",
+            "Tests: a test's process group runs on whatever GPU the test machine has.",
+            "import torch\nimport torch.distributed as dist\n"
+            "dist.init_process_group(backend='nccl')\nmodel = Net().cuda()\n",
+            filename="tests/test_distributed.py",
+        ),
+        Exemption(
+            "launcher-binds-gpu",
+            "A module that reads launcher bindings (`CUDA_VISIBLE_DEVICES`, `SLURM_*` variables, "
+            "`--gpus-per-task`): each process may see only its own GPU, and its GPU 0 is right.",
+            "import os, torch\nimport torch.distributed as dist\n"
+            "os.environ['CUDA_VISIBLE_DEVICES'] = os.environ['LOCAL_RANK']\n"
+            "dist.init_process_group('nccl')\nmodel = Net().cuda()\n",
+        ),
+        Exemption(
+            "kwargs-may-set-it",
+            "A process group built with `**kwargs`, which may hold `device_id=` or the backend.",
+            "import torch\nimport torch.distributed as dist\n"
+            "dist.init_process_group(**dist_kwargs)\nmodel = Net().cuda()\n",
+        ),
+        Exemption(
+            "places-by-rank",
+            'A module that places anything by rank (`.cuda(local_rank)`, `f"cuda:{rank}"`, '
+            '`torch.device("cuda", rank)`): it knows which GPU each process owns.',
+            "import torch\nimport torch.distributed as dist\ndef main(rank):\n"
+            "    dist.init_process_group('nccl', rank=rank, world_size=2)\n"
+            "    model = Net().to(f'cuda:{rank}')\n    buf = torch.zeros(8).cuda()\n",
+        ),
+        Exemption(
+            "device-from-value",
+            "A module that places tensors through a value it does not spell (`.to(args.device)`, "
+            "a device handed in): that value may hold the rank.",
+            "import torch\nimport torch.distributed as dist\n"
+            "dist.init_process_group('nccl')\nmodel = Net().to(args.device)\n"
+            "buf = torch.zeros(8).cuda()\n",
+        ),
+    )
+
     VALID = [
         "import os, torch\nimport torch.distributed as dist\n"
         "torch.cuda.set_device(int(os.environ['LOCAL_RANK']))\n"
@@ -93,14 +131,24 @@ class ProcessGroupWithoutDevice(Rule):
     ]
 
     def finish(self, file: PythonFile):
-        if file.is_test or _BOUND_BY_LAUNCHER.search(file.text):
+        if self.exempt("test-code", file.is_test) or self.exempt(
+            "launcher-binds-gpu", _BOUND_BY_LAUNCHER.search(file.text)
+        ):
             return
-        inits = [c for c in file.model.calls_to(*_INIT) if _nccl(c)]
+        inits = [
+            c
+            for c in file.model.calls_to(*_INIT)
+            if _nccl(c) and not self.exempt("kwargs-may-set-it", has_star_kwargs(c))
+        ]
         if not inits or file.model.calls_to(*_SET_DEVICE):
             return
         placed = placements(file)
         kinds = {kind for _, kind in placed}
-        if BARE not in kinds or INDEXED in kinds or UNKNOWN in kinds:
+        if BARE not in kinds:
+            return
+        if self.exempt("places-by-rank", INDEXED in kinds):
+            return
+        if self.exempt("device-from-value", UNKNOWN in kinds):
             return
         first = next(node for node, kind in placed if kind == BARE)
         for call in inits:
@@ -110,8 +158,9 @@ class ProcessGroupWithoutDevice(Rule):
 
 
 def _nccl(call: ast.Call) -> bool:
-    """NCCL, named or by default, and no `device_id=` (which binds the group to a GPU)."""
-    if keyword(call, "device_id") is not None or has_star_kwargs(call):
+    """NCCL, named or by default, and no `device_id=` (which binds the group to a GPU); the
+    caller sets aside a call with `**kwargs`, which may hold either."""
+    if keyword(call, "device_id") is not None:
         return False
     backend = call.args[0] if call.args else getattr(keyword(call, "backend"), "value", None)
     if backend is None:

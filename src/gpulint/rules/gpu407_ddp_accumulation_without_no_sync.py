@@ -12,7 +12,7 @@ from gpulint.frontends.python.wrappers import (
     wrapped_kinds,
     wraps,
 )
-from gpulint.rule import Rule
+from gpulint.rule import Exemption, Rule
 
 
 class DdpAccumulationWithoutNoSync(Rule):
@@ -23,13 +23,10 @@ class DdpAccumulationWithoutNoSync(Rule):
     optimizer steps only every few, either under an accumulation test (`if (i + 1) % accum ==
     0: optimizer.step()`, or `if i % accum != 0: continue` before it) or after an inner loop
     over micro-batches, and that never turns DDP's gradient synchronisation off for the
-    non-final micro-steps. Left alone: files that use `model.no_sync()` (also handed around as
-    a context), set `require_backward_grad_sync`, or let accelerate decide
-    (`accelerator.accumulate(model)`, `accelerator.no_sync(model)`); backward passes through an
-    engine (`engine.backward(loss)`: DeepSpeed, accelerate); models wrapped by FSDP or
-    DeepSpeed, not DDP; a process group built with `world_size=1`; an accumulation count
-    written as the literal 1. An accumulation count whose option defaults to 1 still fires:
-    the code is written to accumulate, and does so slowly whenever asked to. The model may be
+    non-final micro-steps. Only models wrapped by DDP are judged, not by FSDP or DeepSpeed; an
+    accumulation count written as the literal 1 is no accumulation. An accumulation count
+    whose option defaults to 1 still fires: the code is written to accumulate, and does so
+    slowly whenever asked to. The model may be
     wrapped in another module of the checked tree and passed in (`train_one_epoch(model=
     ddp_model)` in train.py, the loop in train_utils.py): the finding names that call.
 
@@ -65,6 +62,10 @@ class DdpAccumulationWithoutNoSync(Rule):
             optimizer.zero_grad()
     ```
 
+    ## Known problems
+    A loop whose accumulation-gated step comes before the backward of the same iteration (`if i
+    % accum == 0: optimizer.step()` at the top of the body) is not reported.
+
     ## References
     - [DistributedDataParallel.no_sync](https://docs.pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html#torch.nn.parallel.DistributedDataParallel.no_sync)
     - [PyTorch Distributed: Experiences on Accelerating Data Parallel Training (VLDB 2020), section 3.2.4 "Gradient Accumulation"](https://arxiv.org/abs/2006.15704)
@@ -87,6 +88,51 @@ class DdpAccumulationWithoutNoSync(Rule):
     bench = "ddp-no-sync"
 
     _DDP_IMPORT = "import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+    _ACCUMULATING = (
+        "for i, x in enumerate(loader):\n    model(x.cuda()).sum().backward()\n"
+        "    if (i + 1) % accum == 0:\n        optimizer.step()\n"
+    )
+    EXEMPTIONS = (
+        Exemption(
+            "test-code",
+            "Tests: a test's loop runs a few micro-steps to check the gradients, not to train.",
+            _DDP_IMPORT + "model = DDP(model.cuda(), device_ids=[rank])\n" + _ACCUMULATING,
+            filename="tests/test_accumulation.py",
+        ),
+        Exemption(
+            "sync-turned-off",
+            "A file that turns DDP's all-reduce off for some backward passes itself: "
+            "`model.no_sync()` (also handed around as a context), `require_backward_grad_sync`, "
+            "accelerate deciding (`accelerator.accumulate(model)`, `accelerator.no_sync(model)`), "
+            "or a `*sync*` helper of another module used as a context (`with misc.ddp_sync(ddp, "
+            "last):`).",
+            fixture="python/gpu407_silent_require_grad_sync.py",
+        ),
+        Exemption(
+            "single-process",
+            "Every process group of the file built with `world_size=1` (a literal, or a name bound "
+            "only to one): one process, nothing to all-reduce with.",
+            _DDP_IMPORT + "import torch.distributed as dist\n"
+            'dist.init_process_group("nccl", rank=0, world_size=1)\n'
+            "model = DDP(model.cuda(), device_ids=[0])\n" + _ACCUMULATING,
+        ),
+        Exemption(
+            "engine-backward",
+            "Backward passes through an engine (`engine.backward(loss)`: DeepSpeed, accelerate), "
+            "which decides itself when gradients are reduced.",
+            _DDP_IMPORT + "model = DDP(model.cuda(), device_ids=[rank])\n"
+            "for i, x in enumerate(loader):\n    engine.backward(model(x.cuda()).sum())\n"
+            "    if (i + 1) % accum == 0:\n        optimizer.step()\n",
+        ),
+        Exemption(
+            "not-micro-batches",
+            "An inner loop that runs once (`range(1)`, a literal list of one) or goes over a "
+            "mapping's items or the parameters: not micro-batches, so nothing accumulates.",
+            _DDP_IMPORT + "model = DDP(model.cuda(), device_ids=[rank])\n"
+            "for step in range(max_steps):\n    for name, batch in batches.items():\n"
+            "        model(batch.cuda()).sum().backward()\n    optimizer.step()\n",
+        ),
+    )
     VALID = [
         # no_sync on the non-final micro-steps
         _DDP_IMPORT + "model = DDP(model.cuda(), device_ids=[rank])\n"
@@ -129,14 +175,21 @@ class DdpAccumulationWithoutNoSync(Rule):
     def _check(self, loop: ast.For | ast.While, file: PythonFile):
         # A file that wraps no model itself may still train one wrapped in another module
         # and passed in (`train_one_epoch(model=ddp_model)`): only with its project.
-        if file.is_test or (file.project is None and not any(w.kind == DDP for w in wraps(file))):
+        if self.exempt("test-code", file.is_test) or (
+            file.project is None and not any(w.kind == DDP for w in wraps(file))
+        ):
             return
-        if skips_grad_sync(file) or single_process(file):
+        if self.exempt("sync-turned-off", skips_grad_sync(file)) or self.exempt(
+            "single-process", single_process(file)
+        ):
             return
         nodes = list(own_nodes(loop))
         backward = self._every_iteration_backward(file, loop, nodes)
         if backward is None:
-            return
+            engine = self._every_iteration_backward(file, loop, nodes, engine=True)
+            if self.exempt("engine-backward", engine is not None) or engine is None:
+                return
+            backward = engine
         steps = [n for n in nodes if _optimizer_step(n)]
         if steps:
             step = next((s for s in steps if _accumulation_gate(file, s, loop)), None)
@@ -146,7 +199,7 @@ class DdpAccumulationWithoutNoSync(Rule):
                 return  # the step before the backward of the same iteration
         else:
             outer = _enclosing_loop(file, loop)
-            if outer is None or _known_single_trip(loop):
+            if outer is None or self.exempt("not-micro-batches", _known_single_trip(loop)):
                 return
             after = [
                 n for n in own_nodes(outer) if _optimizer_step(n) and position(n) > position(loop)
@@ -175,16 +228,16 @@ class DdpAccumulationWithoutNoSync(Rule):
 
     @staticmethod
     def _every_iteration_backward(
-        file: PythonFile, loop: ast.AST, nodes: list[ast.AST]
+        file: PythonFile, loop: ast.AST, nodes: list[ast.AST], *, engine: bool = False
     ) -> ast.Call | None:
-        """A `loss.backward()` (a tensor's: no engine's `backward(loss)`) of the loop's own
-        body that no test between it and the loop makes occasional."""
+        """A `loss.backward()` (a tensor's; `engine`: an engine's `backward(loss)` instead) of
+        the loop's own body that no test between it and the loop makes occasional."""
         for node in nodes:
             if (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Attribute)
                 and node.func.attr == "backward"
-                and not node.args
+                and bool(node.args) == engine
                 and not _under_if(file, node, loop)
             ):
                 return node

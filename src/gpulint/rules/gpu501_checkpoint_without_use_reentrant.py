@@ -4,7 +4,7 @@ from gpulint.diagnostics import Fix, Related
 from gpulint.frontends.python import edits
 from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.names import keyword
-from gpulint.rule import Invalid, Rule
+from gpulint.rule import Exemption, Invalid, Rule
 
 _CHECKPOINT = {"torch.utils.checkpoint.checkpoint", "torch.utils.checkpoint.checkpoint_sequential"}
 
@@ -13,11 +13,10 @@ class CheckpointWithoutUseReentrant(Rule):
     """
     ## What it does
     Finds `torch.utils.checkpoint.checkpoint` and `checkpoint_sequential` called without an
-    explicit `use_reentrant` argument. Calls that pass it, or pass `**kwargs` that may hold it,
-    are left alone; a `**kwargs` built in the file from a dict literal (`kw =
-    {"preserve_rng_state": True}`, `dict(...)`, either branch of `a if c else b`) and not changed
-    afterwards is read, and reported when none of its keys is `use_reentrant`. `*args` cannot
-    hold it for `checkpoint`, whose `use_reentrant` is keyword-only.
+    explicit `use_reentrant` argument. A `**kwargs` built in the file from a dict literal (`kw =
+    {"preserve_rng_state": True}`, `dict(...)`, either branch of `a if c else b`) and not
+    changed afterwards is read, and reported when none of its keys is `use_reentrant`. `*args`
+    cannot hold it for `checkpoint`, whose `use_reentrant` is keyword-only.
 
     ## Why is this bad?
     Without `use_reentrant`, PyTorch warns on every call and falls back to the reentrant
@@ -57,6 +56,22 @@ class CheckpointWithoutUseReentrant(Rule):
     )
     tags = ("memory",)
 
+    EXEMPTIONS = (
+        Exemption(
+            "kwargs-may-set-it",
+            "A `**kwargs` the file does not spell out (a parameter, a dict filled, updated or "
+            "rebound after it is built, one handed to a helper that may fill it): it may hold "
+            "`use_reentrant`.",
+            fixture="python/gpu501_silent_spread_unknown.py",
+        ),
+        Exemption(
+            "starred-args-may-hold-it",
+            "`*args` into `checkpoint_sequential`, whose fourth positional argument is "
+            "`use_reentrant`.",
+            "import torch.utils.checkpoint as cp\ny = cp.checkpoint_sequential(fns, 2, x, *rest)\n",
+        ),
+    )
+
     VALID = [
         "from torch.utils.checkpoint import checkpoint\ny = checkpoint(f, x, use_reentrant=False)\n",
         "from torch.utils.checkpoint import checkpoint\ny = checkpoint(f, x, **ckpt_kwargs)\n",
@@ -92,14 +107,19 @@ class CheckpointWithoutUseReentrant(Rule):
         func = qualified.rsplit(".", 1)[1]
         # `checkpoint(function, *args, use_reentrant=None, ...)`: its `use_reentrant` is keyword
         # only, so `*inputs` cannot hold it; `checkpoint_sequential` takes it fourth.
-        if func != "checkpoint" and any(isinstance(a, ast.Starred) for a in node.args):
+        if self.exempt(
+            "starred-args-may-hold-it",
+            func != "checkpoint" and any(isinstance(a, ast.Starred) for a in node.args),
+        ):
             return
         spread = [k for k in node.keywords if k.arg is None]
         related: list[Related] = []
         for star in spread:
             keys = file.model.dict_keys(star.value)
-            if keys is None or "use_reentrant" in keys:
-                return  # a dict the file does not spell out may hold it
+            if self.exempt("kwargs-may-set-it", keys is None):
+                return
+            if keys is not None and "use_reentrant" in keys:
+                return
             if isinstance(star.value, ast.Name):
                 for b in file.model.reaching(star.value.id, star.value):
                     line, col, end_line, end_col = file.span(b.node)

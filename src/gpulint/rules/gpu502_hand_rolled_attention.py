@@ -4,7 +4,7 @@ import re
 from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.model import MemoKey, end_position, position, scope_nodes
 from gpulint.frontends.python.names import terminal_name
-from gpulint.rule import Rule
+from gpulint.rule import Exemption, Rule
 
 _SOFTMAX = {
     "torch.softmax",
@@ -108,18 +108,10 @@ class HandRolledAttention(Rule):
     `.softmax(dim=-1)` or an `nn.Softmax` module; dropout on the probabilities; all through
     intermediate variables within one function. Reported once, at the softmax.
 
-    Left alone: a manual path kept beside a fused one (a module that also calls
-    `scaled_dot_product_attention` or a FlashAttention/xFormers kernel, such as an `eager`
-    attention class next to a flash one, or an `else:` after `if self.flash:`; a branch chosen by
-    a `flash`/`sdpa` flag); variants SDPA cannot express, such as talking heads (a projection
-    that mixes heads between the product and the softmax or after it) and logit soft-capping
-    (`tanh` on the scores); functions that hand the attention map itself back (returned, stored
-    on an object, appended to a list) for visualisation or distillation; reference
-    implementations that kernels are checked against (in tests, benchmarks,
-    `naive`/`reference` functions and files) and graph-rewrite patterns.
-
-    A project that declares only torch releases before 2.0, which have no
-    `scaled_dot_product_attention`, is left alone.
+    Variants SDPA cannot express do not match: talking heads (a projection that mixes heads
+    between the product and the softmax or after it) and logit soft-capping (`tanh` on the
+    scores). A project that declares only torch releases before 2.0, which have no
+    `scaled_dot_product_attention`, is not checked.
 
     ## Why is this bad?
     The hand-written form materialises the full `L x L` score matrix in global memory, reads it
@@ -163,6 +155,71 @@ class HandRolledAttention(Rule):
         "use `F.scaled_dot_product_attention(q, k, v, attn_mask=..., dropout_p=..., scale=...)`"
     )
     tags = ("attention", "memory")
+
+    EXEMPTIONS = (
+        Exemption(
+            "test-code",
+            "Tests: a hand-written attention there is the reference a kernel is checked against.",
+            "import torch\ndef test_kernel(q, k, v):\n    a = (q @ k.transpose(-2, -1)).softmax(-1)\n"
+            "    assert torch.allclose(my_kernel(q, k, v), a @ v)\n",
+            filename="tests/test_attention.py",
+        ),
+        Exemption(
+            "reference-file",
+            "A reference or benchmark file (`naive*.py`, `*_ref.py`, `bench*.py`, a file under "
+            "`benchmarks/`): the manual form is the baseline, not a model's hot path.",
+            fixture="python/naive_attention_gpu502_silent.py",
+        ),
+        Exemption(
+            "fused-path-in-module",
+            "A module that also calls `scaled_dot_product_attention` or a FlashAttention or "
+            "xFormers kernel (an `eager` attention class next to a flash one, a fallback beside "
+            "an SDPA method): the manual path is kept as the alternative.",
+            fixture="python/gpu502_silent_sdpa_fallback.py",
+        ),
+        Exemption(
+            "reference-function",
+            "A reference implementation (a function or class named `naive`, `reference`, `ref`, "
+            "`baseline`, `torch_...`) or a graph-rewrite `pattern`/`replacement` that a compiler "
+            "swaps for a fused kernel.",
+            fixture="python/gpu502_silent_attention_variants.py",
+        ),
+        Exemption(
+            "classification-loss",
+            "A function about a classification loss (cross-entropy, targets, labels, the "
+            "vocabulary, `lm_head`): `softmax(h @ W.T) @ W` there is the loss's backward through "
+            "the output projection, not attention.",
+            fixture="python/gpu502_silent_chunked_cross_entropy.py",
+        ),
+        Exemption(
+            "fused-flag-branch",
+            "A manual path under an `if` on a `flash`/`sdpa`/`fused` flag (the `else:` of `if "
+            "self.use_flash:`): the fallback where the fused kernel is off.",
+            """
+import torch
+def attend(self, q, k, v):
+    if self.use_flash:
+        return self.flash_impl(q, k, v)
+    else:
+        att = (q @ k.transpose(-2, -1)) * self.scale
+        return att.softmax(dim=-1) @ v
+""",
+        ),
+        Exemption(
+            "attention-map-returned",
+            "The probabilities are returned, stored on an object or appended to a list: the "
+            "caller needs the attention map itself (visualisation, distillation, "
+            "`output_attentions`), which SDPA never materialises.",
+            """
+import torch
+def softmax_attention(q, k, v):
+    a = torch.einsum("bhmd,bhnd->bhmn", q, k) * (k.shape[-1] ** -0.5)
+    a = torch.softmax(a, dim=-1)
+    y = torch.einsum("bhmn,bhnd->bhmd", a, v)
+    return y, a
+""",
+        ),
+    )
 
     VALID = [
         # Fallback branch used only without SDPA.
@@ -256,11 +313,16 @@ def forward(self, q, k, v):
     ]
 
     def visit_Module(self, node: ast.Module, file: PythonFile):
-        if file.is_test or self._reference_file(file):
+        if self.exempt("test-code", file.is_test):
+            return
+        if self.exempt("reference-file", self._reference_file(file)):
             return
         # A module that also has a fused attention path (an `eager` class next to a flash one,
         # a fallback method next to an SDPA one) keeps the manual one as the alternative.
-        if any(_FUSED.match(terminal_name(c.func) or "") for c in file.nodes(ast.Call)):
+        if self.exempt(
+            "fused-path-in-module",
+            any(_FUSED.match(terminal_name(c.func) or "") for c in file.nodes(ast.Call)),
+        ):
             return
         reported: set[int] = set()
         # Only functions that call a softmax can hold an attention computation.
@@ -270,9 +332,11 @@ def forward(self, q, k, v):
             if self._is_softmax(file, call) and (function := file.enclosing_function(call))
         }
         for scope in file.nodes(ast.FunctionDef, ast.AsyncFunctionDef):
-            if id(scope) not in with_softmax or self._reference_function(file, scope):
+            if id(scope) not in with_softmax or self.exempt(
+                "reference-function", self._reference_function(file, scope)
+            ):
                 continue
-            if _LOSS_WORDS.search(file.segment(scope) or ""):
+            if self.exempt("classification-loss", _LOSS_WORDS.search(file.segment(scope) or "")):
                 continue  # a softmax over vocabulary logits (a chunked cross-entropy) is a loss
 
             nodes = [n for n in scope_nodes(scope) if hasattr(n, "lineno")]
@@ -286,9 +350,13 @@ def forward(self, q, k, v):
                         file, scope, scores, softmax, _DEPTH
                     ):
                         continue
-                    if self._in_fused_branch(file, softmax, scope):
+                    if self.exempt(
+                        "fused-flag-branch", self._in_fused_branch(file, softmax, scope)
+                    ):
                         continue
-                    if self._weights_leave(file, scope, softmax):
+                    if self.exempt(
+                        "attention-map-returned", self._weights_leave(file, scope, softmax)
+                    ):
                         continue
                     reported.add(id(softmax))
                     yield self.report(file, softmax)

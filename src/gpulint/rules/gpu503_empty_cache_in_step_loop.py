@@ -1,7 +1,7 @@
 import ast
 
 from gpulint.frontends.python.file import PythonFile
-from gpulint.rule import Rule
+from gpulint.rule import Exemption, Rule
 
 _EMPTY_CACHE = {"torch.cuda.empty_cache", "torch.cuda.memory.empty_cache"}
 
@@ -11,8 +11,7 @@ class EmptyCacheInStepLoop(Rule):
     ## What it does
     Finds `torch.cuda.empty_cache()` that runs on every iteration of a training or evaluation
     step loop (a loop whose body calls `.backward()`, `optimizer.step()`, or iterates a data
-    loader and calls a model). Calls under a periodic guard (`if step % 1000 == 0:`), before or
-    after the loop, and in tests are left alone.
+    loader and calls a model). Calls before or after the loop are not judged.
 
     ## Why is this bad?
     `empty_cache()` synchronises the device and hands every cached, unused block back to the
@@ -56,6 +55,25 @@ class EmptyCacheInStepLoop(Rule):
     )
     tags = ("memory", "sync")
 
+    EXEMPTIONS = (
+        Exemption(
+            "test-code",
+            "Tests: a test frees the cache between a few steps to measure or bound memory, not to "
+            "train.",
+            "import torch\nfor x in train_loader:\n    loss = model(x.cuda())\n"
+            "    loss.backward()\n    optimizer.step()\n    torch.cuda.empty_cache()\n",
+            filename="tests/test_memory.py",
+        ),
+        Exemption(
+            "periodic-guard",
+            "A call under a periodic guard (`if step % 1000 == 0:`, `if should_log:`): a drain "
+            "every so many steps, not on every one, costs little beside them.",
+            "import torch\nfor step, x in enumerate(train_loader):\n    loss = model(x.cuda())\n"
+            "    loss.backward()\n    optimizer.step()\n    if step % 1000 == 0:\n"
+            "        torch.cuda.empty_cache()\n",
+        ),
+    )
+
     VALID = [
         "import torch\nfor x in train_loader:\n    loss = model(x.cuda())\n    loss.backward()\n"
         "    optimizer.step()\ntorch.cuda.empty_cache()\n",
@@ -71,8 +89,11 @@ class EmptyCacheInStepLoop(Rule):
     ]
 
     def visit_Call(self, node: ast.Call, file: PythonFile):
-        if file.is_test or file.qualname(node) not in _EMPTY_CACHE:
+        if file.qualname(node) not in _EMPTY_CACHE or self.exempt("test-code", file.is_test):
             return
-        loop = file.loops.runs_every_step(node)
-        if loop is not None:
-            yield self.report(file, node, loop=loop.lineno)
+        loop = file.loops.enclosing_step_loop(node)
+        if loop is None:
+            return
+        if self.exempt("periodic-guard", file.loops.periodic_guard(node, loop) is not None):
+            return
+        yield self.report(file, node, loop=loop.lineno)

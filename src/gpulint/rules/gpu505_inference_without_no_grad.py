@@ -1,10 +1,10 @@
 import ast
 
 from gpulint.frontends.python.file import PythonFile
-from gpulint.frontends.python.gradmode import ON, grad_mode
+from gpulint.frontends.python.gradmode import ON, UNKNOWN, grad_mode
 from gpulint.frontends.python.loops import is_step_marker
 from gpulint.frontends.python.model import FUNCTIONS, LOOPS
-from gpulint.rule import Rule
+from gpulint.rule import Exemption, Rule
 
 # Attributes that say the code wants gradients (`optimizer.zero_grad()`: a training loop, even
 # one that lost its backward pass).
@@ -18,11 +18,8 @@ class InferenceWithoutNoGrad(Rule):
     a model on every batch, never runs a backward pass or an optimizer step, and runs with
     autograd on: not inside `with torch.no_grad():` / `torch.inference_mode():`, not in a
     function decorated with either, and not in a function that every caller in the file calls
-    with autograd off. Left alone: a function nothing in the file calls (its caller elsewhere
-    may turn autograd off), loops nested in a training loop or followed by a backward pass in
-    the same function (the graph is used), code that asks for gradients itself
-    (`torch.autograd.grad`, `.requires_grad_()`, `.grad`), and calls that turn autograd off
-    on their own (`model.generate(...)`).
+    with autograd off. Methods that turn autograd off on their own (`model.generate(...)`)
+    are not model calls.
 
     ## Why is this bad?
     With autograd on, every forward pass records the graph a backward pass would need and keeps
@@ -67,6 +64,39 @@ class InferenceWithoutNoGrad(Rule):
     tier = "preview"
     bench = "no-grad"
 
+    EXEMPTIONS = (
+        Exemption(
+            "test-code",
+            "Tests: a test's loop runs a few batches to check results.",
+            "import torch\nmodel.eval()\nfor x, y in val_loader:\n    out = model(x.cuda())\n",
+            filename="tests/test_eval.py",
+        ),
+        Exemption(
+            "training-loop",
+            "A loop that runs a backward pass or an optimizer step (itself or through a "
+            "function it calls): it trains, and needs the graph.",
+            "import torch\ndef critic_step(x):\n    critic(x).mean().backward()\n"
+            "    optimizer.step()\nfor x, z in train_loader:\n    fake = model(z.cuda())\n"
+            "    critic_step(fake)\n",
+        ),
+        Exemption(
+            "grad-mode-set-by-caller",
+            "A loop in a function nothing in the file calls (or that only some callers call "
+            "with autograd off): its caller elsewhere may turn autograd off.",
+            "import torch\ndef evaluate(model, val_loader):\n    for x, y in val_loader:\n"
+            "        out = model(x.cuda())\n",
+        ),
+        Exemption(
+            "graph-used",
+            "Code around the loop that wants the graph: a backward pass or optimizer step after "
+            "the loop or in a loop around it, or a request for gradients "
+            "(`torch.autograd.grad`, `.requires_grad_()`, `.grad`).",
+            "import torch\ndef step(model, loader):\n    total = 0\n    for x in loader:\n"
+            "        total = total + model(x.cuda()).sum()\n    total.backward()\n"
+            "step(m, l)\n",
+        ),
+    )
+
     VALID = [
         "import torch\n@torch.no_grad()\ndef evaluate(model, val_loader):\n"
         "    for x, y in val_loader:\n        out = model(x.cuda())\n",
@@ -101,13 +131,20 @@ class InferenceWithoutNoGrad(Rule):
         yield from self._check(node, file)
 
     def _check(self, loop: ast.For | ast.While, file: PythonFile):
-        if file.is_test or not file.uses_cuda:
+        if self.exempt("test-code", file.is_test) or not file.uses_cuda:
             return
         loops = file.loops
-        if not loops.basic_step_loop(loop) or loops.trains(loop):
+        if not loops.basic_step_loop(loop) or self.exempt("training-loop", loops.trains(loop)):
             return
-        calls = [c for c in loops.model_calls(loop) if grad_mode(file, c) == ON]
-        if not calls or _uses_grad(file, loop):
+        modes = [(c, grad_mode(file, c)) for c in loops.model_calls(loop)]
+        calls = [
+            c
+            for c, mode in modes
+            if mode == ON or (mode == UNKNOWN and not self.exempt("grad-mode-set-by-caller", True))
+        ]
+        if not calls:
+            return
+        if self.exempt("graph-used", _uses_grad(file, loop)):
             return
         yield self.report(file, loop, call=file.segment(calls[0].func) + "(...)", loop=loop.lineno)
 

@@ -3,7 +3,7 @@ import ast
 from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.gradmode import OFF, grad_mode
 from gpulint.frontends.python.modes import eval_before, evaluation_loop, mode_dependent
-from gpulint.rule import Rule
+from gpulint.rule import Exemption, Rule
 
 
 class EvaluationWithoutEvalMode(Rule):
@@ -14,12 +14,8 @@ class EvaluationWithoutEvalMode(Rule):
     `torch.no_grad()`/`torch.inference_mode()` with the model still in training mode: nothing
     calls `model.eval()` (or `model.train(False)`) before the loop, in the function, where
     the model is built, or, for a model handed in as a parameter, in the callers of this file
-    before they call it. Left alone: loops that run a backward pass or an optimizer step,
-    models built here from layers with no dropout and no batch norm, models from
-    `from_pretrained(...)` (returned in eval mode) or loaded with their mode (`torch.load`,
-    `torch.jit.load`), averaged or teacher copies (`ema_model`), functional calls
-    (`torch.func.functional_call`), and any case the file cannot tell: a function nothing here
-    calls, a model handed before the loop to a function defined elsewhere, `model.apply(...)`.
+    before they call it. A model from `from_pretrained(...)` is returned in eval mode; a
+    functional call (`torch.func.functional_call`) is not a call of the model.
 
     ## Why is this bad?
     `no_grad()` turns autograd off; it does not change the module's mode. In training mode,
@@ -71,6 +67,50 @@ class EvaluationWithoutEvalMode(Rule):
     tier = "preview"
     bench = "eval-mode"
 
+    EXEMPTIONS = (
+        Exemption(
+            "test-code",
+            "Tests: a test's evaluation checks outputs, whatever the mode.",
+            "import torch\nimport torchvision\nmodel = torchvision.models.resnet18().cuda()\n"
+            "with torch.no_grad():\n    for x, y in val_loader:\n        out = model(x.cuda())\n",
+            filename="tests/test_eval.py",
+        ),
+        Exemption(
+            "training-loop",
+            "A loop that runs a backward pass or an optimizer step (test-time adaptation): "
+            "training mode is what it asks for.",
+            """
+import torch
+import torch.nn.functional as F
+import torchvision
+model = torchvision.models.resnet18().cuda()
+for x, _ in test_loader:
+    with torch.no_grad():
+        pseudo = model(x.cuda()).argmax(-1)
+    loss = F.cross_entropy(model(x.cuda()), pseudo)
+    loss.backward()
+    optimizer.step()
+""",
+        ),
+        Exemption(
+            "mode-independent-model",
+            "A model built here from layers whose mode changes nothing (`torch.nn` layers with "
+            "no dropout, batch norm or instance norm, and no read of `self.training`).",
+            "import torch\nimport torch.nn as nn\n"
+            "model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2)).cuda()\n"
+            "with torch.no_grad():\n    for x, y in val_loader:\n        out = model(x.cuda())\n",
+        ),
+        Exemption(
+            "mode-not-in-sight",
+            "A model whose mode the file cannot tell: in a function nothing here calls, handed "
+            "before the loop to a function defined elsewhere, loaded with its mode "
+            "(`torch.load`, `torch.jit.load`), an averaged or teacher copy (`ema_model`), or "
+            "after `model.apply(...)`.",
+            "import torch\n@torch.no_grad()\ndef evaluate(model, val_loader):\n"
+            "    for x, y in val_loader:\n        out = model(x.cuda())\n",
+        ),
+    )
+
     VALID = [
         "import torch\nmodel = torchvision.models.resnet18().cuda()\nmodel.eval()\n"
         "with torch.no_grad():\n    for x, y in val_loader:\n        out = model(x.cuda())\n",
@@ -106,10 +146,12 @@ class EvaluationWithoutEvalMode(Rule):
         yield from self._check(node, file)
 
     def _check(self, loop: ast.For, file: PythonFile):
-        if file.is_test or not file.uses_cuda or not evaluation_loop(file, loop):
+        if self.exempt("test-code", file.is_test):
+            return
+        if not file.uses_cuda or not evaluation_loop(file, loop):
             return
         loops = file.loops
-        if loops.trains(loop):
+        if self.exempt("training-loop", loops.trains(loop)):
             return
         calls = [c for c in loops.model_calls(loop) if grad_mode(file, c) == OFF]
         if not calls:
@@ -121,9 +163,10 @@ class EvaluationWithoutEvalMode(Rule):
         if not isinstance(model, (ast.Name, ast.Attribute)):
             return
         # asked at the call: a switch earlier in the loop's own body counts too
-        if mode_dependent(file, model, call) is False:
+        if self.exempt("mode-independent-model", mode_dependent(file, model, call) is False):
             return
-        if eval_before(file, model, call) is not False:
+        switched = eval_before(file, model, call)
+        if switched or self.exempt("mode-not-in-sight", switched is None):
             return
         function = file.enclosing_function(loop)
         where = f" in `{getattr(function, 'name', '')}()` or its callers" if function else ""

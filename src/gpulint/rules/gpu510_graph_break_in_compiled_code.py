@@ -1,7 +1,7 @@
 from gpulint.diagnostics import Related
-from gpulint.frontends.python.compiled import graph_breaks, label, outside_targets
+from gpulint.frontends.python.compiled import graph_break_sites, label, outside_targets
 from gpulint.frontends.python.file import PythonFile
-from gpulint.rule import Rule
+from gpulint.rule import Exemption, Rule
 
 _ELSEWHERE = (
     "`torch.compile` of `{name}` ({defined}) meets a graph break: {what} at {path}:{line} in "
@@ -31,14 +31,8 @@ class GraphBreakInCompiledCode(Rule):
     - `.backward()` in the compiled function: GB0123 *Unsupported Tensor.backward() call*;
     - `torch._dynamo.graph_break()` left in: GB0025.
 
-    Left alone: code Dynamo never traces (under `if not torch.compiler.is_compiling():`, in
-    exception handlers and `raise`, in a def decorated `@torch.compiler.disable`); models
-    compiled with `fullgraph=True` (a break there is an error at compile time, not a slow
-    path); `.item()` and `.tolist()` where the file sets
-    `torch._dynamo.config.capture_scalar_outputs = True`, dynamic-shape ops where it sets
-    `capture_dynamic_output_shape_ops = True`. Not breaks, and not reported here: `.cpu()`,
-    `.numpy()` and NumPy calls on tensors (Dynamo traces NumPy), f-strings of tensors and
-    `assert` on a tensor (torch 2.14).
+    Not breaks, and not reported here: `.cpu()`, `.numpy()` and NumPy calls on tensors (Dynamo
+    traces NumPy), f-strings of tensors and `assert` on a tensor (torch 2.14).
 
     ## Why is this bad?
     At a graph break Dynamo ends the graph, runs the rest of the function in eager Python and
@@ -92,6 +86,46 @@ class GraphBreakInCompiledCode(Rule):
     bench = "graph-break"
     tier = "preview"
 
+    EXEMPTIONS = (
+        Exemption(
+            "test-code",
+            "Tests: a test compiles code to check it, a break there costs nothing that matters.",
+            "import torch\n@torch.compile\ndef f(x):\n    print(x.sum().item())\n    return x\n",
+            filename="tests/test_compile.py",
+        ),
+        Exemption(
+            "untraced-code",
+            "Code Dynamo never traces: under `if not torch.compiler.is_compiling():` (or after "
+            "`if torch.compiler.is_compiling(): return ...`), in an exception handler or a "
+            "`raise`.",
+            "import torch\n@torch.compile\ndef step(x):\n    y = x * 2\n"
+            "    if not torch.compiler.is_compiling():\n        print(y.sum().item())\n"
+            "    return y\n",
+        ),
+        Exemption(
+            "disabled-function",
+            "A def decorated `@torch.compiler.disable` that compiled code calls: Dynamo skips it "
+            "(the call itself is the only break, and the author asked for it).",
+            "import torch\n@torch.compiler.disable\ndef log(x):\n    print(x)\n"
+            "@torch.compile\ndef f(x):\n    log(x)\n    return x * 2\n",
+        ),
+        Exemption(
+            "captured-by-config",
+            "`.item()`, `.tolist()` and `float()` of a tensor where the file sets "
+            "`torch._dynamo.config.capture_scalar_outputs = True`, dynamic-shape ops where it "
+            "sets `capture_dynamic_output_shape_ops = True`: Dynamo captures them in the graph.",
+            "import torch\ntorch._dynamo.config.capture_scalar_outputs = True\n"
+            "@torch.compile\ndef f(x):\n    return x * x.sum().item()\n",
+        ),
+        Exemption(
+            "fullgraph",
+            "Code compiled with `fullgraph=True`: a break there is an error at compile time, "
+            "which the author sees, not a slow path.",
+            "import torch\n@torch.compile(fullgraph=True)\ndef f(x):\n"
+            "    return x + x.sum().item()\n",
+        ),
+    )
+
     VALID = [
         # shape and flag tests are resolved while tracing: no break
         "import torch\nimport torch.nn as nn\nclass Net(nn.Module):\n"
@@ -141,10 +175,10 @@ class GraphBreakInCompiledCode(Rule):
         compile, naming the breaks in the other module (whose own lint cannot know that it is
         compiled)."""
         session = file.project
-        if session is None or file.is_test:
+        if session is None or self.exempt("test-code", file.is_test):
             return
         for target in outside_targets(file):
-            if target.fullgraph:
+            if self.exempt("fullgraph", target.fullgraph):
                 continue
             found = session.breaks_if_compiled(file, target.name)
             if found is None or not found.sites:
@@ -171,9 +205,17 @@ class GraphBreakInCompiledCode(Rule):
             )
 
     def _here(self, file: PythonFile):
-        for found in graph_breaks(file):
+        for found in graph_break_sites(file):
+            if (
+                self.exempt("untraced-code", found.untraced)
+                or self.exempt("disabled-function", found.disabled)
+                or self.exempt("captured-by-config", found.captured)
+            ):
+                continue
             reached = found.reached
-            if reached.entry.fullgraph or file.is_test:
+            if self.exempt("fullgraph", reached.entry.fullgraph) or self.exempt(
+                "test-code", file.is_test
+            ):
                 continue
             chain = [label(file, reached.entry.function), *reached.via[:-1]]
             via = f" (called from {' -> '.join(f'`{c}`' for c in chain)})" if reached.via else ""

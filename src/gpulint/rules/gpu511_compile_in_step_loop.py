@@ -3,7 +3,7 @@ import ast
 from gpulint.frontends.python.compiled import compile_calls, is_module_method
 from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.model import FUNCTIONS, SCOPES
-from gpulint.rule import Rule
+from gpulint.rule import Exemption, Rule
 
 
 class CompileInStepLoop(Rule):
@@ -11,10 +11,7 @@ class CompileInStepLoop(Rule):
     ## What it does
     Finds `torch.compile` applied again and again: a `torch.compile(...)` call (or a def
     decorated `@torch.compile`) that runs on every iteration of a training or evaluation step
-    loop, and one in a module's `forward`, which runs on every call. A compile under an `if`
-    (the lazy, once-only `if self._compiled is None: self._compiled = torch.compile(...)`) is
-    left alone, as are compiles in loops that are not step loops (one per model or kernel of a
-    list, at setup).
+    loop, and one in a module's `forward`, which runs on every call.
 
     ## Why is this bad?
     `torch.compile(fn)` builds a new compiled wrapper each time it is called. Dynamo keeps its
@@ -60,6 +57,31 @@ class CompileInStepLoop(Rule):
     tier = "preview"
     bench = "recompile"
 
+    EXEMPTIONS = (
+        Exemption(
+            "test-code",
+            "Tests: a test compiles to check a result, not to train.",
+            "import torch\nfor x, y in loader:\n    fn = torch.compile(model)\n"
+            "    loss = fn(x.cuda()).sum()\n    loss.backward()\n    optimizer.step()\n",
+            filename="tests/test_compile.py",
+        ),
+        Exemption(
+            "guarded-compile",
+            "A compile under an `if`, `try` or `except` (the lazy, once-only `if self._fn is "
+            "None: self._fn = torch.compile(...)`, `if step == 0:`): it runs once, or only on "
+            "some iterations.",
+            "import torch\nfor step, (x, y) in enumerate(loader):\n    if step == 0:\n"
+            "        model = torch.compile(model)\n    loss = model(x.cuda()).sum()\n"
+            "    loss.backward()\n    optimizer.step()\n",
+        ),
+        Exemption(
+            "setup-loop",
+            "A compile in a loop that is not a step loop (one per model or kernel of a list, a "
+            "check over backends): each wrap runs once, at setup.",
+            fixture="python/gpu511_silent_compile_once.py",
+        ),
+    )
+
     VALID = [
         "import torch\nmodel = torch.compile(model)\nfor x, y in loader:\n"
         "    loss = model(x.cuda()).sum()\n    loss.backward()\n    optimizer.step()\n",
@@ -84,31 +106,32 @@ class CompileInStepLoop(Rule):
     ]
 
     def finish(self, file: PythonFile):
-        if file.is_test:
+        if self.exempt("test-code", file.is_test):
             return
         for site in compile_calls(file):
             where = self._where(file, site)
             if where is not None:
                 yield self.report(file, site, **where)
 
-    @staticmethod
-    def _where(file: PythonFile, site: ast.AST) -> dict | None:
+    def _where(self, file: PythonFile, site: ast.AST) -> dict | None:
         child = site
         for parent in file.ancestors(site):
-            if isinstance(parent, (ast.If, ast.IfExp, ast.ExceptHandler, ast.Try)) and (
-                child is not getattr(parent, "test", None)
+            if self.exempt(
+                "guarded-compile",
+                isinstance(parent, (ast.If, ast.IfExp, ast.ExceptHandler, ast.Try))
+                and child is not getattr(parent, "test", None),
             ):
                 return None  # once, or only some iterations
             if isinstance(parent, (ast.For, ast.AsyncFor, ast.While)) and child is not getattr(
                 parent, "iter", None
             ):
-                if file.loops.is_step_loop(parent):
-                    return {
-                        "where": f"on every iteration of the step loop at line {parent.lineno}",
-                        "unit": "step",
-                        "instead": "before the loop",
-                    }
-                return None
+                if self.exempt("setup-loop", not file.loops.is_step_loop(parent)):
+                    return None
+                return {
+                    "where": f"on every iteration of the step loop at line {parent.lineno}",
+                    "unit": "step",
+                    "instead": "before the loop",
+                }
             if isinstance(parent, SCOPES):
                 if isinstance(parent, FUNCTIONS) and child in parent.decorator_list:
                     child = parent

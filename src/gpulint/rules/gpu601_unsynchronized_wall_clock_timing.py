@@ -21,7 +21,7 @@ from gpulint.frontends.python.timing import (
     timed_body,
     timing_decorator,
 )
-from gpulint.rule import Rule
+from gpulint.rule import Exemption, Rule
 
 # `if device == "cpu":` / `if not torch.cuda.is_available():`: the work in there is CPU work.
 _CPU_TEST = re.compile(r"""["']cpu["']|not\s+torch\.cuda\.is_available""")
@@ -58,14 +58,8 @@ class UnsynchronizedWallClockTiming(Rule):
     at. A file that only applies an imported decorator is read where the decorator's name says it
     times (`timed`, `timer`, `timing`, `elapsed`...).
 
-    Left alone: a sync anywhere in the interval; CPU-only work (modules without CUDA, branches
-    under `if device == "cpu":`); whole training steps (forward plus backward or optimizer step,
-    which the device paces in steady state), and a tick timer over a training loop (the
-    second read in a loop that trains, the first outside it or reset after the report, as in
-    `tick_start_time = time.time()` ... `sec/tick`: each interval spans a run of whole steps,
-    off by at most the launch queue's depth); intervals that call something opaque that may sync
-    on its own (`train_one_epoch(...)`, `evaluate(...)`, a helper handed the whole model, Hugging
-    Face `generate()`, a `pipeline`); tests.
+    A sync anywhere in the interval counts, also one that Hugging Face `generate()` or a
+    `pipeline` call does on its own; modules without CUDA are not checked.
 
     ## Why is this bad?
     CUDA calls return as soon as the kernel is queued. Without a sync, the second clock read
@@ -130,6 +124,62 @@ class UnsynchronizedWallClockTiming(Rule):
     )
     tags = ("benchmarking",)
 
+    EXEMPTIONS = (
+        Exemption(
+            "test-code",
+            "Tests: a clock in a test checks a bound or logs, not a benchmark figure.",
+            "import time\nimport torch\ndef test_speed(model, x):\n    t0 = time.perf_counter()\n"
+            "    y = model(x.cuda())\n    assert time.perf_counter() - t0 < 1.0\n",
+            filename="tests/test_speed.py",
+        ),
+        Exemption(
+            "cpu-branch",
+            'An interval under `if device == "cpu":` (or the `else` of a CUDA test): the work '
+            "there runs on the CPU.",
+            """
+import time
+import torch
+def bench(model, x, device):
+    if device == "cpu":
+        t0 = time.perf_counter()
+        y = model(x)
+        return time.perf_counter() - t0
+    return do_bench(lambda: model(x.cuda()))
+""",
+        ),
+        Exemption(
+            "whole-training-steps",
+            "An interval over whole training steps (a forward pass and a backward pass or "
+            "optimizer step): in steady state the device paces the step loop, so per-step times "
+            "and totals come out right.",
+            """
+import time
+import torch
+def train_step(model, x, y, optimizer):
+    t0 = time.time()
+    loss = model(x.cuda(), y.cuda())
+    loss.backward()
+    optimizer.step()
+    return time.time() - t0
+""",
+        ),
+        Exemption(
+            "tick-timer",
+            "A tick timer over a training loop (the second read in a loop that trains, the "
+            "first outside it or reset after the report, as in `tick_start_time = time.time()` "
+            "... `sec/tick`): each interval spans a run of whole steps, off by at most the launch "
+            "queue's depth.",
+            fixture="python/gpu601_silent_tick_timer.py",
+        ),
+        Exemption(
+            "opaque-callee",
+            "An interval that calls something that may sync on its own: a callee that runs a "
+            "loop of its own (`train_one_epoch(...)`, `evaluate(...)`), a helper handed the whole "
+            "model, a search or tuner that returns host values, `mp.spawn(..., join=True)`.",
+            fixture="python/gpu601_silent_opaque_host_results.py",
+        ),
+    )
+
     VALID = [
         "import time\nimport torch\ndef bench(model, x):\n    torch.cuda.synchronize()\n"
         "    t0 = time.perf_counter()\n    y = model(x.cuda())\n    torch.cuda.synchronize()\n"
@@ -152,7 +202,7 @@ class UnsynchronizedWallClockTiming(Rule):
         """`timeit.timeit(lambda: model(x), number=100)`, `timeit.Timer(run).timeit(10)`, and
         a helper of the project that reads a clock around a callable it is given
         (`bench(lambda: model(x))`)."""
-        if file.is_test or not file.uses_cuda:
+        if self.exempt("test-code", file.is_test) or not file.uses_cuda:
             return
         q = file.qualname(node)
         if q in TIMEIT:
@@ -186,7 +236,7 @@ class UnsynchronizedWallClockTiming(Rule):
     def visit_FunctionDef(self, node: ast.FunctionDef, file: PythonFile) -> Iterator[Finding]:
         """`@timed` on a function that does CUDA work and never syncs, where `timed` is a
         decorator of this file whose wrapper reads the clock around the wrapped call."""
-        if file.is_test or not file.uses_cuda or not node.decorator_list:
+        if self.exempt("test-code", file.is_test) or not file.uses_cuda or not node.decorator_list:
             return
         for decorator in node.decorator_list:
             clocks = _timing_decorator(file, decorator)
@@ -213,7 +263,7 @@ class UnsynchronizedWallClockTiming(Rule):
         """A callback that opens an interval in one per-step hook and closes it in its pair
         (`on_train_batch_start` -> `on_train_batch_end`, `pre_step` -> `post_step`): the
         framework runs the step between them, and at the closing hook it is only queued."""
-        if file.is_test or not file.uses_cuda:
+        if self.exempt("test-code", file.is_test) or not file.uses_cuda:
             return
         methods = {m.name: m for m in node.body if isinstance(m, ast.FunctionDef)}
         for name, opening in methods.items():
@@ -253,21 +303,25 @@ class UnsynchronizedWallClockTiming(Rule):
             )
 
     def visit_Module(self, node: ast.Module, file: PythonFile):
-        if file.is_test or not file.uses_cuda:
+        if self.exempt("test-code", file.is_test) or not file.uses_cuda:
             return
         for interval in intervals(file):
             region = interval.region(file)
             work = [n for n in region if cuda_work(file, n, interval.scope)]
             if not work:
                 continue
-            if _cpu_branch(file, interval.end):
+            if self.exempt("cpu-branch", _cpu_branch(file, interval.end)):
                 continue
             # Timing whole training steps (forward, backward, optimizer step): in steady state the
             # step loop is paced by the device (the launch queue fills), so per-step times and
             # running totals come out right. Timing the backward alone does not.
-            if _whole_steps(file, region, interval.scope) or spans_training_steps(file, interval):
+            if self.exempt(
+                "whole-training-steps", _whole_steps(file, region, interval.scope)
+            ) or self.exempt("tick-timer", spans_training_steps(file, interval)):
                 continue
-            if any(_opaque_driver(file, n, interval.scope) for n in region):
+            if self.exempt(
+                "opaque-callee", any(_opaque_driver(file, n, interval.scope) for n in region)
+            ):
                 continue
             # Any sync in the interval counts: inside loops "before" and "after" the work overlap.
             if any(is_sync(file, n) for n in region):

@@ -11,7 +11,7 @@ from gpulint.frontends.python.timing import (
     position,
     scope_nodes,
 )
-from gpulint.rule import Rule
+from gpulint.rule import Exemption, Rule
 
 _WARM = re.compile(r"warm", re.IGNORECASE)
 # Calls in a timed loop that are not the work being timed.
@@ -33,9 +33,7 @@ class TimedLoopWithoutWarmup(Rule):
     ## What it does
     Finds a timed loop over CUDA work with no warm-up before it: a clock read right before
     `for _ in range(n):` whose body runs CUDA work, the second read after the loop, and no
-    earlier untimed call of the same work (or warm-up loop) in the function. A clock around
-    a whole training run (`for epoch in range(epochs):`) is left alone: it reports the run's
-    total time, not a per-iteration figure.
+    earlier untimed call of the same work (or warm-up loop) in the function.
 
     ## Why is this bad?
     The first calls of CUDA work pay one-time costs: CUDA context and cuBLAS/cuDNN handle
@@ -82,6 +80,33 @@ class TimedLoopWithoutWarmup(Rule):
     )
     tags = ("benchmarking",)
 
+    EXEMPTIONS = (
+        Exemption(
+            "test-code",
+            "Tests: a timed loop in a test checks a bound, not a benchmark figure.",
+            "import time\nimport torch\ndef test_speed(model, x):\n    t0 = time.perf_counter()\n"
+            "    for _ in range(100):\n        y = model(x)\n    torch.cuda.synchronize()\n"
+            "    assert time.perf_counter() - t0 < 1.0\n",
+            filename="tests/test_speed.py",
+        ),
+        Exemption(
+            "training-run",
+            "A clock around a whole training run (`for epoch in range(epochs):`): it reports "
+            "the run's total time, where one-time costs are a rounding error.",
+            "import time\nimport torch\ndef fit(model, loader, epochs):\n    start = time.time()\n"
+            "    for epoch in range(epochs):\n        for x, y in loader:\n"
+            "            model(x.cuda()).sum().backward()\n    print(time.time() - start)\n",
+        ),
+        Exemption(
+            "warmup-parameter",
+            "A function with a parameter named for a warm-up (`warmup`, `warmed_up`): a timing "
+            "helper whose caller warms up.",
+            "import time\nimport torch\ndef timed(model, x, iters, warmed_up=True):\n"
+            "    t0 = time.perf_counter()\n    for _ in range(iters):\n        model(x)\n"
+            "    torch.cuda.synchronize()\n    return (time.perf_counter() - t0) / iters\n",
+        ),
+    )
+
     VALID = [
         "import time\nimport torch\ndef bench(model, x):\n    for _ in range(5):\n        model(x)\n"
         "    torch.cuda.synchronize()\n    t0 = time.perf_counter()\n    for _ in range(100):\n"
@@ -104,16 +129,18 @@ class TimedLoopWithoutWarmup(Rule):
     ]
 
     def visit_Module(self, node: ast.Module, file: PythonFile):
-        if file.is_test or not file.uses_cuda:
+        if self.exempt("test-code", file.is_test) or not file.uses_cuda:
             return
         for interval in intervals(file):
             loop = self._timed_loop(interval, file)
-            if loop is None or _epoch_loop(loop, file):
+            if loop is None or self.exempt("training-run", _epoch_loop(loop, file)):
                 continue
             work = [n for n in ast.walk(loop) if cuda_work(file, n, interval.scope)]
             if not work:
                 continue
             if self._warmed_up(interval, loop, work, file):
+                continue
+            if self.exempt("warmup-parameter", _warmup_parameter(interval.scope)):
                 continue
             yield self.report(file, loop, line=loop.lineno)
 
@@ -158,6 +185,10 @@ class TimedLoopWithoutWarmup(Rule):
                 return True
             if isinstance(node, ast.Call) and _WARM.search(terminal_name(node.func) or ""):
                 return True
-        # The function itself may be a warmed-up helper: `warmup` anywhere in its parameters.
-        args = getattr(interval.scope, "args", None)
-        return bool(args and any(_WARM.search(a.arg) for a in [*args.args, *args.kwonlyargs]))
+        return False
+
+
+def _warmup_parameter(scope: ast.AST) -> bool:
+    """The function itself may be a warmed-up helper: `warmup` anywhere in its parameters."""
+    args = getattr(scope, "args", None)
+    return bool(args and any(_WARM.search(a.arg) for a in [*args.args, *args.kwonlyargs]))

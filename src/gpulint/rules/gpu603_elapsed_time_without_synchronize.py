@@ -3,7 +3,7 @@ import ast
 from gpulint.frontends.python.file import PythonFile
 from gpulint.frontends.python.model import position
 from gpulint.frontends.python.timing import first_sync
-from gpulint.rule import Rule
+from gpulint.rule import Exemption, Rule
 
 _EVENT = {"torch.cuda.Event", "torch.cuda.streams.Event", "torch.Event"}
 
@@ -13,7 +13,7 @@ class ElapsedTimeWithoutSynchronize(Rule):
     ## What it does
     Finds `start.elapsed_time(end)` on CUDA events (`torch.cuda.Event(enable_timing=True)`)
     read with no `synchronize()` before it in the same function: not on the end event, the
-    stream, or the device. Events whose origin is unknown (function parameters) are left alone.
+    stream, or the device.
 
     ## Why is this bad?
     `end.record()` only queues a marker on the stream; it completes when the GPU reaches it.
@@ -53,6 +53,50 @@ class ElapsedTimeWithoutSynchronize(Rule):
     )
     tags = ("benchmarking",)
 
+    EXEMPTIONS = (
+        Exemption(
+            "test-code",
+            "Tests: a test that reads an event pair checks the API, not a measurement.",
+            "import torch\ndef test_events():\n    start = torch.cuda.Event(enable_timing=True)\n"
+            "    end = torch.cuda.Event(enable_timing=True)\n    start.record()\n"
+            "    end.record()\n    assert start.elapsed_time(end) >= 0\n",
+            filename="tests/test_events.py",
+        ),
+        Exemption(
+            "events-of-unknown-origin",
+            "Events the file does not show being made by `torch.cuda.Event(...)` (function "
+            "parameters, attributes never assigned one): the caller may have synchronised them.",
+            "def report(start, end):\n    return start.elapsed_time(end)\n",
+        ),
+        Exemption(
+            "closure-in-syncing-function",
+            "A closure (`def elapsed(): return start.elapsed_time(end)`) in a function that "
+            "synchronises: the function around it may wait before calling it.",
+            "import torch\ndef bench(f):\n    start = torch.cuda.Event(enable_timing=True)\n"
+            "    end = torch.cuda.Event(enable_timing=True)\n"
+            "    def elapsed():\n        return start.elapsed_time(end)\n"
+            "    start.record()\n    f()\n    end.record()\n    torch.cuda.synchronize()\n"
+            "    return elapsed()\n",
+        ),
+        Exemption(
+            "events-on-self-synced-in-class",
+            "Events kept on `self` in a class that synchronises in another method: they are "
+            "recorded and waited for there.",
+            """
+import torch
+class Timer:
+    def __init__(self):
+        self.start = torch.cuda.Event(enable_timing=True)
+        self.end = torch.cuda.Event(enable_timing=True)
+    def stop(self):
+        self.end.record()
+        self.end.synchronize()
+    def elapsed(self):
+        return self.start.elapsed_time(self.end)
+""",
+        ),
+    )
+
     VALID = [
         "import torch\nstart = torch.cuda.Event(enable_timing=True)\nend = torch.cuda.Event(enable_timing=True)\n"
         "def bench(f):\n    start.record()\n    f()\n    end.record()\n    end.synchronize()\n"
@@ -70,9 +114,11 @@ class ElapsedTimeWithoutSynchronize(Rule):
 
     def visit_Call(self, node: ast.Call, file: PythonFile):
         func = node.func
-        if not isinstance(func, ast.Attribute) or func.attr != "elapsed_time" or file.is_test:
+        if not isinstance(func, ast.Attribute) or func.attr != "elapsed_time":
             return
-        if not self._is_event(func.value, file):
+        if self.exempt("test-code", file.is_test):
+            return
+        if self.exempt("events-of-unknown-origin", not self._is_event(func.value, file)):
             return
         scope = file.enclosing_function(node)
         root = scope if scope is not None else file.tree
@@ -82,14 +128,19 @@ class ElapsedTimeWithoutSynchronize(Rule):
         # A closure (`def elapsed(): return start.elapsed_time(end)`) is called by the function
         # around it, which may synchronise before calling it.
         for outer in file.ancestors(root):
-            if isinstance(outer, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
-                first_sync(file, outer, nested=True) is not None
+            if self.exempt(
+                "closure-in-syncing-function",
+                isinstance(outer, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and first_sync(file, outer, nested=True) is not None,
             ):
                 return
         # Events kept on `self` are recorded and synchronised in other methods of the class.
         if _base(func.value) == "self":
             cls = next((a for a in file.ancestors(node) if isinstance(a, ast.ClassDef)), None)
-            if cls is None or first_sync(file, cls, nested=True) is not None:
+            if self.exempt(
+                "events-on-self-synced-in-class",
+                cls is None or first_sync(file, cls, nested=True) is not None,
+            ):
                 return
         end = node.args[0] if node.args else None
         yield self.report(file, node, end=file.segment(end) if end is not None else "end")

@@ -11,6 +11,9 @@ to (`f(x)`, a closure, `self.m(x)`), and the `forward` of submodules (`self.attn
 with `self.blocks = nn.ModuleList([Block(...) for _ in ...])`; `nn.Sequential(...)` of them).
 Not followed: a def decorated `@torch.compiler.disable` (Dynamo skips it), calls in code Dynamo
 never runs (`if not torch.compiler.is_compiling():`, exception handlers, `raise`).
+`graph_breaks` holds the breaks; `graph_break_sites` also the code of the same kinds that
+Dynamo handles (never traced, in a disabled def the compiled code calls, captured by the file's
+`torch._dynamo.config`), each flagged with the reason.
 
 Graph breaks are named by PyTorch's graph-break registry (`torch/_dynamo/graph_break_registry
 .json`): each kind below was produced by torch 2.14 (`torch._dynamo.explain`, CPU) and, for
@@ -91,7 +94,9 @@ class Reached:
 
 @dataclass(frozen=True, slots=True)
 class GraphBreak:
-    """Code in a compiled function that Dynamo cannot put in the graph."""
+    """Code in a compiled function that Dynamo cannot put in the graph. Where it would be a
+    break but Dynamo handles it (`graph_break_sites`), a flag below says how; `graph_breaks`
+    holds only those with none set."""
 
     node: ast.AST
     what: str  # as in messages: "`.item()`"
@@ -99,6 +104,18 @@ class GraphBreak:
     gb_type: str  # the registry's name for it
     fix: str
     reached: Reached
+    # Code Dynamo never traces: under `if not torch.compiler.is_compiling():`, in an exception
+    # handler, a `raise` or an `assert` (`runs_compiled`).
+    untraced: bool = False
+    # In a def decorated `@torch.compiler.disable` that compiled code calls: Dynamo skips it.
+    disabled: bool = False
+    # `.item()`/`.tolist()` where the file sets `capture_scalar_outputs = True`, a dynamic-shape
+    # op where it sets `capture_dynamic_output_shape_ops = True`: captured in the graph.
+    captured: bool = False
+
+    @property
+    def breaks(self) -> bool:
+        return not (self.untraced or self.disabled or self.captured)
 
 
 # (gb id, registry name, what to do instead), by kind.
@@ -127,6 +144,9 @@ class CompiledCode:
     def __init__(self, file: PythonFile, entries: list[Entry] | None = None):
         self.entries: list[Entry] = _entries(file) if entries is None else entries
         self.reached: dict[int, Reached] = {}
+        # Defs decorated `@torch.compiler.disable` that reached code calls: not traced (and
+        # not followed further).
+        self.disabled: dict[int, Reached] = {}
         # Module classes imported from another module that the reached code calls as
         # submodules (`self.norm = ActNorm(n)`, `from .util import ActNorm`): where its
         # tracing goes on, read by the project.
@@ -141,10 +161,13 @@ class CompiledCode:
                 continue
             self.reached[id(current.function)] = current
             for callee in _callees(file, current.function, self.outside):
-                if id(callee) not in self.reached and not _disabled(file, callee):
-                    stack.append(
-                        Reached(callee, current.entry, (*current.via, _label(file, callee)))
-                    )
+                if id(callee) in self.reached:
+                    continue
+                reached = Reached(callee, current.entry, (*current.via, _label(file, callee)))
+                if not _disabled(file, callee):
+                    stack.append(reached)
+                else:
+                    self.disabled.setdefault(id(callee), reached)
 
     def of(self, function: ast.AST) -> Reached | None:
         return self.reached.get(id(function))
@@ -160,10 +183,16 @@ def compiled_code(file: PythonFile) -> CompiledCode:
 def graph_breaks(file: PythonFile) -> list[GraphBreak]:
     """Every graph break in the functions a compile of this file reaches, in source order; one
     per node (a function reached from two entries is reported for the first)."""
-    return file.memo.get(_BREAKS, lambda: _graph_breaks(file, compiled_code(file)))
+    return [b for b in graph_break_sites(file) if b.breaks]
 
 
-_BREAKS: MemoKey[list[GraphBreak]] = MemoKey("graph breaks")
+def graph_break_sites(file: PythonFile) -> list[GraphBreak]:
+    """`graph_breaks`, and the code of the same kinds that Dynamo handles without a break
+    (never traced, in a disabled def, captured by the file's config), flagged so."""
+    return file.memo.get(_BREAKS, lambda: _graph_breaks(file, compiled_code(file), every=True))
+
+
+_BREAKS: MemoKey[list[GraphBreak]] = MemoKey("graph break sites")
 
 
 def breaks_if_compiled(file: PythonFile, name: str) -> list[GraphBreak] | None:
@@ -245,18 +274,31 @@ def _outside_targets(file: PythonFile) -> list[OutsideTarget]:
     return out
 
 
-def _graph_breaks(file: PythonFile, code: CompiledCode) -> list[GraphBreak]:
+def _graph_breaks(file: PythonFile, code: CompiledCode, every: bool = False) -> list[GraphBreak]:
+    """The breaks in what `code` reaches; `every`: also the sites Dynamo handles, flagged."""
     scalars = not _config_set(file, "capture_scalar_outputs")
     shapes = not _config_set(file, "capture_dynamic_output_shape_ops")
     out: list[GraphBreak] = []
-    for reached in code.reached.values():
+    reached_ones = [(r, False) for r in code.reached.values()]
+    if every:
+        reached_ones += [(r, True) for k, r in code.disabled.items() if k not in code.reached]
+    for reached, disabled in reached_ones:
         f = reached.function
         for node in file.model.members(f):
             kind = _break_kind(file, node, f, scalars, shapes)
-            if kind is None or not runs_compiled(file, node, f):
+            captured = False
+            if kind is None and every and not (scalars and shapes):
+                kind = _break_kind(file, node, f, True, True)
+                captured = kind is not None
+            if kind is None:
+                continue
+            untraced = not runs_compiled(file, node, f)
+            if not every and untraced:
                 continue
             what, (gb_id, gb_type), fix = kind
-            out.append(GraphBreak(node, what, gb_id, gb_type, fix, reached))
+            out.append(
+                GraphBreak(node, what, gb_id, gb_type, fix, reached, untraced, disabled, captured)
+            )
     out.sort(key=lambda b: (getattr(b.node, "lineno", 0), getattr(b.node, "col_offset", 0)))
     return out
 
