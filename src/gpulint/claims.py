@@ -196,6 +196,36 @@ class Unit:
 
 
 UNSUPPORTED, BARE_RATIO, DENOMINATOR = "unsupported", "bare-ratio", "denominator"
+# A speed claim the analysis found and judged backed or not the author's (no finding of any
+# kind); `Claim.spared` says why, one of the reasons below, so a rule can name the case.
+SPARED = "spared"
+(
+    EXPECTATION,  # "would be 8 times faster", "2x theoretical", "torchtitan reports 25%"
+    LINK_TEXT,  # the claim is the text of a link: the link is its source
+    CITES_SOURCE,  # someone else's result named ("et al.", "according to"), or a cited source
+    RESULTS_ROW,  # a row of a results table that carries both figures
+    BESIDE_FIGURE,  # the caption of a figure (an image beside it, `Figure 3:`)
+    BESIDE_TABLE,  # right above or below a results table or a benchmark log
+    NEWS,  # a dated news item, or under a News / Updates / Release notes heading
+    DOCUMENT_MEASURES,  # the document shows its measurements (a results table, figure, link)
+    LINKED_SENTENCE,  # the claim's sentence links where its figures are
+    POINTING,  # "the table below", "see the benchmarks"
+    MEASURED,  # its absolute pair, or an absolute figure, is there
+    RUNS_AND_DISPERSION,  # it states its runs count and dispersion (the pair is GPU911's)
+) = (
+    "expectation",
+    "link-text",
+    "cites-source",
+    "results-row",
+    "beside-figure",
+    "beside-table",
+    "news",
+    "document-measures",
+    "linked-sentence",
+    "pointing",
+    "measured",
+    "runs-and-dispersion",
+)
 
 
 @dataclass
@@ -208,6 +238,7 @@ class Claim:
     end: int
     message: str
     severity: str | None = None  # None: the rule's own; "warning" for a defect (dangling, drift)
+    spared: str | None = None  # for kind SPARED: why the claim needs no finding
 
 
 # Every evidence path a lint looked at (found or not), for the result cache: the engine empties
@@ -330,15 +361,30 @@ def analyse(
         # (a new flash-attn, a new CUDA): history, not the docs a claim lives in.
         return dangling
     claims: list[Claim] = []
-    speed = [
-        c
-        for c in _speed_claims(unit.text)
-        if not _hypothetical(unit.text, c[0], c[1]) and not _in_link(unit, c[0])
-    ]
+    spared: list[Claim] = []
+    speed = []
+    for c in _speed_claims(unit.text):
+        why = (
+            EXPECTATION
+            if _hypothetical(unit.text, c[0], c[1])
+            else LINK_TEXT
+            if _in_link(unit, c[0])
+            else None
+        )
+        if why is None:
+            speed.append(c)
+        else:
+            spared.append(_spare(unit, c[0], c[1], why))
     if speed and not dangling:
-        claims.extend(_judge_speed(unit, speed, evidence))
+        judged = _judge_speed(unit, speed, evidence)
+        claims.extend(c for c in judged if c.kind != SPARED)
+        spared.extend(c for c in judged if c.kind == SPARED)
     claims.extend(_peak_claims(unit))
-    return dangling + _one_per_sentence(unit, claims)
+    return dangling + _one_per_sentence(unit, claims) + spared
+
+
+def _spare(unit: Unit, start: int, end: int, why: str) -> Claim:
+    return Claim(SPARED, unit.start + start, unit.start + end, "", spared=why)
 
 
 _PRIORITY = {DENOMINATOR: 0, UNSUPPORTED: 1, BARE_RATIO: 2}
@@ -444,20 +490,35 @@ def _judge_speed(unit: Unit, speed, evidence: EvidenceContext) -> list[Claim]:
             elif kind in ("ratio", "percent") and not paired:
                 out.append(Claim(BARE_RATIO, at, until, _bare(claim_text)))
             continue
-        if quoting or results_row or shown or _linked_sentence(unit, start):
+        why = (
+            CITES_SOURCE
+            if quoting
+            else RESULTS_ROW
+            if results_row
+            else _shown(unit, text)
+            if shown
+            else LINKED_SENTENCE
+            if _linked_sentence(unit, start)
+            else None
+        )
+        if why is not None:
+            out.append(_spare(unit, start, end, why))
             continue
         sentence = _sentence(text, start)
         if sentence not in pointing:
             pointing[sentence] = bool(_POINTING.search(text, *sentence))
         if pointing[sentence]:
+            out.append(_spare(unit, start, end, POINTING))
             continue  # "as the table below shows": the evidence is pointed at
         # Backed where it is made: the absolute pair (or an absolute figure) is the measurement.
         measured = paired or kind == "absolute"
         if measured:
+            out.append(_spare(unit, start, end, MEASURED))
             continue
         if self_evident:
             if kind in ("ratio", "percent") and not paired:
                 out.append(Claim(BARE_RATIO, at, until, _bare(claim_text)))
+            out.append(_spare(unit, start, end, RUNS_AND_DISPERSION))
             continue
         missing = [
             what
@@ -480,6 +541,15 @@ def _judge_speed(unit: Unit, speed, evidence: EvidenceContext) -> list[Claim]:
             )
         )
     return out
+
+
+def _shown(unit: Unit, text: str) -> str:
+    """Where the measurement is shown, for a claim `_judge_speed` found shown."""
+    if unit.beside_figure or _CAPTION.match(text):
+        return BESIDE_FIGURE
+    if unit.beside_table:
+        return BESIDE_TABLE
+    return NEWS if unit.news else DOCUMENT_MEASURES
 
 
 def _join(items: list[str]) -> str:
