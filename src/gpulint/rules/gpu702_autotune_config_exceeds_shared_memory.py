@@ -158,12 +158,7 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
             "packed-sub-byte",
             "A kernel with packed sub-byte operands (int4/nf4/fp4 named in its file, or any `>>` "
             "unpacking): its tile sizes in bytes cannot be read from its block sizes.",
-            Valid(
-                _KERNEL.replace("{prune}", "").replace(
-                    "tl.load(b_ptr))", "(tl.load(b_ptr) >> 4) & 0xF)"
-                ),
-                targets=("sm_121",),
-            ),
+            fixture="triton/gpu702_silent_int4_dequant_sm121.py",
         ),
         Exemption(
             "configs-not-evaluable",
@@ -202,10 +197,7 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
             "fits-an-assumed-target",
             "With no targets configured or found, a config that fits one of the assumed GPUs "
             "(A100, H100): a finding would rest on a guess of the hardware.",
-            # 196,608 B on an A100 (over its 166,912), 229,376 B on an H100 (under 232,448)
-            _KERNEL.replace("{prune}", "").replace(
-                '"BLOCK_K": 32}, num_stages=4', '"BLOCK_K": 64}, num_stages=7'
-            ),
+            fixture="triton/gpu702_silent_no_targets_fits_a_datacenter_gpu.py",
         ),
     )
 
