@@ -199,33 +199,18 @@ UNSUPPORTED, BARE_RATIO, DENOMINATOR = "unsupported", "bare-ratio", "denominator
 # A speed claim the analysis found and judged backed or not the author's (no finding of any
 # kind); `Claim.spared` says why, one of the reasons below, so a rule can name the case.
 SPARED = "spared"
-(
-    EXPECTATION,  # "would be 8 times faster", "2x theoretical", "torchtitan reports 25%"
-    LINK_TEXT,  # the claim is the text of a link: the link is its source
-    CITES_SOURCE,  # someone else's result named ("et al.", "according to"), or a cited source
-    RESULTS_ROW,  # a row of a results table that carries both figures
-    BESIDE_FIGURE,  # the caption of a figure (an image beside it, `Figure 3:`)
-    BESIDE_TABLE,  # right above or below a results table or a benchmark log
-    NEWS,  # a dated news item, or under a News / Updates / Release notes heading
-    DOCUMENT_MEASURES,  # the document shows its measurements (a results table, figure, link)
-    LINKED_SENTENCE,  # the claim's sentence links where its figures are
-    POINTING,  # "the table below", "see the benchmarks"
-    MEASURED,  # its absolute pair, or an absolute figure, is there
-    RUNS_AND_DISPERSION,  # it states its runs count and dispersion (the pair is GPU911's)
-) = (
-    "expectation",
-    "link-text",
-    "cites-source",
-    "results-row",
-    "beside-figure",
-    "beside-table",
-    "news",
-    "document-measures",
-    "linked-sentence",
-    "pointing",
-    "measured",
-    "runs-and-dispersion",
-)
+EXPECTATION = "expectation"  # "would be 8 times faster", "2x theoretical", "X reports 25%"
+LINK_TEXT = "link-text"  # the claim is the text of a link: the link is its source
+CITES_SOURCE = "cites-source"  # someone else's result named ("et al."), or a cited source
+RESULTS_ROW = "results-row"  # a row of a results table that carries both figures
+BESIDE_FIGURE = "beside-figure"  # the caption of a figure (an image beside it, `Figure 3:`)
+BESIDE_TABLE = "beside-table"  # right above or below a results table or a benchmark log
+NEWS = "news"  # a dated news item, or under a News / Updates / Release notes heading
+DOCUMENT_MEASURES = "document-measures"  # the document shows its measurements somewhere
+LINKED_SENTENCE = "linked-sentence"  # the claim's sentence links where its figures are
+POINTING = "pointing"  # "the table below", "see the benchmarks"
+MEASURED = "measured"  # its absolute pair, or an absolute figure, is there
+RUNS_AND_DISPERSION = "runs-and-dispersion"  # runs count and dispersion (a ratio wants a pair)
 
 
 @dataclass
@@ -364,17 +349,12 @@ def analyse(
     spared: list[Claim] = []
     speed = []
     for c in _speed_claims(unit.text):
-        why = (
-            EXPECTATION
-            if _hypothetical(unit.text, c[0], c[1])
-            else LINK_TEXT
-            if _in_link(unit, c[0])
-            else None
-        )
-        if why is None:
-            speed.append(c)
+        if _hypothetical(unit.text, c[0], c[1]):
+            spared.append(_spare(unit, c[0], c[1], EXPECTATION))
+        elif _in_link(unit, c[0]):
+            spared.append(_spare(unit, c[0], c[1], LINK_TEXT))
         else:
-            spared.append(_spare(unit, c[0], c[1], why))
+            speed.append(c)
     if speed and not dangling:
         judged = _judge_speed(unit, speed, evidence)
         claims.extend(c for c in judged if c.kind != SPARED)
@@ -490,17 +470,9 @@ def _judge_speed(unit: Unit, speed, evidence: EvidenceContext) -> list[Claim]:
             elif kind in ("ratio", "percent") and not paired:
                 out.append(Claim(BARE_RATIO, at, until, _bare(claim_text)))
             continue
-        why = (
-            CITES_SOURCE
-            if quoting
-            else RESULTS_ROW
-            if results_row
-            else _shown(unit, text)
-            if shown
-            else LINKED_SENTENCE
-            if _linked_sentence(unit, start)
-            else None
-        )
+        why = CITES_SOURCE if quoting else RESULTS_ROW if results_row else None
+        why = why or (_shown(unit, text) if shown else None)
+        why = why or (LINKED_SENTENCE if _linked_sentence(unit, start) else None)
         if why is not None:
             out.append(_spare(unit, start, end, why))
             continue
