@@ -196,6 +196,21 @@ class Unit:
 
 
 UNSUPPORTED, BARE_RATIO, DENOMINATOR = "unsupported", "bare-ratio", "denominator"
+# A speed claim the analysis found and judged backed or not the author's (no finding of any
+# kind); `Claim.spared` says why, one of the reasons below, so a rule can name the case.
+SPARED = "spared"
+EXPECTATION = "expectation"  # "would be 8 times faster", "2x theoretical", "X reports 25%"
+LINK_TEXT = "link-text"  # the claim is the text of a link: the link is its source
+CITES_SOURCE = "cites-source"  # someone else's result named ("et al."), or a cited source
+RESULTS_ROW = "results-row"  # a row of a results table that carries both figures
+BESIDE_FIGURE = "beside-figure"  # the caption of a figure (an image beside it, `Figure 3:`)
+BESIDE_TABLE = "beside-table"  # right above or below a results table or a benchmark log
+NEWS = "news"  # a dated news item, or under a News / Updates / Release notes heading
+DOCUMENT_MEASURES = "document-measures"  # the document shows its measurements somewhere
+LINKED_SENTENCE = "linked-sentence"  # the claim's sentence links where its figures are
+POINTING = "pointing"  # "the table below", "see the benchmarks"
+MEASURED = "measured"  # its absolute pair, or an absolute figure, is there
+RUNS_AND_DISPERSION = "runs-and-dispersion"  # runs count and dispersion (a ratio wants a pair)
 
 
 @dataclass
@@ -208,6 +223,7 @@ class Claim:
     end: int
     message: str
     severity: str | None = None  # None: the rule's own; "warning" for a defect (dangling, drift)
+    spared: str | None = None  # for kind SPARED: why the claim needs no finding
 
 
 # Every evidence path a lint looked at (found or not), for the result cache: the engine empties
@@ -330,15 +346,25 @@ def analyse(
         # (a new flash-attn, a new CUDA): history, not the docs a claim lives in.
         return dangling
     claims: list[Claim] = []
-    speed = [
-        c
-        for c in _speed_claims(unit.text)
-        if not _hypothetical(unit.text, c[0], c[1]) and not _in_link(unit, c[0])
-    ]
+    spared: list[Claim] = []
+    speed = []
+    for c in _speed_claims(unit.text):
+        if _hypothetical(unit.text, c[0], c[1]):
+            spared.append(_spare(unit, c[0], c[1], EXPECTATION))
+        elif _in_link(unit, c[0]):
+            spared.append(_spare(unit, c[0], c[1], LINK_TEXT))
+        else:
+            speed.append(c)
     if speed and not dangling:
-        claims.extend(_judge_speed(unit, speed, evidence))
+        judged = _judge_speed(unit, speed, evidence)
+        claims.extend(c for c in judged if c.kind != SPARED)
+        spared.extend(c for c in judged if c.kind == SPARED)
     claims.extend(_peak_claims(unit))
-    return dangling + _one_per_sentence(unit, claims)
+    return dangling + _one_per_sentence(unit, claims) + spared
+
+
+def _spare(unit: Unit, start: int, end: int, why: str) -> Claim:
+    return Claim(SPARED, unit.start + start, unit.start + end, "", spared=why)
 
 
 _PRIORITY = {DENOMINATOR: 0, UNSUPPORTED: 1, BARE_RATIO: 2}
@@ -444,20 +470,27 @@ def _judge_speed(unit: Unit, speed, evidence: EvidenceContext) -> list[Claim]:
             elif kind in ("ratio", "percent") and not paired:
                 out.append(Claim(BARE_RATIO, at, until, _bare(claim_text)))
             continue
-        if quoting or results_row or shown or _linked_sentence(unit, start):
+        why = CITES_SOURCE if quoting else RESULTS_ROW if results_row else None
+        why = why or (_shown(unit, text) if shown else None)
+        why = why or (LINKED_SENTENCE if _linked_sentence(unit, start) else None)
+        if why is not None:
+            out.append(_spare(unit, start, end, why))
             continue
         sentence = _sentence(text, start)
         if sentence not in pointing:
             pointing[sentence] = bool(_POINTING.search(text, *sentence))
         if pointing[sentence]:
+            out.append(_spare(unit, start, end, POINTING))
             continue  # "as the table below shows": the evidence is pointed at
         # Backed where it is made: the absolute pair (or an absolute figure) is the measurement.
         measured = paired or kind == "absolute"
         if measured:
+            out.append(_spare(unit, start, end, MEASURED))
             continue
         if self_evident:
             if kind in ("ratio", "percent") and not paired:
                 out.append(Claim(BARE_RATIO, at, until, _bare(claim_text)))
+            out.append(_spare(unit, start, end, RUNS_AND_DISPERSION))
             continue
         missing = [
             what
@@ -480,6 +513,15 @@ def _judge_speed(unit: Unit, speed, evidence: EvidenceContext) -> list[Claim]:
             )
         )
     return out
+
+
+def _shown(unit: Unit, text: str) -> str:
+    """Where the measurement is shown, for a claim `_judge_speed` found shown."""
+    if unit.beside_figure or _CAPTION.match(text):
+        return BESIDE_FIGURE
+    if unit.beside_table:
+        return BESIDE_TABLE
+    return NEWS if unit.news else DOCUMENT_MEASURES
 
 
 def _join(items: list[str]) -> str:

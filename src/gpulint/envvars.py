@@ -225,6 +225,10 @@ class EnvSettingVisits:
             """The rule's judgment of one setting (each rule defines it)."""
             ...
 
+    def skips_python_file(self, file: PythonFile) -> bool:
+        """Test code (the rule names that exemption: it overrides this)."""
+        return file.is_test
+
     def visit_Assign(self, node: ast.Assign, file: PythonFile) -> Iterator[Finding]:
         yield from self._python(node, file)
 
@@ -237,7 +241,7 @@ class EnvSettingVisits:
         yield from self.judge(node, node, file)
 
     def _python(self, node: ast.Assign | ast.Call, file: PythonFile) -> Iterator[Finding]:
-        if file.is_test:
+        if self.skips_python_file(file):
             return
         for at, setting in python_settings(file, node):
             yield from self.judge(setting, at, file)

@@ -11,7 +11,7 @@ from typing import ClassVar, TypeAlias
 from gpulint.claims import Claim
 from gpulint.diagnostics import Finding, Severity
 from gpulint.frontends.docs import DocFile
-from gpulint.frontends.docs.docstrings import docstring_claims
+from gpulint.frontends.docs.docstrings import Span, docstring_claims
 from gpulint.frontends.python.file import PythonFile
 from gpulint.rule import Rule
 from gpulint.settings import Settings
@@ -37,20 +37,25 @@ def claim_gates(
 
 
 def claim_findings(rule: ClaimRule, file: ClaimFile) -> Iterator[Finding]:
+    for claim, at in file_claims(rule, file):
+        if claim.kind == rule.claim_kind:
+            yield rule.report(file, at, claim.message, severity=_severity(claim))
+
+
+def file_claims(rule: ClaimRule, file: ClaimFile) -> Iterator[tuple[Claim, Claim | Span]]:
+    """Every claim the analysis found in the file (of any kind, spared ones too), with where
+    to report it: the claim itself in a document, its span in a docstring."""
     if isinstance(file, DocFile):  # a Markdown / RST document
         for claim in file.claims:
-            if claim.kind == rule.claim_kind:
-                yield rule.report(file, claim, claim.message, severity=_severity(claim))
+            yield claim, claim
         return
     if not isinstance(getattr(file, "tree", None), ast.Module):
         return
     # Docstring claims are opt-in; without it only an evidence reference can be a finding.
     if not rule.settings.option("claims", "docstrings", False) and not _cites_evidence(file):
         return
-    for claim, span in docstring_claims(file, rule.settings):
-        if claim.kind == rule.claim_kind:
-            # a docstring's claim is located by its span in the file, not by an ast node
-            yield rule.report(file, span, claim.message, severity=_severity(claim))
+    # (a docstring's claim is located by its span in the file, not by an ast node)
+    yield from docstring_claims(file, rule.settings)
 
 
 class ClaimRule(Rule):

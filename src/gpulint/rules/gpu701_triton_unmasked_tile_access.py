@@ -1,9 +1,10 @@
 import ast
+from typing import ClassVar
 
 from gpulint.diagnostics import Severity
 from gpulint.frontends.python import triton as tt
 from gpulint.frontends.python.file import PythonFile
-from gpulint.rule import Rule
+from gpulint.rule import Exemption, Rule
 
 
 class TritonUnmaskedTileAccess(Rule):
@@ -20,46 +21,25 @@ class TritonUnmaskedTileAccess(Rule):
     a loop step, or a size the kernel's own masks bound, or constexpr arithmetic of one by a
     literal or another constexpr (`pid * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2)`, the
     packed bytes of a fp4 tile; `pid * BLOCK * 2 + tl.arange(0, BLOCK * 2)`; the
-    `BLOCK // GROUP_SIZE` scales of a group quantizer); `row * D + tl.arange(0, D)` with none
-    of these is a whole row and is left alone. A kernel with no launch in its file (its
-    launcher lives elsewhere) that is passed a size it never reads (the textbook
+    `BLOCK // GROUP_SIZE` scales of a group quantizer). A kernel with no launch in its file
+    (its launcher lives elsewhere) that is passed a size it never reads (the textbook
     `add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE)` with its masks left out; not a
-    pointer or a stride, by their names) has its constexpr blocks taken as tiles of it, unless
-    its docstring or comments say a size is divisible by (a multiple of) the block, or it hints
-    alignment (`tl.multiple_of`, `tl.max_contiguous`, `tl.assume`). Block pointers are checked
-    the same way: a
-    `tl.make_block_ptr` whose offsets are tiled by a program id, or that `tl.advance` moves by
-    its block in such a loop, needs `boundary_check` on that dimension unless the dimension's
-    shape is a compile-time constant.
+    pointer or a stride, by their names) has its constexpr blocks taken as tiles of it. Block
+    pointers are checked the same way: a `tl.make_block_ptr` whose offsets are tiled by a
+    program id, or that `tl.advance` moves by its block in such a loop, needs `boundary_check`
+    on that dimension unless the dimension's shape is a compile-time constant.
 
-    An access is bounded, and left alone, when its `mask=` bounds the tiled offsets (a mask on
-    the rows alone does not cover columns tiled by the K loop: that is reported); the offsets
-    are wrapped with `% size` or clamped (`tl.minimum`, `tl.where`); an alignment hint
-    (`tl.multiple_of`, `tl.max_contiguous`) wraps the tiled value itself (a hint covers only the
-    value it wraps, not the kernel); it sits in the branch of an `if` where a divisibility test
-    holds: an `EVEN_K`/`*_DIVISIBLE` flag, a flag set by a heuristic or launch keyword testing
-    `%` (`NEED_MASK = n % BLOCK != 0` guards its `else`), or `n % BLOCK == 0` itself (a causal or
-    feature flag is not such a test); it is under a test of the tile's own position
-    (`if pid * BLOCK + BLOCK <= n:`) or after an early `return` for tiles past the end; a loop's
-    bound is rounded down to a multiple (`n // X * X`) or comes from a helper it cannot read;
-    `tl.static_assert`/`tl.assume` of divisibility in the kernel; a launcher in the same file
-    that asserts divisibility (`assert n % BLOCK == 0`, or `if n % BLOCK: raise ...`) or launches
-    an exact grid (`kernel[(n // BLOCK,)]`, no `cdiv`); a tile that every launch in the file keeps
-    whole: a constant (or every autotune value) dividing a multiple the launcher makes sure of, before
-    the launch, for a dimension it passes (`assert n % 128 == 0`, `if n % C: raise`,
-    `torch._check(n % C == 0)`), or a block computed as a divisor of a dimension it passes
-    (`math.gcd(n, 256)`, or a helper of the file that returns only a `d` it tested with
-    `n % d == 0`); a pointer the launcher binds to a buffer it allocated rounded up to a multiple
-    of a tile it passes (`torch.empty((triton.cdiv(m, B) * B, k))`, `m + (B - m % B) % B`); pointers into a buffer strided by a size
-    named as rounded or padded (`seqlen_q_rounded`: allocated up to a multiple of the block),
-    also through a `@triton.jit` helper whose callers all pass such a pointer; test code.
-    Launches in other modules of the checked tree count as the file's own: a kernels module
-    launched from `ops.py` (`from .kernels import add_kernel; add_kernel[grid](...)`, or
-    `from . import kernels; kernels.add_kernel[grid](...)`) takes its tiles from that
-    launcher's `cdiv` grid, and is left alone where that launcher asserts divisibility or
-    launches an exact grid.
-    A definition under `if MODE == "a":` on a constexpr does not reach a use under
-    `if MODE == "b":`.
+    An access is bounded when its `mask=` bounds the tiled offsets (a mask on the rows alone
+    does not cover columns tiled by the K loop: that is reported); the offsets are wrapped with
+    `% size` or clamped (`tl.minimum`, `tl.where`); an alignment hint (`tl.multiple_of`,
+    `tl.max_contiguous`) wraps the tiled value itself (a hint covers only the value it wraps,
+    not the kernel); or a loop's bound is rounded down to a multiple (`n // X * X`) or comes
+    from a helper it cannot read. Launches in other modules of the checked tree count as the
+    file's own: a kernels module launched from `ops.py` (`from .kernels import add_kernel;
+    add_kernel[grid](...)`, or `from . import kernels; kernels.add_kernel[grid](...)`) takes
+    its tiles from that launcher's `cdiv` grid, and its divisibility checks and exact grids
+    count as the file's. A definition under `if MODE == "a":` on a constexpr does not reach a
+    use under `if MODE == "b":`.
 
     ## Why is this bad?
     The grid is `cdiv(n, BLOCK)` (or the loop runs `cdiv(n, BLOCK)` times), so unless `n` is a
@@ -108,6 +88,199 @@ class TritonUnmaskedTileAccess(Rule):
         "`mask=offsets < n_elements`{other} (or assert the divisibility)"
     )
     tags = ("triton", "correctness")
+
+    EXEMPTIONS: ClassVar[tuple[Exemption, ...]] = (
+        Exemption(
+            "whole-row",
+            "`row * D + tl.arange(0, D)` where nothing treats `D` as a tile of a larger extent "
+            "(no autotune, `cdiv`, loop step or mask of it): a whole row, in bounds.",
+            """
+import triton
+import triton.language as tl
+
+@triton.jit
+def k(x_ptr, D: tl.constexpr):
+    row = tl.program_id(0)
+    x = tl.load(x_ptr + row * D + tl.arange(0, D))
+""",
+        ),
+        Exemption(
+            "launcher-asserts-divisibility",
+            "A launcher (in the file, or in the module that launches the kernel) that asserts "
+            "divisibility: `assert n % BLOCK == 0`, or `if n % BLOCK: raise ...`.",
+            """
+import triton
+import triton.language as tl
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) + tl.load(y_ptr + offsets))
+
+def add(x, y, out, BLOCK_SIZE=1024):
+    assert x.numel() % BLOCK_SIZE == 0
+    grid = lambda meta: (triton.cdiv(x.numel(), meta["BLOCK_SIZE"]),)
+    add_kernel[grid](x, y, out, x.numel(), BLOCK_SIZE=BLOCK_SIZE)
+""",
+        ),
+        Exemption(
+            "exact-grid",
+            "A kernel launched (in the file, or from the module that launches it) on an exact "
+            "grid, `kernel[(n // BLOCK,)]` with no `cdiv`: the launcher relies on divisibility.",
+            """
+import triton
+import triton.language as tl
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 1024}), triton.Config({"BLOCK": 4096})], key=["n"])
+@triton.jit
+def k(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs) * 2)
+
+def double(x):
+    k[lambda meta: (x.numel() // meta["BLOCK"],)](x, x.numel())
+""",
+        ),
+        Exemption(
+            "kernel-asserts-divisibility",
+            "A kernel that states divisibility itself: `tl.static_assert`, `tl.assume` or "
+            "`tl.device_assert` of a `%` test.",
+            """
+import triton
+import triton.language as tl
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 1024}), triton.Config({"BLOCK": 4096})], key=["n"])
+@triton.jit
+def k(x_ptr, n, BLOCK: tl.constexpr):
+    tl.assume(n % BLOCK == 0)
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs) * 2)
+""",
+        ),
+        Exemption(
+            "documented-divisibility",
+            "A kernel with no launch in its file whose docstring or comments say a size is "
+            "divisible by (a multiple of) the block: its blocks are not taken as tiles of the "
+            "size it never reads.",
+            """
+import triton
+import triton.language as tl
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    \"\"\"The caller pads: n_elements is a multiple of BLOCK_SIZE.\"\"\"
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) + tl.load(y_ptr + offsets))
+""",
+        ),
+        Exemption(
+            "alignment-hint",
+            "A kernel with no launch in its file that hints alignment (`tl.multiple_of`, "
+            "`tl.max_contiguous`, `tl.assume`): its author states what its offsets are multiples "
+            "of, so its blocks are not taken as tiles of the size it never reads.",
+            """
+import triton
+import triton.language as tl
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    pid = tl.program_id(0)
+    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    start = tl.multiple_of(pid * BLOCK_SIZE, BLOCK_SIZE)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) + tl.load(y_ptr + start))
+""",
+        ),
+        Exemption(
+            "padded-buffer",
+            "Pointers into a buffer strided by a size named as rounded or padded "
+            "(`seqlen_q_rounded`), or bound by the launcher to a buffer it allocated rounded up "
+            "to a multiple of the tile (also through a `@triton.jit` helper whose callers all "
+            "pass one): allocated up to the block.",
+            """
+import triton
+import triton.language as tl
+
+@triton.autotune(configs=[triton.Config({"BLOCK_M": 64}), triton.Config({"BLOCK_M": 128})], key=[])
+@triton.jit
+def k(Delta, off_hb, seqlen_q_rounded, BLOCK_M: tl.constexpr):
+    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    tl.store(Delta + off_hb * seqlen_q_rounded + offs_m, tl.zeros([BLOCK_M], dtype=tl.float32))
+""",
+        ),
+        Exemption(
+            "mask-not-from-offsets",
+            "An access whose `mask=` is not built from its offsets (a loaded flag, a "
+            "parameter): trusted, as the author chose what it bounds.",
+            """
+import triton
+import triton.language as tl
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 1024}), triton.Config({"BLOCK": 4096})], key=["n"])
+@triton.jit
+def k(x_ptr, keep_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    keep = tl.load(keep_ptr) != 0
+    x = tl.load(x_ptr + offs, mask=keep, other=0.0)
+""",
+        ),
+        Exemption(
+            "launch-keeps-tiles-whole",
+            "A tile every launch keeps whole: a constant block (or every autotune value) "
+            "dividing a multiple the launcher makes sure of (`assert n % 128 == 0`, "
+            "`torch._check(n % C == 0)`), or a block computed as a divisor of the size it "
+            "passes (`math.gcd(n, 256)`).",
+            fixture="triton/gpu701_silent_launch_dataflow.py",
+        ),
+        Exemption(
+            "divisibility-branch",
+            "An access in the branch of an `if` where a divisibility test holds: an "
+            "`EVEN_K`/`*_DIVISIBLE` flag, a flag a heuristic or launch keyword sets by testing "
+            "`%` (`NEED_MASK = n % BLOCK != 0` guards its `else`), or `n % BLOCK == 0` itself.",
+            """
+from triton import jit
+import triton.language as tl
+
+@jit
+def k(x_ptr, n, BLOCK: tl.constexpr, EVEN_N: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    if EVEN_N:
+        x = tl.load(x_ptr + offs)
+    else:
+        x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+""",
+        ),
+        Exemption(
+            "position-guard",
+            "An access under a test of the tile's own position (`if pid * BLOCK + BLOCK <= n:`), "
+            "or after an early `return` for tiles past the end: in bounds where it runs.",
+            """
+import triton
+import triton.language as tl
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 1024}), triton.Config({"BLOCK": 4096})], key=["n"])
+@triton.jit
+def k(x_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    if pid * BLOCK + BLOCK <= n:
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs) * 2)
+""",
+        ),
+        Exemption(
+            "test-code",
+            "Test code, whose sizes the test picks.",
+            """
+import triton
+import triton.language as tl
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) + tl.load(y_ptr + offsets))
+""",
+            filename="tests/test_add.py",
+        ),
+    )
 
     VALID = [
         # Masked.
@@ -215,30 +388,44 @@ def k(x_ptr, n, BLOCK: tl.constexpr):
     ]
 
     def finish(self, file: PythonFile):
-        if file.is_test:
+        if self.exempt("test-code", file.is_test):
             return
         kernels = tt.kernels(file)
-        if not kernels or _launcher_asserts_divisibility(file, kernels):
+        if not kernels:
+            return
+        if self.exempt(
+            "launcher-asserts-divisibility", _launcher_asserts_divisibility(file, kernels)
+        ):
             return
         exact = _exact_grid_kernels(file)
         for kernel in kernels:
-            if kernel.name in exact or _kernel_declares_divisibility(file, kernel):
+            if self.exempt("exact-grid", kernel.name in exact):
                 continue
-            remote = {id(host): host for host, _ in tt.remote_launches(file, kernel)}
-            if any(
-                kernel.name in _exact_grid_kernels(host)
-                or _launcher_asserts_divisibility(host, [kernel], file)
-                for host in remote.values()
+            if self.exempt(
+                "kernel-asserts-divisibility", _kernel_declares_divisibility(file, kernel)
             ):
-                continue  # launched from another module that relies on or asserts divisibility
+                continue
+            # launched from another module that relies on or asserts divisibility
+            remote = {id(host): host for host, _ in tt.remote_launches(file, kernel)}
+            if self.exempt(
+                "exact-grid", any(kernel.name in _exact_grid_kernels(h) for h in remote.values())
+            ):
+                continue
+            if self.exempt(
+                "launcher-asserts-divisibility",
+                any(_launcher_asserts_divisibility(h, [kernel], file) for h in remote.values()),
+            ):
+                continue
             flow = tt.flow(file, kernel)
             known = tt.tile_sizes(file, kernel)
             constexprs = frozenset(kernel.constexprs)
             if (
                 not tt.host_launches(file, kernel)
                 and tt.unread_sizes(kernel)
-                and not tt.documents_divisibility(file, kernel)
-                and not tt.hints_alignment(file, kernel)
+                and not self.exempt(
+                    "documented-divisibility", tt.documents_divisibility(file, kernel)
+                )
+                and not self.exempt("alignment-hint", tt.hints_alignment(file, kernel))
             ):
                 # Launched from elsewhere, and a size it is passed goes unread (the textbook
                 # `n_elements` of a kernel with no mask): its constexpr blocks tile that size.
@@ -270,30 +457,43 @@ def k(x_ptr, n, BLOCK: tl.constexpr):
                     tiles = [(x, o) for _, x, o in unchecked]
                 else:
                     unchecked = None
+                    # (a size no code treats as a tile of a larger extent: a whole row)
                     tiles = sorted(
                         (
                             (x, o)
                             for x, o in value.tiles
-                            if o == tt.LOOP or tt.is_tile(x, known, constexprs)
+                            if o == tt.LOOP
+                            or not self.exempt("whole-row", not tt.is_tile(x, known, constexprs))
                         ),
                         key=lambda t: (t[0] not in known, t),  # a size as written first
                     )
-                    if not tiles or value.bits & tt.PADDED:
+                    if not tiles:
+                        continue
+                    if self.exempt("padded-buffer", value.bits & tt.PADDED):
                         continue
                     mask = tt.access_mask(call, op)
                     if mask is not None:
                         bounded = flow.of(mask).bounded_sizes
+                        if self.exempt("mask-not-from-offsets", not bounded):
+                            continue  # a mask not built from offsets: trusted
                         tiles = [t for t in tiles if t[0] not in bounded]
-                        if not bounded or not tiles:
-                            continue  # bounded, or a mask not built from offsets: trusted
+                        if not tiles:
+                            continue  # bounded
                         partial = True
-                tiles = [t for t in tiles if t[0] not in divided]
+                # (every launch keeps these tiles whole)
+                tiles = [
+                    t for t in tiles if not self.exempt("launch-keeps-tiles-whole", t[0] in divided)
+                ]
                 if unchecked is not None:
                     unchecked = [u for u in unchecked if u[1] not in divided]
                 if not tiles:
-                    continue  # every launch keeps these tiles whole
-                if _guarded(file, call, kernel, flow, flags) or any(
-                    line < call.lineno for line in returns_before
+                    continue
+                guard = _guarded(file, call, kernel, flow, flags)
+                if self.exempt("divisibility-branch", guard == "divisible"):
+                    continue
+                if self.exempt(
+                    "position-guard",
+                    guard == "position" or any(line < call.lineno for line in returns_before),
                 ):
                     continue
                 yield self._finding(file, call, op, tiles[0], unchecked, partial)
@@ -507,19 +707,19 @@ def _divisible_when(test: ast.AST, flags: dict[str, bool]) -> bool | None:
     return None
 
 
-def _guarded(file: PythonFile, call: ast.AST, kernel, flow, flags) -> bool:
-    """In the branch of an `if` where a divisibility test holds, or under a test of the tile's
-    own position."""
+def _guarded(file: PythonFile, call: ast.AST, kernel, flow, flags) -> str | None:
+    """ "divisible": in the branch of an `if` where a divisibility test holds; "position":
+    under a test of the tile's own position; None: neither (the innermost `if` decides)."""
     child = call
     for anc in file.ancestors(call):
         if anc is kernel.node:
-            return False
+            return None
         if isinstance(anc, (ast.If, ast.IfExp)) and child is not anc.test:
             holds = _divisible_when(anc.test, flags)
             in_body = child in anc.body if isinstance(anc, ast.If) else child is anc.body
             if holds is not None and holds == in_body:
-                return True
+                return "divisible"
             if _position_test(file, anc.test, flow):
-                return True
+                return "position"
         child = anc
-    return False
+    return None

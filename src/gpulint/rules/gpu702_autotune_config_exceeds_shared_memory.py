@@ -1,9 +1,10 @@
 import ast
+from typing import ClassVar
 
 from gpulint.frontends.python import triton as tt
 from gpulint.frontends.python.file import PythonFile
 from gpulint.hardware import assumed_targets
-from gpulint.rule import Invalid, Rule, Valid
+from gpulint.rule import Exemption, Invalid, Rule, Valid
 
 
 class AutotuneConfigExceedsSharedMemory(Rule):
@@ -50,10 +51,7 @@ class AutotuneConfigExceedsSharedMemory(Rule):
     literal lists, module-level lists and `+` of lists are expanded. The element size is 1 byte
     when the kernel or its file names an 8-bit type (fp8, int8), else 2 bytes (fp16/bf16), and
     the message says which; fp32 operands would need twice that, so the estimate is a lower
-    bound. Kernels with packed sub-byte operands (int4/nf4/fp4 named, or any `>>` unpacking),
-    configs whose block sizes cannot be read (a block size from a variable, an attention kernel
-    whose K is the head dimension passed at launch) and lists the rule cannot evaluate (built by
-    a helper function) are left alone. The epilogue's own scratch space (converting the
+    bound. The epilogue's own scratch space (converting the
     accumulator's layout before the store) and 1-D vectors loaded beside the operands are not
     counted.
 
@@ -146,6 +144,63 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
             targets=("sm_121",),
         ),
     ]
+    EXEMPTIONS: ClassVar[tuple[Exemption, ...]] = (
+        Exemption(
+            "configs-pruned",
+            "An autotune with `prune_configs_by`: the project prunes its configs for the device "
+            "it runs on.",
+            Valid(
+                _KERNEL.replace("{prune}", '\n    prune_configs_by={"early_config_prune": prune},'),
+                targets=("sm_121",),
+            ),
+        ),
+        Exemption(
+            "packed-sub-byte",
+            "A kernel with packed sub-byte operands (int4/nf4/fp4 named in its file, or any `>>` "
+            "unpacking): its tile sizes in bytes cannot be read from its block sizes.",
+            fixture="triton/gpu702_silent_int4_dequant_sm121.py",
+        ),
+        Exemption(
+            "configs-not-evaluable",
+            "An autotune list the rule cannot evaluate (built by a helper function): no config "
+            "to estimate.",
+            Valid(
+                """
+import triton
+import triton.language as tl
+
+def get_configs():
+    return [triton.Config({"BLOCK_M": m, "BLOCK_N": 256, "BLOCK_K": 64}, num_stages=4)
+            for m in (64, 128)]
+
+@triton.autotune(configs=get_configs(), key=["M", "N", "K"])
+@triton.jit
+def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, K, BLOCK_K):
+        acc += tl.dot(tl.load(a_ptr), tl.load(b_ptr))
+""",
+                targets=("sm_121",),
+            ),
+        ),
+        Exemption(
+            "block-sizes-unread",
+            "A config whose block sizes cannot be read (a block size from a variable, an "
+            "attention kernel whose K is the head dimension passed at launch): no estimate.",
+            Valid(
+                _KERNEL.replace("{prune}", "").replace('"BLOCK_K": 64}', '"BLOCK_K": bk}'),
+                targets=("sm_121",),
+            ),
+        ),
+        Exemption(
+            "fits-an-assumed-target",
+            "With no targets configured or found, a config that fits one of the assumed GPUs "
+            "(A100, H100): a finding would rest on a guess of the hardware.",
+            fixture="triton/gpu702_silent_no_targets_fits_a_datacenter_gpu.py",
+        ),
+    )
+
     INVALID = [
         Invalid(_KERNEL.replace("{prune}", ""), targets=("sm_121",)),
         Invalid(_KERNEL.replace("{prune}", ""), targets=("RTX 5090", "H100")),
@@ -165,15 +220,19 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
             assumed = True
         reported: set[int] = set()
         for kernel in tt.kernels(file):
-            if kernel.autotune is None or tt.prunes_configs(kernel.autotune):
+            if kernel.autotune is None:
+                continue
+            if self.exempt("configs-pruned", tt.prunes_configs(kernel.autotune)):
                 continue
             if not _calls_dot(file, kernel):
                 continue
             configs = tt.autotune_configs(file, kernel.autotune)
             if not configs:
+                self.exempt("configs-not-evaluable", True)  # no config to estimate
                 continue
             nbytes, why = tt.element_bytes(file, kernel)
             if nbytes is None:
+                self.exempt("packed-sub-byte", True)  # the tiles' bytes are unknowable
                 continue
             if assumed:
                 yield from self._everywhere(file, kernel, configs, targets, nbytes, why, reported)
@@ -184,6 +243,7 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
                 for target in targets:
                     found = _estimate(file, kernel, config, target.arch, nbytes)
                     if found is None:
+                        self.exempt("block-sizes-unread", True)
                         continue
                     per_target = worst.setdefault(id(config.node), {})
                     if found[0] > per_target.get(target.label, (-1,))[0]:
@@ -216,7 +276,10 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
             largest = 0
             for target in targets:
                 found = _estimate(file, kernel, config, target.arch, nbytes)
-                if found is None or found[0] <= target.arch.smem_per_block:
+                if found is None:
+                    self.exempt("block-sizes-unread", True)
+                    break
+                if self.exempt("fits-an-assumed-target", found[0] <= target.arch.smem_per_block):
                     break
                 largest = max(largest, found[0])
                 parts.append(

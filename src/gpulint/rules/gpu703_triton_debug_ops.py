@@ -1,10 +1,11 @@
 import ast
+from typing import ClassVar
 
 from gpulint.diagnostics import Severity
 from gpulint.frontends import MemoKey
 from gpulint.frontends.python import triton as tt
 from gpulint.frontends.python.file import PythonFile
-from gpulint.rule import Rule
+from gpulint.rule import Exemption, Rule
 
 _TRUTHY = {"1", "true", "yes", "on"}
 _DEBUG_HELPERS: MemoKey[dict[str, str]] = MemoKey("gpu703.debug_helpers")
@@ -19,12 +20,6 @@ class TritonDebugOps(Rule):
 
     A `@triton.jit` helper that does nothing but debug output (`print_tensor_dim`) is reported
     where a kernel calls it, not where it is defined.
-
-    Left alone: `tl.static_print` (it runs once, at compile time: no cost on the GPU) and
-    `tl.device_assert` (compiled only in debug mode, `TRITON_DEBUG=1`: nothing runs in a normal
-    build, and in a debug build the check is the point); debug ops under an `if` on a constexpr flag (`if DEBUG:`), which Triton compiles
-    out when the flag is off; debug helpers that no kernel in the file calls; `TRITON_INTERPRET` set under a condition (a `--debug` switch) or in
-    test code, where running kernels on the CPU interpreter is the point.
 
     ## Why is this bad?
     `tl.device_print` makes every thread of every program call `printf` on the device: kernels
@@ -68,6 +63,94 @@ class TritonDebugOps(Rule):
         "`DEBUG` flag)"
     )
     tags = ("triton", "debug")
+
+    EXEMPTIONS: ClassVar[tuple[Exemption, ...]] = (
+        Exemption(
+            "static-print",
+            "`tl.static_print`: it runs once, when the kernel is compiled, and costs nothing on "
+            "the GPU.",
+            """
+import triton
+import triton.language as tl
+
+@triton.jit
+def k(x_ptr, BLOCK: tl.constexpr):
+    tl.static_print("BLOCK", BLOCK)
+    tl.store(x_ptr, tl.load(x_ptr) * 2)
+""",
+        ),
+        Exemption(
+            "device-assert",
+            "`tl.device_assert`: compiled only in debug mode (`TRITON_DEBUG=1`), so nothing runs "
+            "in a normal build, and in a debug build the check is the point.",
+            """
+import triton
+import triton.language as tl
+
+@triton.jit
+def k(x_ptr, n):
+    tl.device_assert(n > 0, "empty input")
+    tl.store(x_ptr, tl.load(x_ptr) * 2)
+""",
+        ),
+        Exemption(
+            "constexpr-flag",
+            "A debug op (or a call of a debug helper) under an `if` on a constexpr flag "
+            "(`if DEBUG:`): Triton compiles it out when the flag is off.",
+            """
+import triton
+import triton.language as tl
+
+@triton.jit
+def k(x_ptr, DEBUG: tl.constexpr):
+    x = tl.load(x_ptr)
+    if DEBUG:
+        tl.device_print("x", x)
+""",
+        ),
+        Exemption(
+            "debug-helper-body",
+            "The debug op inside a `@triton.jit` helper that does nothing but debug output: it "
+            "costs nothing until a kernel calls it, and the call is reported instead (a helper "
+            "no kernel in the file calls stays silent).",
+            """
+import triton
+import triton.language as tl
+
+@triton.jit
+def print_tensor_dim(x, name):
+    tl.device_print(name, x)
+""",
+        ),
+        Exemption(
+            "conditional-interpret",
+            "`TRITON_INTERPRET` set under a condition (a `--debug` switch, a `try`): running "
+            "kernels on the CPU interpreter is what that switch asks for.",
+            """
+import os
+if args.debug:
+    os.environ["TRITON_INTERPRET"] = "1"
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+""",
+        ),
+        Exemption(
+            "test-code",
+            "Test code, where printing from kernels and running them on the CPU interpreter is "
+            "the point.",
+            """
+import os
+import triton
+import triton.language as tl
+
+os.environ["TRITON_INTERPRET"] = "1"
+
+@triton.jit
+def k(x_ptr):
+    tl.device_print("x", tl.load(x_ptr))
+""",
+            filename="tests/test_kernels.py",
+        ),
+    )
 
     VALID = [
         # Compile-time printing and debug-build asserts cost nothing in a normal run.
@@ -126,7 +209,7 @@ def k(x_ptr):
     }
 
     def visit_Call(self, node: ast.Call, file: PythonFile):
-        if file.is_test:
+        if self.exempt("test-code", file.is_test):
             return
         name = _debug_op(file, node)
         if name is None:
@@ -137,7 +220,7 @@ def k(x_ptr):
             if (
                 helper in self._WHY
                 and kernel is not None
-                and not _under_constexpr_flag(file, node, kernel)
+                and not self.exempt("constexpr-flag", _under_constexpr_flag(file, node, kernel))
             ):
                 severity, why = self._WHY[helper]
                 yield self.report(
@@ -148,20 +231,27 @@ def k(x_ptr):
                     severity=severity,
                 )
             return
+        # static_print runs at compile time, device_assert only in debug builds
+        if self.exempt("static-print", name == "static_print"):
+            return
+        if self.exempt("device-assert", name == "device_assert"):
+            return
         if name not in self._WHY:
-            return  # static_print runs at compile time, device_assert only in debug builds
+            return
         kernel = tt.kernel_of(file, node)
         if name == "print" and kernel is None:
             return
-        if kernel is not None and (
-            kernel.name in _debug_helpers(file) or _under_constexpr_flag(file, node, kernel)
-        ):
-            return  # a debug helper is reported where a kernel calls it
+        if kernel is not None:
+            # a debug helper is reported where a kernel calls it
+            if self.exempt("debug-helper-body", kernel.name in _debug_helpers(file)):
+                return
+            if self.exempt("constexpr-flag", _under_constexpr_flag(file, node, kernel)):
+                return
         severity, why = self._WHY[name]
         yield self.report(file, node, what=f"`{_label(name)}`", why=why, severity=severity)
 
     def visit_Assign(self, node: ast.Assign, file: PythonFile):
-        if file.is_test:
+        if self.exempt("test-code", file.is_test):
             return
         for target in node.targets:
             if (
@@ -169,13 +259,13 @@ def k(x_ptr):
                 and _is_environ(file, target.value)
                 and _const(target.slice) == "TRITON_INTERPRET"
                 and _truthy(node.value)
-                and not _conditional(file, node)
+                and not self.exempt("conditional-interpret", _conditional(file, node))
             ):
                 yield self._report_interpret(file, node)
 
     def _interpret(self, node: ast.Call, file: PythonFile):
         func = node.func
-        if not isinstance(func, ast.Attribute) or _conditional(file, node):
+        if not isinstance(func, ast.Attribute):
             return
         hit = False
         if func.attr == "setdefault" and _is_environ(file, func.value) and len(node.args) == 2:
@@ -191,7 +281,7 @@ def k(x_ptr):
                         _const(k) == "TRITON_INTERPRET" and _truthy(v)
                         for k, v in zip(a.keys, a.values, strict=False)
                     )
-        if hit:
+        if hit and not self.exempt("conditional-interpret", _conditional(file, node)):
             yield self._report_interpret(file, node)
 
     def _report_interpret(self, file: PythonFile, node):

@@ -12,7 +12,7 @@ class TritonNonPowerOfTwo(Rule):
     Finds `num_warps` values that are not a power of two (in `triton.Config(...)`, in the
     configs an autotune comprehension generates, and in kernel launches `kernel[grid](...,
     num_warps=6)`), and `tl.arange(start, end)` whose literal size `end - start` is not a power
-    of two. Values from variables are left alone.
+    of two.
 
     ## Why is this bad?
     Triton requires both to be powers of two: `tl.arange` rejects other sizes when the kernel is
@@ -31,6 +31,11 @@ class TritonNonPowerOfTwo(Rule):
     triton.Config({"BLOCK_SIZE": 1024}, num_warps=8)
     cols = tl.arange(0, 128)  # and mask `cols < 100`
     ```
+
+    ## Known problems
+    Only literal values (and arithmetic of literals) are judged: a `num_warps=nw` or a
+    `tl.arange(0, BLOCK)` whose value comes from a variable or a constexpr is not followed, so
+    a non-power of two computed elsewhere is missed.
 
     ## References
     - [triton.language.arange](https://triton-lang.org/main/python-api/generated/triton.language.arange.html)

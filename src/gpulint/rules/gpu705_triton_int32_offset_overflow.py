@@ -1,9 +1,10 @@
 import ast
+from typing import ClassVar
 
 from gpulint.diagnostics import Severity
 from gpulint.frontends.python import triton as tt
 from gpulint.frontends.python.file import PythonFile
-from gpulint.rule import Rule
+from gpulint.rule import Exemption, Rule
 
 MAX_NAMED = 3  # offsets named in one finding; the rest are counted
 
@@ -14,17 +15,13 @@ class TritonInt32OffsetOverflow(Rule):
     Finds a `@triton.jit` kernel that offsets a pointer by the product of a program id and a
     run-time integer argument (`pid * stride_xm`, `row * n_cols`, `pid_m * stride_am`) and
     widens nothing to 64 bits anywhere: no `.to(tl.int64)` or `tl.cast(..., tl.int64)`, no
-    `tl.int64` annotation (a kernel that widens some offsets has had its author weigh which
-    need it, and is left alone). The product must be the row offset of a 2-D tile: followed
+    `tl.int64` annotation. The product must be the row offset of a 2-D tile: followed
     through assignments, it reaches the pointer of a `tl.load`, `tl.store` or atomic that
     addresses a tile (an `arange` in its offsets), or a `tl.make_block_ptr` base, as that
     pointer's only term stepped by a run-time size (`x_ptr + row * stride + cols`,
-    `x_ptr += pid * stride_x`). Left alone: products of a constexpr (`pid * BLOCK_SIZE`) or
-    of a loop counter; one element per program (`scale_ptr + row * stride_s`); pointers that
-    combine several such terms (`off_z * stride_qz + off_h * stride_qh`, or a head offset
-    beside `offs_m[:, None] * stride_m`, where the row term is not the program id's and a
-    token-major head stride is small); kernels whose every launch passes the argument as a
-    literal; test code. One finding per kernel, at its first such product, naming the others.
+    `x_ptr += pid * stride_x`). Products of a constexpr (`pid * BLOCK_SIZE`) or of a loop
+    counter, and one element per program (`scale_ptr + row * stride_s`), are not such offsets.
+    One finding per kernel, at its first such product, naming the others.
 
     ## Why is this bad?
     Triton types `tl.program_id` as int32, and an integer argument as int32 unless the value
@@ -78,6 +75,80 @@ class TritonInt32OffsetOverflow(Rule):
     )
     tags = ("triton", "correctness")
 
+    EXEMPTIONS: ClassVar[tuple[Exemption, ...]] = (
+        Exemption(
+            "widened-elsewhere",
+            "A kernel that widens some offsets to 64 bits (`.to(tl.int64)`, `tl.cast`, a "
+            "`tl.int64` annotation): its author has weighed which offsets need it.",
+            """
+import triton
+import triton.language as tl
+
+@triton.jit
+def k(x_ptr, y_ptr, stride, N, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row.to(tl.int64) * stride + cols, mask=cols < N)
+    tl.store(y_ptr + row * stride + cols, x, mask=cols < N)
+""",
+        ),
+        Exemption(
+            "several-terms",
+            "A pointer that combines the product with other terms stepped by a run-time size "
+            "(`off_z * stride_qz + off_h * stride_qh`, a head offset beside "
+            "`offs_m[:, None] * stride_m`): the row term is not the program id's, and a "
+            "token-major head stride is small.",
+            """
+import triton
+import triton.language as tl
+
+@triton.jit
+def k(q_ptr, stride_qz, stride_qh, stride_qm, D: tl.constexpr, BLOCK_M: tl.constexpr):
+    off_z = tl.program_id(1)
+    off_h = tl.program_id(2)
+    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, D)
+    q = tl.load(
+        q_ptr + off_z * stride_qz + off_h * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :]
+    )
+""",
+        ),
+        Exemption(
+            "literal-argument",
+            "A kernel whose every launch in the file passes the size as an integer literal: "
+            "a compile-time size whose products the author can see.",
+            """
+import triton
+import triton.language as tl
+
+@triton.jit
+def k(x_ptr, stride_row, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    tl.store(x_ptr + row * stride_row + cols, tl.load(x_ptr + row * stride_row + cols) * 2)
+
+def run(x):
+    k[(x.shape[0],)](x, 128, BLOCK=128)
+""",
+        ),
+        Exemption(
+            "test-code",
+            "Test code, whose tensors are small.",
+            """
+import triton
+import triton.language as tl
+
+@triton.jit
+def k(out_ptr, in_ptr, stride_row, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(in_ptr + row * stride_row + cols, mask=cols < n_cols, other=0.0)
+    tl.store(out_ptr + row * stride_row + cols, x * 2, mask=cols < n_cols)
+""",
+            filename="tests/test_kernels.py",
+        ),
+    )
+
     VALID = [
         # Widened where the program id is read.
         """
@@ -127,14 +198,20 @@ def k(out_ptr, in_ptr, stride_row, n_cols, BLOCK: tl.constexpr):
     ]
 
     def finish(self, file: PythonFile):
-        if file.is_test:
+        if self.exempt("test-code", file.is_test):
             return
         for kernel in tt.kernels(file):
-            if tt.widens_anywhere(file, kernel):
+            if self.exempt("widened-elsewhere", tt.widens_anywhere(file, kernel)):
                 continue  # its author chose which offsets need 64 bits
-            products = [p for p in tt.index_products(file, kernel) if p.alone and not p.wide]
+            products = [
+                p
+                for p in tt.index_products(file, kernel)
+                if not p.wide and not self.exempt("several-terms", not p.alone)
+            ]
+            if not products:
+                continue
             fixed = _literal_sizes(file, kernel)
-            products = [p for p in products if p.size not in fixed]
+            products = [p for p in products if not self.exempt("literal-argument", p.size in fixed)]
             if not products:
                 continue
             texts = list(dict.fromkeys(f"`{p.text}`" for p in products))

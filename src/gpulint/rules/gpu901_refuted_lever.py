@@ -5,11 +5,11 @@ import functools
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, ClassVar, TypeAlias
 
 from gpulint.diagnostics import Finding, Severity
 from gpulint.levers import Lever, preset_levers, registry, table_markdown
-from gpulint.rule import Invalid, Rule, Valid
+from gpulint.rule import Exemption, Invalid, Rule, Valid
 
 if TYPE_CHECKING:
     from gpulint.frontends.python.file import PythonFile
@@ -183,15 +183,7 @@ class RefutedLever(Rule):
     and its source. In Python it reports the first re-attempt of each lever in a file (one
     finding per lever per file).
 
-    It is silent with no targets configured, for targets a lever is not refuted for, in test
-    code (tests exercise every backend on purpose), for levers imported only under `try: ...
-    except ImportError` or an availability check (optional backends), for calls made with
-    `enabled=False` or an `enabled=` from a variable (switched elsewhere), inside the package a
-    lever is about (flash-attn's own modules, torchao's, Transformer Engine's), and in files that
-    target other hardware: a file whose path or opening comment names its hardware (`mha_h100/`,
-    `# Hopper (sm_90) kernels`) is judged only for those targets, and a CI job only for the
-    hardware its `runs-on:` labels name (a job on `ubuntu-latest` or on other GPUs runs on none
-    of your targets).
+    It needs configured targets, and judges a lever only for the targets it is refuted for.
 
     Severity: `warning` for a lever whose refuting fact is SOURCED; `info` (SARIF `note`) for an
     UNSOURCED or reasoned one, whose message says the fact is unsourced and may be stale.
@@ -274,6 +266,58 @@ class RefutedLever(Rule):
     )
     tags = ("levers",)
 
+    EXEMPTIONS: ClassVar[tuple[Exemption, ...]] = (
+        Exemption(
+            "test-code",
+            "Test code (a test module, or a config or script under `tests/`): tests exercise "
+            "every backend on purpose; they re-attempt nothing.",
+            Valid("from flash_attn_interface import flash_attn_func\n", targets=("sm_121",)),
+            filename="tests/test_attention.py",
+        ),
+        Exemption(
+            "optional-backend",
+            "A lever imported only under `try: ... except ImportError` or an availability check "
+            "(`if is_flash_attn_3_available():`): an optional backend, used only where installed.",
+            Valid(
+                "try:\n    from flash_attn import flash_attn_func\nexcept ImportError:\n"
+                "    flash_attn_func = None\n\n\ndef attend(q, k, v):\n"
+                "    return flash_attn_func(q, k, v)\n",
+                targets=("sm_75",),
+            ),
+        ),
+        Exemption(
+            "switched-off",
+            "A call made with `enabled=False`, an `enabled=` from a variable or `**kwargs`: off, "
+            "or switched by a setting the file does not show.",
+            Valid(
+                "import transformer_engine.pytorch as te\n"
+                "with te.fp8_autocast(enabled=args.fp8):\n    y = model(x)\n",
+                targets=("A100",),
+            ),
+        ),
+        Exemption(
+            "inside-lever-package",
+            "Inside the package a lever is about (flash-attn's own modules, torchao's, "
+            "Transformer Engine's), or a module named after it: it uses the lever on purpose.",
+            Valid(
+                "from flash_attn_interface import flash_attn_func\nout = flash_attn_func(q, k, v)\n",
+                targets=("sm_121",),
+            ),
+            filename="flash_attn/flash_attn_interface.py",
+        ),
+        Exemption(
+            "other-hardware",
+            "A file that targets other hardware: its path or opening comment names it "
+            "(`mha_h100/`, `# Hopper (sm_90) kernels`), or a CI job whose `runs-on:` labels name "
+            "none of your targets (`ubuntu-latest`, other GPUs).",
+            Valid(
+                '"""Attention for Hopper (sm_90): FA3 kernels."""\n'
+                "from flash_attn_interface import flash_attn_func\n",
+                targets=("sm_121",),
+            ),
+        ),
+    )
+
     VALID = [
         Valid(
             "from flash_attn import flash_attn_func\nout = flash_attn_func(q, k, v)\n",
@@ -351,12 +395,13 @@ class RefutedLever(Rule):
         declared, ci = file_targets(path, text)
         out = []
         for lever, targets in self.active:
-            if _inside_package(path, lever):
+            if self.exempt("inside-lever-package", _inside_package(path, lever)):
                 continue
             if declared or ci:
                 targets = [t for t in targets if t.arch.name in declared]
-            if targets:
-                out.append((lever, targets))
+            if self.exempt("other-hardware", not targets):
+                continue
+            out.append((lever, targets))
         return out
 
     # -- Python ------------------------------------------------------------------------------
@@ -366,7 +411,9 @@ class RefutedLever(Rule):
         # its triggers without linting anything.)
         from gpulint.frontends.python.file import PythonFile
 
-        if not self.active or not isinstance(file, PythonFile) or file.is_test:
+        if not self.active or not isinstance(file, PythonFile):
+            return
+        if self.exempt("test-code", file.is_test):
             return
         active = self._active_for(file)
         if not active:
@@ -375,16 +422,20 @@ class RefutedLever(Rule):
         for lever, targets in active:
             if lever.context and not self._in_context(lever, imports, calls):
                 continue
-            if any(
-                _matches_module(name, lever.imports + lever.calls) for name in optional
-            ) and not any(_matches_module(name, lever.imports) for _, name in imports):
-                continue  # an optional backend (guarded import): used only where installed
+            if self.exempt(
+                "optional-backend",
+                any(_matches_module(name, lever.imports + lever.calls) for name in optional)
+                and not any(_matches_module(name, lever.imports) for _, name in imports),
+            ):
+                continue  # a guarded import: used only where installed
             hits: list[tuple[ast.stmt | ast.expr | ast.keyword, str]] = [
                 (node, name) for node, name in imports if _matches_module(name, lever.imports)
             ]
             if not hits:
                 for node, name in calls:
-                    if name in lever.calls and not self._disabled(node, name):
+                    if name in lever.calls and not self.exempt(
+                        "switched-off", self._disabled(node, name)
+                    ):
                         hits.append((node, f"{name}()"))
                     elif isinstance(node, ast.Call):
                         for kw in node.keywords:
@@ -472,7 +523,7 @@ class RefutedLever(Rule):
 
     # -- YAML config keys and shell installs -------------------------------------------------
     def visit_ConfigKey(self, node: ConfigKey, file: YamlFile) -> Iterator[Finding]:
-        if _is_test_path(file.display_path):
+        if self.exempt("test-code", _is_test_path(file.display_path)):
             return
         for lever, targets in self._active_for(file):
             if lever.context:
@@ -484,7 +535,7 @@ class RefutedLever(Rule):
     def visit_ShellCommand(
         self, node: ShellCommand, file: ShellFile | YamlFile
     ) -> Iterator[Finding]:
-        if _is_test_path(file.display_path):
+        if self.exempt("test-code", _is_test_path(file.display_path)):
             return
         words = list(node.words)
         if "install" not in words:

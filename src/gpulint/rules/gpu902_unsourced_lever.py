@@ -1,9 +1,10 @@
 from collections.abc import Iterator
+from typing import ClassVar
 
 from gpulint.diagnostics import Finding, Severity
 from gpulint.frontends.leverfile import LeverEntry, LeverFile
 from gpulint.levers import LeverError, check_entry
-from gpulint.rule import Rule
+from gpulint.rule import Exemption, Rule
 
 
 class UnsourcedLever(Rule):
@@ -11,8 +12,8 @@ class UnsourcedLever(Rule):
     ## What it does
     Finds an entry of the user's lever registry (`[[tool.gpulint.levers]]` in pyproject.toml,
     or `[[levers]]` in a `levers.toml` beside it) whose refuting fact carries no `source`, or
-    whose `source` is empty. Entries with a source (a bench record, a file in the repository, an
-    upstream issue) are left alone, whatever their status.
+    whose `source` is empty. An entry with a source (a bench record, a file in the repository,
+    an upstream issue) is cited, whatever its status.
 
     ## Why is this bad?
     A refuted lever stops work: GPU901 tells everyone not to re-attempt it. If the refuting fact
@@ -58,6 +59,15 @@ class UnsourcedLever(Rule):
     tags = ("levers",)
     example_filename = "levers.toml"
 
+    EXEMPTIONS: ClassVar[tuple[Exemption, ...]] = (
+        Exemption(
+            "malformed-entry",
+            "An entry the registry refuses (an unknown key, no `fact`, a bad status): a "
+            "configuration error, reported when the registry is loaded.",
+            '[[levers]]\nname = "x"\nfact = "slower"\nstatus = "refuted?"\n',
+        ),
+    )
+
     VALID = [
         '[[levers]]\nname = "x"\nfact = "1.2 -> 1.4 s/step (5 runs)"\nsource = ".gpulint/evidence/a.json"\ntargets = ["sm_121"]\n',
         "[other]\nlevers = 1\n",
@@ -72,7 +82,11 @@ class UnsourcedLever(Rule):
         try:
             check_entry(entry, f"levers[{node.index}]")
         except LeverError:
-            return  # a malformed entry is a configuration error, reported when it is loaded
+            malformed = True
+        else:
+            malformed = False
+        if self.exempt("malformed-entry", malformed):
+            return  # a configuration error, reported when it is loaded
         if str(entry.get("source", "")).strip():
             return
         yield self.report(file, node, name=entry.get("name", "?"))

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from gpulint.diagnostics import Finding, Severity
 from gpulint.envvars import (
@@ -12,10 +12,11 @@ from gpulint.envvars import (
     is_debug_value,
     marks_debug,
 )
+from gpulint.rule import Exemption, Rule
 
 if TYPE_CHECKING:
     from gpulint.envvars import SettingFile
-from gpulint.rule import Rule
+    from gpulint.frontends.python.file import PythonFile
 
 
 class DebugEnvLeftSet(EnvSettingVisits, Rule):
@@ -25,9 +26,8 @@ class DebugEnvLeftSet(EnvSettingVisits, Rule):
     `TORCH_USE_CUDA_DSA` and `NCCL_DEBUG=INFO` (or `TRACE`) in Python (`os.environ[...] = ...`,
     `os.environ.setdefault`, `os.environ.update`, `os.putenv`), shell launch scripts (`export`,
     `VAR=value cmd`), `.env` files and YAML launcher configs (`env:`/`environment:` sections,
-    `run:`/`script:` shell blocks). Values from variables, `0`/`false`, `NCCL_DEBUG=WARN`, test
-    code, and debug scripts the user marks as such (`debug` in the file name or in a comment on
-    the line or the block above it) are left alone.
+    `run:`/`script:` shell blocks). Values from variables are not judged; `0`/`false` and
+    `NCCL_DEBUG=WARN` switch nothing on.
 
     ## Why is this bad?
     `CUDA_LAUNCH_BLOCKING=1` makes every kernel launch synchronous: the host waits for each
@@ -67,6 +67,21 @@ class DebugEnvLeftSet(EnvSettingVisits, Rule):
     tags = ("launch", "debug")
     example_filename = "launch.sh"
 
+    EXEMPTIONS: ClassVar[tuple[Exemption, ...]] = (
+        Exemption(
+            "marked-debug",
+            "A debug script the user marks as such: `debug` in its file name, or in a comment on "
+            "the setting's line or the block above it (`# debug run: serialise launches`).",
+            fixture="shell/debug_single_gpu_gpu903_silent.sh",
+        ),
+        Exemption(
+            "test-code",
+            "A switch set from Python test code, which sets variables on purpose.",
+            'import os\nos.environ["CUDA_LAUNCH_BLOCKING"] = "1"\n',
+            filename="tests/test_launch.py",
+        ),
+    )
+
     VALID = [
         "torchrun --nproc_per_node=8 train.py\n",
         "export NCCL_DEBUG=WARN\ntorchrun train.py\n",
@@ -85,6 +100,9 @@ class DebugEnvLeftSet(EnvSettingVisits, Rule):
         why = DEBUG_VARIABLES.get(setting.name)
         if why is None or not is_debug_value(setting.name, setting.value):
             return
-        if marks_debug(file.display_path, setting.comments):
+        if self.exempt("marked-debug", marks_debug(file.display_path, setting.comments)):
             return
         yield self.report(file, at, name=setting.name, value=setting.value, why=why)
+
+    def skips_python_file(self, file: PythonFile) -> bool:
+        return self.exempt("test-code", file.is_test)

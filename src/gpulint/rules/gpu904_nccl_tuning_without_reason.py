@@ -1,14 +1,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from gpulint.diagnostics import Finding, Severity
 from gpulint.envvars import NCCL_TUNING, EnvSetting, EnvSettingVisits, says_why
+from gpulint.rule import Exemption, Rule
 
 if TYPE_CHECKING:
     from gpulint.envvars import SettingFile
-from gpulint.rule import Rule
+    from gpulint.frontends.python.file import PythonFile
 
 
 class NcclTuningWithoutReason(EnvSettingVisits, Rule):
@@ -21,7 +22,7 @@ class NcclTuningWithoutReason(EnvSettingVisits, Rule):
     It reads Python (`os.environ[...] = ...` and friends), shell launch scripts, `.env` files
     and YAML launcher configs. A commented-out setting is not a reason. Site configuration that
     names hardware (`NCCL_SOCKET_IFNAME`, `NCCL_IB_HCA`) and `NCCL_DEBUG` (GPU903) are not
-    tuning and are left alone.
+    tuning.
 
     ## Why is this bad?
     NCCL picks transports, algorithms, protocols and buffer sizes per topology at run time.
@@ -63,6 +64,16 @@ class NcclTuningWithoutReason(EnvSettingVisits, Rule):
     tags = ("launch", "distributed")
     example_filename = "launch.sh"
 
+    EXEMPTIONS: ClassVar[tuple[Exemption, ...]] = (
+        Exemption(
+            "test-code",
+            "A variable set from Python test code, which sets variables on purpose (a test of "
+            "the transport fallback disables P2P to exercise it).",
+            'import os\nos.environ["NCCL_P2P_DISABLE"] = "1"\n',
+            filename="tests/test_distributed.py",
+        ),
+    )
+
     VALID = [
         "# P2P hangs on this PCIe switch (driver 550); remeasure after the upgrade\nexport NCCL_P2P_DISABLE=1\n",
         "export NCCL_IB_DISABLE=1  # no InfiniBand on these nodes\n",
@@ -79,3 +90,6 @@ class NcclTuningWithoutReason(EnvSettingVisits, Rule):
             return
         value = setting.value if setting.value is not None else "..."
         yield self.report(file, at, name=setting.name, value=value)
+
+    def skips_python_file(self, file: PythonFile) -> bool:
+        return self.exempt("test-code", file.is_test)

@@ -1,7 +1,8 @@
 import ast
+from typing import ClassVar
 
 from gpulint.frontends.python.file import PythonFile
-from gpulint.rule import Rule
+from gpulint.rule import Exemption, Rule
 
 _SET = {"torch.autograd.set_detect_anomaly", "torch.autograd.anomaly_mode.set_detect_anomaly"}
 _CONTEXT = {"torch.autograd.detect_anomaly", "torch.autograd.anomaly_mode.detect_anomaly"}
@@ -12,9 +13,8 @@ class AnomalyDetectionLeftOn(Rule):
     ## What it does
     Finds autograd anomaly detection switched on for good: `torch.autograd.set_detect_anomaly(
     True)` (a literal `True`) and `with torch.autograd.detect_anomaly():`, at module level, in a
-    model's `__init__`, in a training function or inside its loop. Left alone: a switch under
-    an `if` (`if args.debug:`), one whose value comes from a flag
-    (`set_detect_anomaly(args.detect_anomaly)`), `set_detect_anomaly(False)`, and tests.
+    model's `__init__`, in a training function or inside its loop. `set_detect_anomaly(False)`
+    switches it off.
 
     ## Why is this bad?
     Anomaly mode is a debugging aid. It records a Python stack trace for every operation of
@@ -60,6 +60,27 @@ class AnomalyDetectionLeftOn(Rule):
     tier = "preview"
     bench = "anomaly"
 
+    EXEMPTIONS: ClassVar[tuple[Exemption, ...]] = (
+        Exemption(
+            "value-from-flag",
+            "A switch whose value comes from a flag (`set_detect_anomaly(args.detect_anomaly)`, "
+            "`detect_anomaly(check_nan)`): on only when the run asks for it.",
+            fixture="python/gpu905_silent_anomaly_flags.py",
+        ),
+        Exemption(
+            "under-a-condition",
+            'A switch under an `if` (`if args.debug:`, not `if __name__ == "__main__":`) or in '
+            "an `except` handler: a debug path, not every run.",
+            "import torch\nif args.debug:\n    torch.autograd.set_detect_anomaly(True)\n",
+        ),
+        Exemption(
+            "test-code",
+            "Test code, where anomaly mode finds the operation that made a NaN.",
+            "import torch\ntorch.autograd.set_detect_anomaly(True)\n",
+            filename="tests/test_grads.py",
+        ),
+    )
+
     VALID = [
         "import torch\ntorch.autograd.set_detect_anomaly(args.detect_anomaly)\n",
         "import torch\nif args.debug:\n    torch.autograd.set_detect_anomaly(True)\n",
@@ -76,26 +97,36 @@ class AnomalyDetectionLeftOn(Rule):
     ]
 
     def visit_Call(self, node: ast.Call, file: PythonFile):
-        if file.is_test:
+        if self.exempt("test-code", file.is_test):
             return
         q = file.qualname(node)
         if q in _SET:
             arg = node.args[0] if node.args else None
-            if not (isinstance(arg, ast.Constant) and arg.value is True):
+            flag = arg is not None and not isinstance(arg, ast.Constant)
+            if self.exempt("value-from-flag", flag):
                 return
+            if not flag and not (isinstance(arg, ast.Constant) and arg.value is True):
+                return  # `set_detect_anomaly(False)`: off
             what = "`set_detect_anomaly(True)`"
         elif q in _CONTEXT:
             parent = file.parent(node)
             if not isinstance(parent, ast.withitem):
                 return
-            if node.args and not (isinstance(node.args[0], ast.Constant) and node.args[0].value):
-                return  # `detect_anomaly(False)`, or a flag
+            if node.args:
+                first = node.args[0]
+                if self.exempt("value-from-flag", not isinstance(first, ast.Constant)):
+                    return
+                if isinstance(first, ast.Constant) and not first.value:
+                    return  # `detect_anomaly(False)`
             what = "`with torch.autograd.detect_anomaly():`"
         else:
             return
-        if any(
-            isinstance(a, (ast.If, ast.IfExp, ast.ExceptHandler)) and not _main_guard(a)
-            for a in file.ancestors(node)
+        if self.exempt(
+            "under-a-condition",
+            any(
+                isinstance(a, (ast.If, ast.IfExp, ast.ExceptHandler)) and not _main_guard(a)
+                for a in file.ancestors(node)
+            ),
         ):
             return
         yield self.report(file, node, what=what)

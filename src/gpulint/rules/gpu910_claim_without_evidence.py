@@ -1,8 +1,10 @@
+from typing import ClassVar
+
 from gpulint import claims
 from gpulint.claims import EVIDENCE_WORDS, SPEED_WORDS, THROUGHPUT_WORDS
 from gpulint.diagnostics import Severity
-from gpulint.rule import Invalid
-from gpulint.rules._claim_rule import ClaimRule
+from gpulint.rule import Exemption, Invalid
+from gpulint.rules._claim_rule import ClaimFile, ClaimRule, claim_findings, file_claims
 
 
 class ClaimWithoutEvidence(ClaimRule):
@@ -42,20 +44,8 @@ class ClaimWithoutEvidence(ClaimRule):
     A relative PATH is resolved against the document's directory, then against the project root
     (the directory of the pyproject.toml holding `[tool.gpulint]`).
 
-    Left alone (the measurement is there, or is someone else's): code blocks, inline code, block
-    quotes and text in quotation marks, HTML/RST comments; every claim of a document that shows
-    its measurements somewhere (a results table whose header or cells carry units, a benchmark
-    figure, a link to a benchmark or results page: its claims summarise results a reader finds
-    there); a claim with its absolute pair or an absolute figure; the caption of a figure (an image right above or below it, or text starting
-    `Figure 3:`); text within two units of a results table or a benchmark log; text that points
-    at its evidence ("the table below", "see the benchmarks"); a claim whose paragraph, list item,
-    neighbour or parent item links a paper, blog post, benchmark, results page, log or docs
-    section; claims that are themselves link text; news (dated items such as `[2023/09]`, and
-    everything under a News / Updates / Release notes heading); someone else's result named as
-    such ("Press et al. report"); expectations and theory ("would be 8 times faster", "the
-    optimal 3.87x", "2x theoretical"); rows of a results table that carry both figures; heading
-    claims whose section holds the evidence; claims that state their runs count and dispersion
-    (those still want the pair: GPU911).
+    Code blocks, inline code, block quotes, text in quotation marks and HTML/RST comments are
+    not read as claims.
 
     ## Why is this bad?
     A speedup claim with no evidence cannot be checked, and it outlives the code it described.
@@ -90,6 +80,86 @@ class ClaimWithoutEvidence(ClaimRule):
     message = "performance claim without evidence"
     tags = ("claims", "docs")
 
+    EXEMPTIONS: ClassVar[tuple[Exemption, ...]] = (
+        Exemption(
+            "absolute-pair",
+            "A claim with its absolute pair (`0.94 → 0.51 ms`, `107 vs 66 tok/s`) or an absolute "
+            "figure (`115 TFLOPS`), in its text or its section (a heading's claim): the "
+            "measurement is there.",
+            "Our fused attention is 1.8x faster than the eager baseline (0.94 → 0.51 ms).\n",
+        ),
+        Exemption(
+            "runs-and-dispersion",
+            "A claim that states its runs count and dispersion: measured (the absolute pair it "
+            "still wants is GPU911's).",
+            "Our kernel is 2x faster than PyTorch (median of 5 runs, spread ±2%).\n",
+        ),
+        Exemption(
+            "results-table-row",
+            "A row of a results table that carries both figures: the row is the data.",
+            "| Kernel | Eager | Fused | Speedup |\n|---|---|---|---|\n"
+            "| attention | 0.94 ms | 0.51 ms | 1.8x faster |\n",
+        ),
+        Exemption(
+            "figure-caption",
+            "The caption of a figure (an image right above or below it, or text starting "
+            "`Figure 3:`): the figure is the evidence.",
+            "![latency](latency.png)\n\nOur kernel is 2x faster than PyTorch.\n",
+        ),
+        Exemption(
+            "beside-a-results-table",
+            "Text within two units of a results table or a benchmark log: it summarises the "
+            "figures beside it.",
+            "Our kernel is 2x faster than PyTorch.\n\n| Batch | PyTorch | Ours |\n|---|---|---|\n"
+            "| 1 | 10 ms | 5 ms |\n",
+        ),
+        Exemption(
+            "document-shows-measurements",
+            "Every claim of a document that shows its measurements somewhere (a results table "
+            "whose header or cells carry units, a benchmark figure, a link to a benchmark or "
+            "results page): its claims summarise results a reader finds there.",
+            "# Fast kernels\n\nOur kernel is 2x faster than PyTorch.\n\nInstall it with pip.\n\n"
+            "It runs on Linux.\n\nIt needs CUDA 12.\n\n| Batch | PyTorch | Ours |\n|---|---|---|\n"
+            "| 1 | 10 ms | 5 ms |\n",
+        ),
+        Exemption(
+            "news",
+            "News: dated items (`[2023/09]`) and everything under a News / Updates / Release "
+            "notes heading, which announce (and link) results.",
+            "## News\n\n- [2024/03] Our kernel is now 2x faster than PyTorch.\n",
+        ),
+        Exemption(
+            "cites-a-source",
+            "Someone else's result named as such (`Press et al. report`, `according to`), or a "
+            "claim whose paragraph, list item, neighbour or parent item links a paper, blog "
+            "post, benchmark, results page, log or docs section.",
+            "According to the authors, the kernel is 2x faster than the baseline.\n",
+        ),
+        Exemption(
+            "linked-sentence",
+            "A claim whose own sentence links where its figures are (a results page, the "
+            "project that measured it): the reader is one click from the evidence.",
+            "Our kernel is 2x faster than PyTorch on [our cluster](docs/cluster.md).\n",
+        ),
+        Exemption(
+            "points-at-evidence",
+            "Text that points at its evidence (`the table below`, `see the benchmarks`).",
+            "Our kernel is 2x faster than PyTorch, as the table below shows.\n",
+        ),
+        Exemption(
+            "expectation-or-theory",
+            "Expectations and theory (`would be 8 times faster`, `the optimal 3.87x`, `2x "
+            "theoretical`), or a figure the sentence says someone else reported: not a "
+            "measurement the project claims.",
+            "With the fused kernel we expect it to run 4 times faster.\n",
+        ),
+        Exemption(
+            "link-text",
+            "A claim that is itself the text of a link: the link is its source.",
+            "- [3x faster attention](https://example.com/blog/attention)\n",
+        ),
+    )
+
     VALID = [
         "The cache took retrieval from 2050.9 to 66.2 ms/query (median of 5 runs, spread ±1.2%).\n",
         "```\nthis is 2x faster\n```\n",
@@ -105,3 +175,24 @@ class ClaimWithoutEvidence(ClaimRule):
             "Our fused kernel is 2x faster.\n<!-- gpulint-evidence: .gpulint/evidence/missing.json -->\n"
         ),
     ]
+
+    def finish(self, file: ClaimFile):
+        # The analysis (gpulint.claims) says why it spared a claim; the rule names the case.
+        for claim, _ in file_claims(self, file):
+            if claim.kind == claims.SPARED:
+                self._spared(claim.spared)
+        return claim_findings(self, file)
+
+    def _spared(self, why: str | None) -> None:
+        self.exempt("absolute-pair", why == claims.MEASURED)
+        self.exempt("runs-and-dispersion", why == claims.RUNS_AND_DISPERSION)
+        self.exempt("results-table-row", why == claims.RESULTS_ROW)
+        self.exempt("figure-caption", why == claims.BESIDE_FIGURE)
+        self.exempt("beside-a-results-table", why == claims.BESIDE_TABLE)
+        self.exempt("document-shows-measurements", why == claims.DOCUMENT_MEASURES)
+        self.exempt("news", why == claims.NEWS)
+        self.exempt("cites-a-source", why == claims.CITES_SOURCE)
+        self.exempt("linked-sentence", why == claims.LINKED_SENTENCE)
+        self.exempt("points-at-evidence", why == claims.POINTING)
+        self.exempt("expectation-or-theory", why == claims.EXPECTATION)
+        self.exempt("link-text", why == claims.LINK_TEXT)
