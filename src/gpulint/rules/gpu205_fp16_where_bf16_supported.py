@@ -9,7 +9,7 @@ from gpulint.frontends.python.precision import (
     function_calls_backward,
     is_autocast,
 )
-from gpulint.rule import Invalid, Rule, Valid
+from gpulint.rule import Exemption, Invalid, Rule, Valid
 
 _MODEL = re.compile(r"model|^net$|net$|^module$|encoder|decoder|transformer|backbone", re.I)
 _INFERENCE_TEST = re.compile(r"predict|infer|eval|not [\w.]*train", re.I)
@@ -27,9 +27,8 @@ class Fp16WhereBf16Supported(Rule):
     Finds FP16 chosen for training, FP16 autocast (`dtype=torch.float16`, or the FP16 default of
     `torch.autocast("cuda")` / `torch.cuda.amp.autocast()`) or `model.half()`, in a function that
     calls `.backward()`, when every configured hardware target supports BF16 (sm_80 and later),
-    with no comment on the same or the previous line saying why FP16. Silent with no targets
-    configured, or when any target lacks BF16 (sm_75 and older), and for an eval pass under
-    `torch.no_grad()` / `torch.inference_mode()` inside a training function.
+    with no comment on the same or the previous line saying why FP16. It needs hardware
+    targets: with none configured there is nothing to compare FP16 against, and it does not run.
 
     ## Why is this bad?
     On GPUs that have BF16 tensor cores, BF16 runs at the same speed as FP16 but keeps FP32's
@@ -95,6 +94,57 @@ def train(x):
             targets=("sm_90",),
         ),
     ]
+    EXEMPTIONS = (
+        Exemption(
+            "test-code",
+            "Tests: a test's precision is chosen to match a reference, not to train fast.",
+            Valid(_TRAIN, targets=("sm_90",)),
+            filename="tests/test_amp.py",
+        ),
+        Exemption(
+            "target-without-bf16",
+            "A configured target lacks BF16 (sm_75 and older): FP16 is the one half precision "
+            "the whole fleet runs.",
+            Valid(_TRAIN, targets=("sm_90", "sm_75")),
+        ),
+        Exemption(
+            "no-backward-pass",
+            "Not in a training function (no `.backward()`), or an eval pass under "
+            "`torch.no_grad()` / `torch.inference_mode()` inside one: FP16 inference has no "
+            "gradients to underflow.",
+            Valid(
+                "import torch\ndef fit(x, y):\n"
+                '    with torch.autocast("cuda", dtype=torch.bfloat16):\n'
+                "        loss = model(x)\n    loss.backward()\n"
+                '    with torch.no_grad(), torch.autocast("cuda", dtype=torch.float16):\n'
+                "        val = model(y)\n",
+                targets=("sm_90",),
+            ),
+        ),
+        Exemption(
+            "reason-given",
+            "A comment on the same or the previous line says why FP16 (a kernel with no BF16 "
+            "variant, parity with a reference, older GPUs): the author has decided.",
+            Valid(
+                "import torch\ndef train(x):\n"
+                "    # FP16: the fused kernel we call has no BF16 variant.\n"
+                '    with torch.autocast("cuda", dtype=torch.float16):\n'
+                "        loss = model(x)\n    scaler.scale(loss).backward()\n",
+                targets=("sm_90",),
+            ),
+        ),
+        Exemption(
+            "inference-branch",
+            "Under a branch that says inference (`if args.do_predict:`, `if not args.do_train:`): "
+            "that path does not train.",
+            Valid(
+                "import torch\ndef main(args, x):\n    if args.do_predict:\n"
+                "        model.half()\n        model(x)\n    else:\n"
+                "        model(x).sum().backward()\n",
+                targets=("sm_90",),
+            ),
+        ),
+    )
     INVALID = [
         Invalid(_TRAIN, targets=("sm_90",)),
         Invalid(
@@ -109,12 +159,16 @@ def train(x):
 
     def visit_Call(self, node: ast.Call, file: PythonFile):
         targets = self.settings.targets
-        if not targets or not all(t.arch.bf16 for t in targets) or file.is_test:
+        if not targets or self.exempt("target-without-bf16", not all(t.arch.bf16 for t in targets)):
+            return
+        if self.exempt("test-code", file.is_test):
             return
         what = self._fp16(node, file)
-        if what is None or not function_calls_backward(file, node):
+        if what is None or self.exempt("no-backward-pass", not function_calls_backward(file, node)):
             return
-        if _REASON.search(comment_near(file, node)) or _inference_only(file, node):
+        if self.exempt("reason-given", _REASON.search(comment_near(file, node))):
+            return
+        if self.exempt("inference-branch", _inference_only(file, node)):
             return
         labels = ", ".join(t.label for t in targets)
         yield self.report(file, node, what=what, targets=labels)
