@@ -187,3 +187,17 @@ def test_what_it_does_leaves_exemptions_to_the_list(rule):
     assert "left alone" not in what, (
         f"{rule.code}: 'What it does' still lists cases left alone; declare them in EXEMPTIONS"
     )
+
+
+def _example_key(example) -> tuple[str, tuple]:
+    quiet = example if isinstance(example, Valid) else Valid(str(example))
+    return quiet.code.strip(), tuple(quiet.targets or ())
+
+
+@pytest.mark.parametrize("rule", [r for r in all_rules() if r.EXEMPTIONS], ids=lambda r: r.code)
+def test_silent_examples_do_not_repeat_an_exemption_example(rule):
+    """An exemption's example is on the page under "Left alone" and linted as silent here; the
+    same snippet again among VALID would show twice and say nothing more."""
+    taken = {_example_key(e.example) for e in rule.EXEMPTIONS if e.example is not None}
+    repeated = [i for i, v in enumerate(rule.VALID) if _example_key(v) in taken]
+    assert not repeated, f"{rule.code}: VALID entries {repeated} repeat an exemption's example"

@@ -104,7 +104,6 @@ class UnusedNoqa(Rule):
     VALID = [
         "import torch\nx = torch.ones(3)  # noqa: E501\n",
         "import torch\nx = torch.ones(3)  # noqa\n",
-        "import torch\nx = torch.ones(3)  # noqa: GPU101, GPU003\n",
         'import torch\ns = "# noqa: GPU101"\n',
     ]
     INVALID = [

@@ -100,14 +100,6 @@ loader = DataLoader(ds, batch_size=64, num_workers=4)
 for x, y in loader:
     x = x.cuda()
 """,
-        # pin_memory from a variable: unknown.
-        """
-import torch
-from torch.utils.data import DataLoader
-loader = DataLoader(ds, batch_size=64, num_workers=4, pin_memory=args.pin_mem)
-for x, y in loader:
-    x = x.cuda()
-""",
     ]
     INVALID = [
         """

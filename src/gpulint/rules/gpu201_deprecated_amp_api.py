@@ -151,13 +151,6 @@ import torch
 from project.utils import TORCH_2_4
 scaler = torch.amp.GradScaler("cuda") if TORCH_2_4 else torch.cuda.amp.GradScaler()
 """,
-        # a backend's compatibility layer patches the old names; it does not call them
-        """
-import torch
-def apply_hijacks(get_dtype):
-    torch.get_autocast_gpu_dtype = get_dtype
-    torch.cuda.amp.GradScaler = torch.amp.GradScaler
-""",
     ]
     INVALID = [
         Invalid(

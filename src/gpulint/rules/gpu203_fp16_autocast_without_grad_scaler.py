@@ -137,24 +137,6 @@ def predict(x):
     with torch.autocast("cuda", dtype=torch.float16):
         return model(x)
 """,
-        # An eval pass under no_grad inside the training function: no backward through it.
-        """
-import torch
-def fit(x, y):
-    with torch.autocast("cuda", dtype=torch.bfloat16):
-        loss = model(x)
-    loss.backward()
-    with torch.no_grad(), torch.autocast("cuda", dtype=torch.float16):
-        val = model(y)
-""",
-        # dtype from a variable: unknown.
-        """
-import torch
-def train(x, dtype):
-    with torch.autocast("cuda", dtype=dtype):
-        loss = model(x)
-    loss.backward()
-""",
     ]
     INVALID = [
         """

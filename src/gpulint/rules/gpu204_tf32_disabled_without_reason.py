@@ -104,7 +104,6 @@ class Tf32DisabledWithoutReason(Rule):
         "torch.backends.cuda.matmul.allow_tf32 = False\n",
         "import torch\ntorch.backends.cudnn.allow_tf32 = False  # exact numerics for the golden test\n",
         "import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n",
-        "import torch\nif args.deterministic:\n    torch.set_float32_matmul_precision('highest')\n",
     ]
     INVALID = [
         "import torch\ntorch.backends.cudnn.allow_tf32 = False\n",

@@ -75,24 +75,7 @@ def train(x):
 """
     VALID = [
         Valid(_TRAIN, targets=("sm_75",)),
-        Valid(_TRAIN, targets=("sm_90", "sm_75")),
         _TRAIN,  # no targets configured
-        Valid(
-            "import torch\ndef train(x):\n"
-            "    # FP16: the fused kernel we call has no BF16 variant.\n"
-            '    with torch.autocast("cuda", dtype=torch.float16):\n'
-            "        loss = model(x)\n    scaler.scale(loss).backward()\n",
-            targets=("sm_90",),
-        ),
-        # An FP16 eval pass under no_grad inside a training function: not training.
-        Valid(
-            "import torch\ndef fit(x, y):\n"
-            '    with torch.autocast("cuda", dtype=torch.bfloat16):\n'
-            "        loss = model(x)\n    loss.backward()\n"
-            '    with torch.no_grad(), torch.autocast("cuda", dtype=torch.float16):\n'
-            "        val = model(y)\n",
-            targets=("sm_90",),
-        ),
     ]
     EXEMPTIONS = (
         Exemption(

@@ -94,7 +94,6 @@ class DistributedLaunch(Rule):
         "import argparse\nparser = argparse.ArgumentParser()\n"
         'parser.add_argument("--rank", type=int, help="use torchrun, not torch.distributed.launch")\n',
         'import subprocess\nsubprocess.run(["torchrun", "--nproc-per-node=8", "train.py"])\n',
-        'def main():\n    """Run with python -m torch.distributed.launch (deprecated)."""\n',
         'import sys\nif torch_version < (1, 10):\n    cmd = [sys.executable, "-m", "torch.distributed.launch"]\n',
     ]
     INVALID = [

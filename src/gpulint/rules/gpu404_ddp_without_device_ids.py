@@ -95,12 +95,6 @@ class DdpWithoutDeviceIds(Rule):
         "model = DDP(model.cuda(rank), device_ids=[rank])\n",
         # CPU-only module.
         "from torch.nn.parallel import DistributedDataParallel as DDP\nmodel = DDP(model)\n",
-        "import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
-        "x = x.cuda()\nmodel = DDP(model.cpu())\n",
-        "import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
-        "if torch.cuda.is_available():\n    model = DDP(model.cuda(r), device_ids=[r])\nelse:\n    model = DDP(model)\n",
-        "import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
-        "model = DDP(model.cuda(), **ddp_kwargs)\n",
     ]
     INVALID = [
         "import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"

@@ -116,9 +116,6 @@ class ProcessGroupWithoutDevice(Rule):
         "    model = Net().to(f'cuda:{rank}')\n",
         "import torch\nimport torch.distributed as dist\n"
         "dist.init_process_group('gloo')\nmodel = Net().cuda()\n",
-        "import os, torch\nimport torch.distributed as dist\n"
-        "os.environ['CUDA_VISIBLE_DEVICES'] = os.environ['LOCAL_RANK']\n"
-        "dist.init_process_group('nccl')\nmodel = Net().cuda()\n",
         "import torch\nimport torch.distributed as dist\n"
         "dist.init_process_group('nccl')\nmodel = Net().to(args.device)\n",
     ]

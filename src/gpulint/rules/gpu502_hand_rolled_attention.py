@@ -250,15 +250,6 @@ def attend(self, q, k, v):
     attn = torch.einsum("bhij,hk->bkij", attn, self.post_softmax_proj)
     return torch.einsum("bhij,bhjd->bhid", attn, v)
 """,
-        # The attention map is returned to the caller, which SDPA cannot give.
-        """
-import torch
-def softmax_attention(q, k, v):
-    a = torch.einsum("bhmd,bhnd->bhmn", q, k) * (k.shape[-1] ** -0.5)
-    a = torch.softmax(a, dim=-1)
-    y = torch.einsum("bhmn,bhnd->bhmd", a, v)
-    return y, a
-""",
         # A softmax that is not attention.
         """
 import torch.nn.functional as F

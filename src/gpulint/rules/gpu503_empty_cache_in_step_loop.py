@@ -77,8 +77,6 @@ class EmptyCacheInStepLoop(Rule):
     VALID = [
         "import torch\nfor x in train_loader:\n    loss = model(x.cuda())\n    loss.backward()\n"
         "    optimizer.step()\ntorch.cuda.empty_cache()\n",
-        "import torch\nfor step, x in enumerate(train_loader):\n    loss = model(x.cuda())\n"
-        "    loss.backward()\n    optimizer.step()\n    if step % 1000 == 0:\n        torch.cuda.empty_cache()\n",
         "import torch\nfor epoch in range(10):\n    train(model)\n    torch.cuda.empty_cache()\n",
     ]
     INVALID = [

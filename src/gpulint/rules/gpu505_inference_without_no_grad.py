@@ -106,12 +106,6 @@ class InferenceWithoutNoGrad(Rule):
         "import torch\ndef evaluate(model, val_loader):\n    for x, y in val_loader:\n"
         "        out = model(x.cuda())\ndef main(model, val_loader):\n"
         "    with torch.no_grad():\n        evaluate(model, val_loader)\n",
-        # nothing in the file calls it: the caller may be elsewhere
-        "import torch\ndef evaluate(model, val_loader):\n    for x, y in val_loader:\n"
-        "        out = model(x.cuda())\n",
-        # the graph is used after the loop
-        "import torch\ndef step(model, loader):\n    total = 0\n    for x in loader:\n"
-        "        total = total + model(x.cuda()).sum()\n    total.backward()\nstep(m, l)\n",
         # a training loop
         "import torch\nfor x, y in train_loader:\n    loss = model(x.cuda()).sum()\n"
         "    loss.backward()\n    optimizer.step()\n",

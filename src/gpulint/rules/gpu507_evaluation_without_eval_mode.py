@@ -116,13 +116,6 @@ for x, _ in test_loader:
         "with torch.no_grad():\n    for x, y in val_loader:\n        out = model(x.cuda())\n",
         "import torch\nmodel = torchvision.models.resnet18().cuda()\nmodel.train(False)\n"
         "with torch.no_grad():\n    for x, y in val_loader:\n        out = model(x.cuda())\n",
-        # a model of plain layers: its mode changes nothing
-        "import torch\nimport torch.nn as nn\n"
-        "model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2)).cuda()\n"
-        "with torch.no_grad():\n    for x, y in val_loader:\n        out = model(x.cuda())\n",
-        # nothing in the file calls the helper: its caller may put the model in eval mode
-        "import torch\n@torch.no_grad()\ndef evaluate(model, val_loader):\n"
-        "    for x, y in val_loader:\n        out = model(x.cuda())\n",
         # from_pretrained returns the model in eval mode
         "import torch\nmodel = torchvision.models.resnet18().cuda()\n"
         "with torch.no_grad():\n    for x, y in val_loader:\n        model.eval()\n"

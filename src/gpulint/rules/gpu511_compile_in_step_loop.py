@@ -85,10 +85,6 @@ class CompileInStepLoop(Rule):
     VALID = [
         "import torch\nmodel = torch.compile(model)\nfor x, y in loader:\n"
         "    loss = model(x.cuda()).sum()\n    loss.backward()\n    optimizer.step()\n",
-        # lazy, once-only compile
-        "import torch\nfor step, (x, y) in enumerate(loader):\n    if step == 0:\n"
-        "        model = torch.compile(model)\n    loss = model(x.cuda()).sum()\n"
-        "    loss.backward()\n    optimizer.step()\n",
         # a setup loop over kernels, not a step loop
         "import torch\ncompiled = {}\nfor name, fn in KERNELS.items():\n"
         "    compiled[name] = torch.compile(fn)\n",

@@ -114,10 +114,6 @@ class TimedLoopWithoutWarmup(Rule):
         "import time\nimport torch\ndef bench(model, x, warmup=10):\n    for _ in range(warmup):\n"
         "        model(x)\n    t0 = time.perf_counter()\n    for _ in range(100):\n"
         "        model(x)\n    torch.cuda.synchronize()\n    return time.perf_counter() - t0\n",
-        # The wall time of a whole training run.
-        "import time\nimport torch\ndef fit(model, loader, epochs):\n    start = time.time()\n"
-        "    for epoch in range(epochs):\n        for x, y in loader:\n"
-        "            model(x.cuda()).sum().backward()\n    print(time.time() - start)\n",
         # CPU-only work.
         "import time\ndef bench(f):\n    t0 = time.perf_counter()\n    for _ in range(100):\n"
         "        f()\n    return time.perf_counter() - t0\n",

@@ -103,8 +103,6 @@ class Timer:
         "    return start.elapsed_time(end)\n",
         "import torch\ndef bench(f):\n    s, e = [torch.cuda.Event(enable_timing=True) for _ in range(2)]\n"
         "    s.record()\n    f()\n    e.record()\n    torch.cuda.synchronize()\n    return s.elapsed_time(e)\n",
-        # Unknown events.
-        "def report(start, end):\n    return start.elapsed_time(end)\n",
     ]
     INVALID = [
         "import torch\ndef bench(f):\n    start = torch.cuda.Event(enable_timing=True)\n"

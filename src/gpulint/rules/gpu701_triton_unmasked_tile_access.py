@@ -308,19 +308,6 @@ def k(a_ptr, M, K, stride_am, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
     offs_k = tl.arange(0, BLOCK_K)
     a = tl.load(a_ptr + offs_am[:, None] * stride_am + offs_k[None, :])
 """,
-        # EVEN_K-style constexpr flag guarding the unmasked branch.
-        """
-from triton import jit
-import triton.language as tl
-
-@jit
-def k(x_ptr, n, BLOCK: tl.constexpr, EVEN_N: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    if EVEN_N:
-        x = tl.load(x_ptr + offs)
-    else:
-        x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
-""",
         # Whole-row offsets: not tiled by program id.
         """
 import triton

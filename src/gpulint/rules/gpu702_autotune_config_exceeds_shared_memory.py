@@ -139,10 +139,6 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
     VALID = [
         Valid(_KERNEL.replace("{prune}", ""), targets=("sm_90",)),
         _KERNEL.replace("{prune}", ""),  # no targets: fits on an H100, silent
-        Valid(
-            _KERNEL.replace("{prune}", '\n    prune_configs_by={"early_config_prune": prune},'),
-            targets=("sm_121",),
-        ),
     ]
     EXEMPTIONS: ClassVar[tuple[Exemption, ...]] = (
         Exemption(

@@ -165,16 +165,6 @@ def k(x_ptr, n, BLOCK: tl.constexpr):
     tl.device_assert(n > 0, "empty input")
 """,
         """
-import triton
-import triton.language as tl
-
-@triton.jit
-def k(x_ptr, DEBUG: tl.constexpr):
-    x = tl.load(x_ptr)
-    if DEBUG:
-        tl.device_print("x", x)
-""",
-        """
 import os
 if args.debug:
     os.environ["TRITON_INTERPRET"] = "1"

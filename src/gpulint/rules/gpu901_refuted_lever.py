@@ -330,10 +330,6 @@ class RefutedLever(Rule):
             targets=("sm_121",),
         ),
         Valid(
-            '"""Attention for Hopper (sm_90): FA3 kernels."""\nfrom flash_attn_interface import flash_attn_func\n',
-            targets=("sm_121",),
-        ),
-        Valid(
             "import torch.nn.functional as F\nout = F.scaled_dot_product_attention(q, k, v)\n",
             targets=("sm_121",),
         ),

@@ -83,7 +83,6 @@ class AnomalyDetectionLeftOn(Rule):
 
     VALID = [
         "import torch\ntorch.autograd.set_detect_anomaly(args.detect_anomaly)\n",
-        "import torch\nif args.debug:\n    torch.autograd.set_detect_anomaly(True)\n",
         "import torch\ntorch.autograd.set_detect_anomaly(False)\n",
         "import torch\n#torch.autograd.set_detect_anomaly(True)\n",
         "import torch\ndef check(model, x):\n    if not args.no_anomaly:\n"
