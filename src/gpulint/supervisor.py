@@ -117,19 +117,13 @@ class _Worker:
         except ChildProcessError:
             pass
 
-    def close(self) -> None:
-        """Let the worker finish and exit (its pipe closes), reap it; kill a stuck one."""
-        self.hang_up()
-        self.reap(time.monotonic() + 2.0)
-
     def hang_up(self) -> None:
         """Close the worker's line: it exits at once if idle (its next read ends)."""
         self.conn.close()
 
     def reap(self, deadline: float) -> None:
         """Wait for the hung-up worker to exit, until `deadline`; then kill it. Polled with
-        short, growing naps: an idle worker exits within a millisecond or so of its hang-up,
-        and a fixed 10 ms nap cost each run that much per worker (workers are reaped in turn)."""
+        short, growing naps: an idle worker exits within a millisecond or so of its hang-up."""
         nap = 0.0002
         while True:
             try:
@@ -218,15 +212,14 @@ class Supervisor:
         return next(self.map(func, [args], budget))[1]
 
     def close(self) -> None:
-        # Every idle worker is hung up before any is waited for: they exit side by side.
-        idle = [w for w in self._all if w in self._idle]
-        for worker in self._all:
-            if worker in self._idle:
-                worker.hang_up()
-            else:
-                worker.kill()
+        # Every idle worker is hung up before any is waited for: they exit side by side. A busy
+        # one (a run cut short) is killed.
+        for worker in self._all.difference(self._idle):
+            worker.kill()
+        for worker in self._idle:
+            worker.hang_up()
         deadline = time.monotonic() + 2.0
-        for worker in idle:
+        for worker in self._idle:
             worker.reap(deadline)
         self._all.clear()
         self._idle.clear()
