@@ -122,8 +122,7 @@ for batch in loader:
     def finish(self, file: PythonFile):
         if self.exempt("test-code", file.is_test):
             return
-        pinned = _pinned_loaders(file)
-        unknown = _pinned_loaders(file, unknown=True)
+        pinned, unknown = _pinned_loaders(file)
         if not pinned and not unknown:
             return
         for loop in file.nodes(ast.For, ast.AsyncFor):
@@ -167,10 +166,11 @@ def _derive(body, batch_vars: set[str]) -> None:
             batch_vars |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
 
 
-def _pinned_loaders(file: PythonFile, unknown: bool = False) -> dict[str, ast.Call]:
-    """Names bound (only) to DataLoader(..., pin_memory=True) calls in this file; with
-    `unknown`, those bound (only) to DataLoader calls whose `pin_memory` is not a constant."""
-    found: dict[str, ast.Call | None] = {}
+def _pinned_loaders(file: PythonFile) -> tuple[dict[str, ast.Call], dict[str, ast.Call]]:
+    """Names bound (only) to DataLoader(..., pin_memory=True) calls in this file, and those
+    bound (only) to DataLoader calls whose `pin_memory` is not a constant: one pass for both."""
+    pinned: dict[str, ast.Call | None] = {}
+    unknown: dict[str, ast.Call | None] = {}
     for node in file.nodes(ast.Assign):
         call = node.value
         if not isinstance(call, ast.Call):
@@ -179,18 +179,21 @@ def _pinned_loaders(file: PythonFile, unknown: bool = False) -> dict[str, ast.Ca
         if not q or not q.endswith("DataLoader"):
             continue
         pin = keyword(call, "pin_memory")
-        if unknown:
-            pinned = pin is not None and not isinstance(pin.value, ast.Constant)
-        else:
-            pinned = (
-                pin is not None and isinstance(pin.value, ast.Constant) and pin.value.value is True
-            )
+        value = pin.value if pin is not None else None
+        kinds = (
+            (pinned, isinstance(value, ast.Constant) and value.value is True),
+            (unknown, value is not None and not isinstance(value, ast.Constant)),
+        )
         for target in node.targets:
             name = terminal_name(target)
             if name:
-                old = found.get(name, call)
-                found[name] = call if (pinned and old is not None) else None
-    return {k: v for k, v in found.items() if v is not None}
+                for found, holds in kinds:
+                    old = found.get(name, call)
+                    found[name] = call if (holds and old is not None) else None
+    return (
+        {k: v for k, v in pinned.items() if v is not None},
+        {k: v for k, v in unknown.items() if v is not None},
+    )
 
 
 def _iterated_name(it: ast.AST) -> str | None:
