@@ -204,8 +204,10 @@ class Checker:
                 if not cache_dir.is_absolute():
                     cache_dir = linter.config.root / cache_dir
                 cache = ResultCache(cache_dir, linter.fingerprint())
-            # cross-file facts (CUDA launchers' callers), once, kept beside the result cache
-            linter.index_projects(members, cache.directory if cache is not None else None)
+            # cross-file facts (CUDA launchers' callers), once, kept beside the result cache;
+            # with workers to spare, built beside them while they lint the other files
+            store = cache.directory if cache is not None else None
+            linter.index_projects(members, store, background=jobs > 1)
             linter.prepare_project(paths, files)  # function summaries across the tree
             for result in lint_many(linter, members, jobs=jobs, cache=cache):
                 owners[result.path] = linter

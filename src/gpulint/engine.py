@@ -38,9 +38,14 @@ from gpulint.settings import Settings
 from gpulint.suppression import NoqaUse, is_suppressed
 from gpulint.torchversion import project_range, torch_range
 
+# A project index built in the background (`Linter.index_projects`) that has not answered in
+# this long is given up: its files are judged alone, and the run reports an internal error.
+PROJECT_TIME_BUDGET_S = 300.0
+
 if TYPE_CHECKING:
     from gpulint.cache import ResultCache
     from gpulint.projectcache import ProjectCache
+    from gpulint.supervisor import Background
 
 __all__ = ["FileResult", "Linter", "Report", "display_path", "lint_source"]  # results re-exported
 
@@ -99,6 +104,9 @@ class Linter:
         # with them (shown path -> salt): see `index_projects`.
         self._stored: dict[str, tuple[FrontendRef, dict[str, Any], list[Path], Path | None]] = {}
         self._salts: dict[str, str] = {}
+        # Projects being built in a process of their own while other files are linted
+        # (language -> the build, and what `_take_background` needs to install its result).
+        self._building: dict[str, tuple[Background, FrontendRef, list[Path], Path | None]] = {}
         # Internal errors (GPU001) of the run, not of one file: a project index that failed.
         self.errors: list[Finding] = []
         options = dict(config.options)
@@ -532,16 +540,23 @@ class Linter:
         return replace(finding, message=f"{finding.message} [measured: {note}]", trace=status)
 
     # -- a whole run -------------------------------------------------------------------------
-    def index_projects(self, files: Sequence[Path], store_dir: Path | None = None) -> None:
+    def index_projects(
+        self, files: Sequence[Path], store_dir: Path | None = None, background: bool = False
+    ) -> None:
         """Cross-file facts, gathered once before any file is linted (and before the cache is
         consulted: they are part of each file's cache key). Only front-ends that have them.
         With a cache folder, a project none of whose inputs changed is taken as stored
         (gpulint.projectcache): its files are not read, and its front-end is not even
-        imported until a file of its language has to be linted."""
+        imported until a file of its language has to be linted. With `background`, a project
+        to build is built in a forked process of its own while the files of other languages
+        are linted (`building`, `await_projects`): it holds up only the files of its own."""
         # (a linter that runs again, in a watch or a test, starts from none of the last run's)
         self._stored.clear()
         self._salts.clear()
         self.errors.clear()
+        for build, *_ in self._building.values():
+            build.result()  # a last run's, cut short: reaped, not taken
+        self._building.clear()
         grouped: dict[FrontendRef, list[Path]] = {}
         for path in files:
             ref = registry().frontend_for(path.name)
@@ -560,7 +575,68 @@ class Linter:
                     self._stored[ref.language] = (ref, stored["project"], paths, store_dir)
                     self._salts.update(stored["salts"])
                     continue
+            from gpulint import supervisor
+
+            frontend = ref.load()
+            if not hasattr(frontend, "project_json"):
+                store = None  # a project with no JSON form is built every run (and in place)
+            elif background and supervisor.CAN_FORK:
+                build = supervisor.Background(
+                    self._project_in_background,
+                    ref,
+                    paths,
+                    shown,
+                    store_dir,
+                    store,
+                    budget=PROJECT_TIME_BUDGET_S,
+                )
+                self._building[ref.language] = (build, ref, paths, store_dir)
+                continue
             self._build_project(ref, paths, shown, store_dir, store)
+
+    @property
+    def building(self) -> frozenset[str]:
+        """The languages whose project is being built in the background."""
+        return frozenset(self._building)
+
+    def await_projects(self) -> None:
+        """Wait for the projects being built in the background and take them as if from the
+        project cache (`resolve_projects` turns them into objects); one that failed leaves
+        its files judged alone, and the run says so."""
+        while self._building:
+            language, (build, ref, paths, store_dir) = self._building.popitem()
+            outcome = build.result()
+            if outcome.status != "ok":
+                why = {
+                    "timeout": f"took over {PROJECT_TIME_BUDGET_S:g} s",
+                    "crash": "the process building it died",
+                }.get(outcome.status, str(outcome.value))
+                where = f"the {language} front-end's project index"
+                on = f"the {len(paths)} {language} files of this project"
+                self.errors.append(internal_error(display_path(paths[0]), where, why, on))
+                continue
+            data, salts, errors = outcome.value
+            self.errors.extend(errors)
+            if data is not None:  # else no project: each file is judged alone
+                self._stored[language] = (ref, data, paths, store_dir)
+                self._salts.update(salts)
+
+    def _project_in_background(
+        self,
+        ref: FrontendRef,
+        paths: list[Path],
+        shown: list[str],
+        store_dir: Path | None,
+        store: ProjectCache | None,
+    ) -> tuple[dict[str, Any] | None, dict[str, str], list[Finding]]:
+        """In the forked builder: `_build_project`, and (the project's JSON form or None, the
+        salts it stored with it, the internal errors)."""
+        project = self._build_project(ref, paths, shown, store_dir, store)
+        if project is None:
+            return None, {}, self.errors
+        frontend = ref.load()
+        salts = {name: frontend.cache_salt(self.settings, name) for name in shown}
+        return frontend.project_json(project), salts if store is not None else {}, self.errors
 
     def _build_project(
         self,
@@ -569,14 +645,14 @@ class Linter:
         shown: list[str],
         store_dir: Path | None,
         store: ProjectCache | None = None,
-    ) -> None:
+    ) -> Any:
+        """Build the project of `paths` into the settings, and store it where `store` is
+        given and every file could be read; the project, or None."""
         from dataclasses import replace
 
         frontend = ref.load()
-        if store is not None and hasattr(frontend, "project_json"):
+        if store is not None:
             store.snapshot(shown, frontend.index_reads(shown))  # stamped before it is read
-        else:
-            store = None
         items = []
         for path, name in zip(paths, shown, strict=True):
             try:
@@ -586,13 +662,13 @@ class Linter:
         try:
             project = frontend.index(items, self.settings, store_dir)
         except (ParseError, RecursionError, MemoryError, ValueError):
-            return  # no project: each file is judged alone, as in an editor
+            return None  # no project: each file is judged alone, as in an editor
         except Exception as e:  # a front-end bug: judged alone too, and the run says so
             if shown:
                 on = f"the {len(shown)} {ref.language} files of this project"
                 where = f"the {ref.language} front-end's project index"
                 self.errors.append(internal_error(shown[0], where, e, on))
-            return
+            return None
         self.settings = replace(
             self.settings, projects={**self.settings.projects, ref.language: project}
         )
@@ -600,8 +676,9 @@ class Linter:
             try:
                 data = frontend.project_json(project)
             except TypeError:
-                return  # a project with no JSON form is built every run
+                return project  # a project with no JSON form is built every run
             store.save(data, {name: frontend.cache_salt(self.settings, name) for name in shown})
+        return project
 
     def resolve_projects(self) -> None:
         """Turn the projects taken from the project cache back into their front-ends' objects:

@@ -65,17 +65,34 @@ def lint_many(
     stamps: dict[int, list[int] | None] = {}  # before linting, of the files not served
     started = time.time_ns()
     places = _Places(linter) if cache is not None else None
-    for index, path in enumerate(files):
+
+    def look_up(index: int, path: Path) -> None:
         if cache is not None:
             stamp = _stamp(path, started)
             hit = _from_cache(linter, cache, path, digests, stamp, started, places)
             if hit is not None:
                 results[index] = hit
-                continue
+                return
             stamps[index] = stamp
         todo.append((index, path))
 
-    if len(todo) == 1 and _unwanted(linter, todo[0][1]):
+    # Files whose project is still being built (Linter.index_projects(background=True)) wait
+    # for it, cache lookups included (the project is part of their cache keys), while the
+    # workers lint the others.
+    building: frozenset[str] = getattr(linter, "building", frozenset())
+    waiting: list[tuple[int, Path]] = []
+    for index, path in enumerate(files):
+        if building and _language(path) in building:
+            waiting.append((index, path))
+        else:
+            look_up(index, path)
+    if waiting and (jobs <= 1 or not todo):
+        linter.await_projects()  # nothing to lint meanwhile
+        for index, path in waiting:
+            look_up(index, path)
+        waiting = []
+
+    if len(todo) == 1 and not waiting and _unwanted(linter, todo[0][1]):
         # One file that no rule wants (it is not parsed, only read and, for Python, decoded):
         # answered here, as a worker would answer it, without starting one. The commonest
         # call of an editor or a pre-commit hook.
@@ -84,12 +101,12 @@ def lint_many(
     elif todo:
         global _worker_linter
         _worker_linter = linter  # the workers are forked with it
-        if len(todo) > 1:
+        if len(todo) + len(waiting) > 1:
             # Imported and built once here, shared by the forked workers, rather than once in
             # each; one file alone imports only the rules it passes the gates of, and builds
             # the project index only if a call in it reaches into the project.
-            _prepare(linter, [path for _, path in todo])
-        workers = min(max(1, jobs), len(todo))
+            _prepare(linter, [path for _, path in todo + waiting])
+        workers = min(max(1, jobs), len(todo) + len(waiting))
         if workers > 1:
             # Largest first: the long files start while the short ones fill in behind them,
             # so no worker is left with a large file when the others have run dry (results
@@ -105,8 +122,25 @@ def lint_many(
             from gpulint.supervisor import Supervisor
 
             with Supervisor(workers, budget) as supervisor:
-                outcomes = supervisor.map(_work, [(path,) for _, path in todo])
-                for i, outcome in outcomes:
+
+                def tasks():
+                    yield from ((path,) for _, path in todo)
+                    if not waiting:
+                        return
+                    # The rest once their project is in: its files are looked up, and linted
+                    # by workers forked from then on (they hold it; the earlier ones do not).
+                    linter.await_projects()
+                    linter.resolve_projects()
+                    supervisor.renew()
+                    first = len(todo)
+                    for index, path in waiting:
+                        look_up(index, path)
+                    later = todo[first:]
+                    later.sort(key=lambda item: -_size(item[1]))
+                    todo[first:] = later
+                    yield from ((path,) for _, path in later)
+
+                for i, outcome in supervisor.map(_work, tasks()):
                     index, path = todo[i]
                     ok = outcome.status == "ok"
                     results[index] = outcome.value if ok else _failed(path, outcome, budget)
@@ -134,6 +168,13 @@ def lint_many(
     return [
         results[i] if i in results else FileResult(display_path(p), []) for i, p in enumerate(files)
     ]
+
+
+def _language(path: Path) -> str | None:
+    from gpulint.registry import registry
+
+    ref = registry().frontend_for(path.name)
+    return ref.language if ref is not None else None
 
 
 def _size(path: Path) -> int:

@@ -48,8 +48,9 @@ def _address_space() -> int | None:
         return None
 
 
-def _serve(conn: Connection, keep: int) -> None:
-    """The worker's loop: run each (function, args) it is sent, send back an Outcome."""
+def _enter_child(keep: int) -> None:
+    """A forked child's set-up: Ctrl-C left to the supervisor, only its own line to it kept
+    open, its address space capped."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     # Drop inherited descriptors (a flake8 pool's pipes, an editor's socket): a worker holds
@@ -65,6 +66,31 @@ def _serve(conn: Connection, keep: int) -> None:
             resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
         except (ImportError, ValueError, OSError):
             pass
+
+
+def _run(func: Callable, args: tuple) -> Outcome:
+    try:
+        return Outcome("ok", func(*args))
+    except MemoryError:
+        return Outcome("error", "out of memory")
+    except BaseException as e:  # noqa: BLE001 - reported as the task's own failure
+        return Outcome("error", f"{type(e).__name__}: {e}")
+
+
+def _answer(conn: Connection, outcome: Outcome) -> bool:
+    """Send `outcome` back; False if the line is gone."""
+    try:
+        conn.send(outcome)
+    except (pickle.PicklingError, TypeError, AttributeError) as e:
+        conn.send(Outcome("error", f"unpicklable result: {e}"))
+    except (OSError, MemoryError):
+        return False
+    return True
+
+
+def _serve(conn: Connection, keep: int) -> None:
+    """The worker's loop: run each (function, args) it is sent, send back an Outcome."""
+    _enter_child(keep)
     while True:
         try:
             func, args = conn.recv()
@@ -73,22 +99,16 @@ def _serve(conn: Connection, keep: int) -> None:
         except Exception as e:  # a task that could not be unpickled
             outcome = Outcome("error", f"{type(e).__name__}: {e}")
         else:
-            try:
-                outcome = Outcome("ok", func(*args))
-            except MemoryError:
-                outcome = Outcome("error", "out of memory")
-            except BaseException as e:  # noqa: BLE001 - reported as the task's own failure
-                outcome = Outcome("error", f"{type(e).__name__}: {e}")
-        try:
-            conn.send(outcome)
-        except (pickle.PicklingError, TypeError, AttributeError) as e:
-            conn.send(Outcome("error", f"unpicklable result: {e}"))
-        except (OSError, MemoryError):
+            outcome = _run(func, args)
+        if not _answer(conn, outcome):
             return
 
 
 class _Worker:
-    def __init__(self) -> None:
+    """A forked child on a line of its own: by default a worker serving tasks (`_serve`),
+    or `main` run once on the line."""
+
+    def __init__(self, main: Callable[[Connection], object] | None = None) -> None:
         from multiprocessing.connection import Pipe
 
         parent, child = Pipe()
@@ -97,7 +117,10 @@ class _Worker:
             code = 0
             try:
                 parent.close()
-                _serve(child, child.fileno())
+                if main is None:
+                    _serve(child, child.fileno())
+                else:
+                    main(child)
             except BaseException:
                 code = 1
             finally:
@@ -147,6 +170,8 @@ class Supervisor:
         self.budget = budget
         self._idle: list[_Worker] = []
         self._all: set[_Worker] = set()
+        self._stale: set[_Worker] = set()  # busy at the last `renew`: hung up once they answer
+        self._hung: list[_Worker] = []  # hung up, reaped at `close`
 
     def _worker(self) -> _Worker:
         if self._idle:
@@ -157,17 +182,33 @@ class Supervisor:
 
     def _retire(self, worker: _Worker) -> None:
         self._all.discard(worker)
+        self._stale.discard(worker)
         worker.kill()
+
+    def _hang_up(self, worker: _Worker) -> None:
+        self._stale.discard(worker)
+        worker.hang_up()
+        self._hung.append(worker)
+
+    def renew(self) -> None:
+        """Tasks handed over from now on run in workers forked with the caller's state as it
+        is now (a project index that arrived meanwhile): idle workers are hung up, busy ones
+        once they answer."""
+        for worker in self._idle:
+            self._hang_up(worker)
+        self._idle.clear()
+        self._stale = self._all.difference(self._hung)
 
     def map(
         self, func: Callable, tasks: Iterable[tuple], budget: float | None = None
     ) -> Iterator[tuple[int, Outcome]]:
-        """(index, Outcome) for each task, in the order they finish."""
+        """(index, Outcome) for each task, in the order they finish. Tasks are taken from
+        `tasks` only as workers come free: an iterator may wait for something, or `renew`,
+        between two of them while the workers go on."""
         budget = self.budget if budget is None else budget
-        todo = list(enumerate(tasks))
-        todo.reverse()
+        todo = enumerate(tasks)
         if not CAN_FORK:
-            for index, args in reversed(todo):
+            for index, args in todo:
                 try:
                     yield index, Outcome("ok", func(*args))
                 except Exception as e:  # noqa: BLE001
@@ -176,9 +217,14 @@ class Supervisor:
         from multiprocessing.connection import wait
 
         busy: dict[Connection, tuple[_Worker, int, float]] = {}
-        while todo or busy:
-            while todo and len(busy) < self.size:
-                index, args = todo.pop()
+        more = True
+        while more or busy:
+            while more and len(busy) < self.size:
+                step = next(todo, None)
+                if step is None:
+                    more = False
+                    break
+                index, args = step
                 worker = self._worker()
                 try:
                     worker.conn.send((func, args))
@@ -199,7 +245,10 @@ class Supervisor:
                     self._retire(worker)  # it died: a segfault, the memory limit, os._exit
                     yield index, Outcome("crash")
                     continue
-                self._idle.append(worker)
+                if worker in self._stale:
+                    self._hang_up(worker)  # forked before a `renew`
+                else:
+                    self._idle.append(worker)
                 yield index, outcome
             now = time.monotonic()
             for conn, (worker, index, deadline) in list(busy.items()):
@@ -214,21 +263,58 @@ class Supervisor:
     def close(self) -> None:
         # Every idle worker is hung up before any is waited for: they exit side by side. A busy
         # one (a run cut short) is killed.
-        for worker in self._all.difference(self._idle):
+        for worker in self._all.difference(self._idle, self._hung):
             worker.kill()
         for worker in self._idle:
             worker.hang_up()
         deadline = time.monotonic() + 2.0
-        for worker in self._idle:
+        for worker in (*self._idle, *self._hung):
             worker.reap(deadline)
         self._all.clear()
         self._idle.clear()
+        self._stale.clear()
+        self._hung.clear()
 
     def __enter__(self) -> Supervisor:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class Background:
+    """One call run now in a forked process of its own, its Outcome asked for later: work the
+    caller need not wait for yet (a project index built while the workers lint other files).
+    The child starts with the caller's state, so nothing is sent to it; only the result comes
+    back."""
+
+    def __init__(self, func: Callable, *args: Any, budget: float = FILE_TIME_BUDGET_S):
+        self.deadline = time.monotonic() + budget
+        self._outcome: Outcome | None = None
+
+        def main(conn: Connection) -> None:
+            _enter_child(conn.fileno())
+            _answer(conn, _run(func, args))
+
+        self._child = _Worker(main)
+
+    def result(self) -> Outcome:
+        """The call's Outcome: waits for it until the budget is spent (then `timeout`)."""
+        if self._outcome is None:
+            from multiprocessing.connection import wait
+
+            child = self._child
+            if not wait([child.conn], timeout=max(0.0, self.deadline - time.monotonic())):
+                child.kill()
+                self._outcome = Outcome("timeout")
+            else:
+                try:
+                    self._outcome = child.conn.recv()
+                except (EOFError, OSError, pickle.UnpicklingError):
+                    self._outcome = Outcome("crash")
+                child.hang_up()
+                child.reap(time.monotonic() + 2.0)
+        return self._outcome
 
 
 # -- one file's bytes, for the flake8 plugin and the language server --------------------------
