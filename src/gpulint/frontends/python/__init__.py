@@ -14,7 +14,7 @@ import warnings
 from collections.abc import Iterable, Sequence
 
 from gpulint.diagnostics import Finding
-from gpulint.frontends import ParseError, decode, noqa_by_line, run_rules
+from gpulint.frontends import MemoKey, ParseError, decode, noqa_by_line, run_rules
 from gpulint.frontends.python.file import PythonFile
 from gpulint.settings import Settings
 from gpulint.suppression import (
@@ -52,15 +52,11 @@ class PythonFrontend:
         source = parsed.source
         if "noqa" not in source.text.lower():
             return []
-        lines: dict[int, int] = {}  # line -> column of its comment
-        try:
-            for tok in tokenize.generate_tokens(io.StringIO(parsed.text, newline=None).readline):
-                if tok.type == tokenize.COMMENT and "noqa" in tok.string.lower():
-                    lines[tok.start[0]] = tok.start[1]
-        except (tokenize.TokenError, SyntaxError):
+        lines, spans = _noqa_tokens_of(parsed)
+        if lines is None:
             return []
         ranges = {}
-        for first, last in _noqa_ranges(parsed.text):
+        for first, last in spans:
             for n in range(first, last + 1):
                 ranges[n] = tuple(range(first, last + 1))
         out = []
@@ -79,7 +75,7 @@ def _spread_over_ranges(parsed: PythonFile, out: dict[int, frozenset[str]]) -> N
     multi-line string with the rest of its statement, or a backslash-continued statement. So
     `flake8 --select GPU` (which applies its own noqa after ours) and `gpulint check` agree."""
     source = parsed.source
-    for first, last in _noqa_ranges(parsed.text):
+    for first, last in _noqa_tokens_of(parsed)[1]:
         if not any(n in out for n in range(first, last + 1)):
             continue
         start = source.line_starts[first - 1]
@@ -93,24 +89,43 @@ def _spread_over_ranges(parsed: PythonFile, out: dict[int, frozenset[str]]) -> N
             out[n] = merged
 
 
+# (lines of `noqa` comments, noqa line ranges): suppressing and judging a file's `noqa`
+# comments both need them, from one tokenize pass (the slowest step of a file that has some).
+_NOQA_TOKENS: MemoKey[tuple[dict[int, int] | None, list[tuple[int, int]]]] = MemoKey("noqa")
+
+
+def _noqa_tokens_of(parsed: PythonFile) -> tuple[dict[int, int] | None, list[tuple[int, int]]]:
+    return parsed.memo.get(_NOQA_TOKENS, lambda: _noqa_tokens(parsed.text))
+
+
 def _noqa_ranges(text: str) -> list[tuple[int, int]]:
     """flake8's noqa line ranges (processor._noqa_line_mapping): the lines spanned by the tokens
     between two NL/NEWLINE tokens, where that spans more than one line."""
+    return _noqa_tokens(text)[1]
+
+
+def _noqa_tokens(text: str) -> tuple[dict[int, int] | None, list[tuple[int, int]]]:
+    """In one tokenize pass: the column of each comment token naming `noqa`, by line (None if
+    the text does not tokenize), and `_noqa_ranges` (as far as it tokenizes)."""
+    comments: dict[int, int] = {}
     ranges = []
     first, last = None, -1
     try:
         for tok in tokenize.generate_tokens(io.StringIO(text, newline=None).readline):
-            if tok.type in (tokenize.ENDMARKER, tokenize.DEDENT):
+            kind = tok.type
+            if kind in (tokenize.ENDMARKER, tokenize.DEDENT):
                 continue
+            if kind == tokenize.COMMENT and "noqa" in tok.string.lower():
+                comments[tok.start[0]] = tok.start[1]
             first = tok.start[0] if first is None else min(first, tok.start[0])
             last = max(last, tok.end[0])
-            if tok.type in (tokenize.NL, tokenize.NEWLINE):
+            if kind in (tokenize.NL, tokenize.NEWLINE):
                 if last > first:
                     ranges.append((first, last))
                 first, last = None, -1
     except (tokenize.TokenError, SyntaxError):
-        pass
-    return ranges
+        return None, ranges
+    return comments, ranges
 
 
 def parse_python(text: str, display_path: str = "<string>") -> ast.Module:
