@@ -148,3 +148,41 @@ def test_a_background_call_answers_later_and_is_killed_past_its_budget():
     t0 = time.monotonic()
     assert slow.result().status == "timeout"
     assert time.monotonic() - t0 < 5
+
+
+def test_a_run_cut_short_stops_the_builder(tree, monkeypatch):
+    """Ctrl-C (or any error) before the project is taken in must not leave it running."""
+    monkeypatch.setattr(CudaFrontend, "index", lambda *a, **k: time.sleep(60))
+    linter = Linter(example_config(root=tree))
+    files, _ = linter.find_files([Path(".")])
+    linter.index_projects(files, None, background=True)
+    [(build, *_)] = linter._building.values()
+    pid = build._child.pid
+    linter.abandon_projects()
+    assert not linter.building
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # killed and reaped
+
+
+def test_gpulint_check_stops_its_builder_when_linting_fails(tree, monkeypatch, capsys):
+    from gpulint.cli import main
+
+    monkeypatch.setattr(CudaFrontend, "index", lambda *a, **k: time.sleep(60))
+    started: list[supervisor.Background] = []
+    real = supervisor.Background.__init__
+
+    def recorded(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        started.append(self)
+
+    def broken(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(supervisor.Background, "__init__", recorded)
+    monkeypatch.setattr("gpulint.parallel.lint_many", broken)
+    t0 = time.monotonic()
+    assert main(["check", "--no-cache", "--jobs", "2", "."]) != 0  # interrupted
+    assert time.monotonic() - t0 < 30
+    [build] = started
+    with pytest.raises(ChildProcessError):
+        os.waitpid(build._child.pid, os.WNOHANG)

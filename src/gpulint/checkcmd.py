@@ -208,10 +208,13 @@ class Checker:
             # with workers to spare, built beside them while they lint the other files
             store = cache.directory if cache is not None else None
             linter.index_projects(members, store, background=jobs > 1)
-            linter.prepare_project(paths, files)  # function summaries across the tree
-            for result in lint_many(linter, members, jobs=jobs, cache=cache):
-                owners[result.path] = linter
-                results.append(result)
+            try:
+                linter.prepare_project(paths, files)  # function summaries across the tree
+                for result in lint_many(linter, members, jobs=jobs, cache=cache):
+                    owners[result.path] = linter
+                    results.append(result)
+            finally:
+                linter.abandon_projects()  # one still building when the run was cut short
         config_problems = [*root.problems]
         config_problems += [p for linter, _ in groups.values() for p in linter.config.problems]
         reported = [*self.resolver.problems, *config_problems, *self.evidence_problems]

@@ -554,9 +554,7 @@ class Linter:
         self._stored.clear()
         self._salts.clear()
         self.errors.clear()
-        for build, *_ in self._building.values():
-            build.result()  # a last run's, cut short: reaped, not taken
-        self._building.clear()
+        self.abandon_projects()
         grouped: dict[FrontendRef, list[Path]] = {}
         for path in files:
             ref = registry().frontend_for(path.name)
@@ -620,6 +618,11 @@ class Linter:
             if data is not None:  # else no project: each file is judged alone
                 self._stored[language] = (ref, data, paths, store_dir)
                 self._salts.update(salts)
+
+    def abandon_projects(self) -> None:
+        """Stop the projects still being built in the background (a run cut short)."""
+        while self._building:
+            self._building.popitem()[1][0].cancel()
 
     def _project_in_background(
         self,

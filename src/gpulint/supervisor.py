@@ -316,6 +316,12 @@ class Background:
                 child.reap(time.monotonic() + 2.0)
         return self._outcome
 
+    def cancel(self) -> None:
+        """Stop the call if it has not answered (a run cut short): killed, never waited for."""
+        if self._outcome is None:
+            self._child.kill()
+            self._outcome = Outcome("error", "cancelled")
+
 
 # -- one file's bytes, for the flake8 plugin and the language server --------------------------
 # Each linter gets its own worker, forked once it is known (so the worker holds it); a handful
