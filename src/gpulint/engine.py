@@ -105,7 +105,7 @@ class Linter:
         self._stored: dict[str, tuple[FrontendRef, dict[str, Any], list[Path], Path | None]] = {}
         self._salts: dict[str, str] = {}
         # Projects being built in a process of their own while other files are linted
-        # (language -> the build, and what `_take_background` needs to install its result).
+        # (language -> the build, and what `await_projects` needs to take its result in).
         self._building: dict[str, tuple[Background, FrontendRef, list[Path], Path | None]] = {}
         # Internal errors (GPU001) of the run, not of one file: a project index that failed.
         self.errors: list[Finding] = []
@@ -609,9 +609,7 @@ class Linter:
                     "timeout": f"took over {PROJECT_TIME_BUDGET_S:g} s",
                     "crash": "the process building it died",
                 }.get(outcome.status, str(outcome.value))
-                where = f"the {language} front-end's project index"
-                on = f"the {len(paths)} {language} files of this project"
-                self.errors.append(internal_error(display_path(paths[0]), where, why, on))
+                self._index_failed(language, [display_path(p) for p in paths], why)
                 continue
             data, salts, errors = outcome.value
             self.errors.extend(errors)
@@ -634,12 +632,17 @@ class Linter:
     ) -> tuple[dict[str, Any] | None, dict[str, str], list[Finding]]:
         """In the forked builder: `_build_project`, and (the project's JSON form or None, the
         salts it stored with it, the internal errors)."""
-        project = self._build_project(ref, paths, shown, store_dir, store)
+        project, salts = self._build_project(ref, paths, shown, store_dir, store)
         if project is None:
             return None, {}, self.errors
-        frontend = ref.load()
-        salts = {name: frontend.cache_salt(self.settings, name) for name in shown}
-        return frontend.project_json(project), salts if store is not None else {}, self.errors
+        return ref.load().project_json(project), salts or {}, self.errors
+
+    def _index_failed(self, language: str, shown: list[str], why: BaseException | str) -> None:
+        """A project index that failed (a front-end bug, a builder that died): GPU001."""
+        if shown:
+            on = f"the {len(shown)} {language} files of this project"
+            where = f"the {language} front-end's project index"
+            self.errors.append(internal_error(shown[0], where, why, on))
 
     def _build_project(
         self,
@@ -648,9 +651,10 @@ class Linter:
         shown: list[str],
         store_dir: Path | None,
         store: ProjectCache | None = None,
-    ) -> Any:
+    ) -> tuple[Any, dict[str, str] | None]:
         """Build the project of `paths` into the settings, and store it where `store` is
-        given and every file could be read; the project, or None."""
+        given and every file could be read: (the project or None, the salts stored with it
+        or None)."""
         from dataclasses import replace
 
         frontend = ref.load()
@@ -665,13 +669,10 @@ class Linter:
         try:
             project = frontend.index(items, self.settings, store_dir)
         except (ParseError, RecursionError, MemoryError, ValueError):
-            return None  # no project: each file is judged alone, as in an editor
+            return None, None  # no project: each file is judged alone, as in an editor
         except Exception as e:  # a front-end bug: judged alone too, and the run says so
-            if shown:
-                on = f"the {len(shown)} {ref.language} files of this project"
-                where = f"the {ref.language} front-end's project index"
-                self.errors.append(internal_error(shown[0], where, e, on))
-            return None
+            self._index_failed(ref.language, shown, e)
+            return None, None
         self.settings = replace(
             self.settings, projects={**self.settings.projects, ref.language: project}
         )
@@ -679,9 +680,11 @@ class Linter:
             try:
                 data = frontend.project_json(project)
             except TypeError:
-                return project  # a project with no JSON form is built every run
-            store.save(data, {name: frontend.cache_salt(self.settings, name) for name in shown})
-        return project
+                return project, None  # a project with no JSON form is built every run
+            salts = {name: frontend.cache_salt(self.settings, name) for name in shown}
+            store.save(data, salts)
+            return project, salts
+        return project, None
 
     def resolve_projects(self) -> None:
         """Turn the projects taken from the project cache back into their front-ends' objects:
