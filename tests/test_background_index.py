@@ -46,20 +46,22 @@ def tree(tmp_path, monkeypatch):
     return tmp_path
 
 
-def _check(root: Path, background: bool, cached: bool = True) -> tuple[list[str], Linter]:
-    """What `gpulint check .` does with two workers, the project built in place or not;
-    `linter.started` says whether it was being built in the background."""
+def _check(
+    root: Path, background: bool, cached: bool = True
+) -> tuple[list[str], Linter, frozenset[str]]:
+    """What `gpulint check .` does with two workers, the project built in place or not: the
+    findings and internal errors, the linter, and the languages it built in the background."""
     linter = Linter(example_config(root=root))
     cache = ResultCache(root / ".gpulint_cache", linter.fingerprint()) if cached else None
     files, _ = linter.find_files([Path(".")])
     linter.index_projects(files, cache.directory if cache else None, background=background)
-    linter.started = linter.building  # type: ignore[attr-defined]
-    if linter.building:
-        assert linter.building == {"cuda"} and "cuda" not in linter.settings.projects
+    started = linter.building
+    if started:
+        assert started == {"cuda"} and "cuda" not in linter.settings.projects
     linter.prepare_project([Path(".")], files)
     results = lint_many(linter, files, jobs=2, cache=cache)
     found = sorted(f"{f.path}:{f.code}" for r in results for f in r.findings)
-    return found + sorted(f"{f.path}:{f.code}" for f in linter.errors), linter
+    return found + sorted(f"{f.path}:{f.code}" for f in linter.errors), linter, started
 
 
 LIBRARY = [f"csrc/relu.cu:{c}" for c in CUDA_CODES]
@@ -75,15 +77,15 @@ def test_a_project_built_beside_the_workers_gives_the_same_findings(
     monkeypatch.chdir(tmp_path)
     tree = tmp_path
     _write(tree, {**HARNESS, **(LIBRARY_MODULES if shape == "library" else {})})
-    in_place, _ = _check(tree, background=False, cached=False)
+    in_place, _, _ = _check(tree, background=False, cached=False)
     cuda = [f for f in in_place if f.startswith("csrc/") and f[-6:] in CUDA_CODES]
     assert cuda == (LIBRARY if shape == "library" else [])
-    found, linter = _check(tree, background=True, cached=cached)
+    found, linter, started = _check(tree, background=True, cached=cached)
     assert found == in_place
-    assert linter.started == {"cuda"} and not linter.building  # taken in, not left running
+    assert started == {"cuda"} and not linter.building  # taken in, not left running
     if cached:  # stored by the builder: the next run is served without building
-        again, linter = _check(tree, background=True)
-        assert again == in_place and not linter.started
+        again, _, started = _check(tree, background=True)
+        assert again == in_place and not started
 
 
 def test_an_edit_after_a_background_build_is_seen(tree):
@@ -93,14 +95,14 @@ def test_an_edit_after_a_background_build_is_seen(tree):
     layers = tree / "toyrelu" / "layers.py"
     layers.write_text(LAYERS_PY.replace("import toy_relu", "import toy_relux"))
     os.utime(layers, ns=(OLD_NS + 10**9, OLD_NS + 10**9))
-    found, _ = _check(tree, background=True)
+    found, _, _ = _check(tree, background=True)
     assert not [f for f in found if f.startswith("csrc/")]
     assert found == _check(tree, background=False, cached=False)[0]
 
 
 def test_a_builder_that_dies_is_an_internal_error_and_the_run_goes_on(tree, monkeypatch):
     monkeypatch.setattr(CudaFrontend, "index", lambda *a, **k: os._exit(3))
-    found, linter = _check(tree, background=True)
+    found, linter, _ = _check(tree, background=True)
     [error] = linter.errors
     assert error.code == INTERNAL_ERROR and error.path == "csrc/relu.cu"
     assert "project index" in error.message and "the process building it died" in error.message
@@ -113,7 +115,7 @@ def test_a_builder_that_raises_reports_the_front_ends_error(tree, monkeypatch):
         raise KeyError("boom")
 
     monkeypatch.setattr(CudaFrontend, "index", broken)
-    _, linter = _check(tree, background=True)
+    _, linter, _ = _check(tree, background=True)
     [error] = linter.errors
     assert error.code == INTERNAL_ERROR and "KeyError" in error.message
 
