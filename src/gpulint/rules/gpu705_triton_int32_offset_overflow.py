@@ -9,6 +9,21 @@ from gpulint.rule import Exemption, Rule
 MAX_NAMED = 3  # offsets named in one finding; the rest are counted
 
 
+# A row kernel whose int32 row offset overflows past 2^31 elements: the failing example, and the
+# same kernel in a test file for the `test-code` exemption.
+_ROW_KERNEL = """
+import triton
+import triton.language as tl
+
+@triton.jit
+def k(out_ptr, in_ptr, stride_row, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(in_ptr + row * stride_row + cols, mask=cols < n_cols, other=0.0)
+    tl.store(out_ptr + row * stride_row + cols, x * 2, mask=cols < n_cols)
+"""
+
+
 class TritonInt32OffsetOverflow(Rule):
     """
     ## What it does
@@ -134,17 +149,7 @@ def run(x):
         Exemption(
             "test-code",
             "Test code, whose tensors are small.",
-            """
-import triton
-import triton.language as tl
-
-@triton.jit
-def k(out_ptr, in_ptr, stride_row, n_cols, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    x = tl.load(in_ptr + row * stride_row + cols, mask=cols < n_cols, other=0.0)
-    tl.store(out_ptr + row * stride_row + cols, x * 2, mask=cols < n_cols)
-""",
+            _ROW_KERNEL,
             filename="tests/test_kernels.py",
         ),
     )
@@ -183,19 +188,7 @@ def k(x_ptr, stride: tl.int64, N, BLOCK: tl.constexpr):
     x = tl.load(x_ptr + row * stride + cols, mask=cols < N)
 """,
     ]
-    INVALID = [
-        """
-import triton
-import triton.language as tl
-
-@triton.jit
-def k(out_ptr, in_ptr, stride_row, n_cols, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    x = tl.load(in_ptr + row * stride_row + cols, mask=cols < n_cols, other=0.0)
-    tl.store(out_ptr + row * stride_row + cols, x * 2, mask=cols < n_cols)
-""",
-    ]
+    INVALID = [_ROW_KERNEL]
 
     def finish(self, file: PythonFile):
         if self.exempt("test-code", file.is_test):
