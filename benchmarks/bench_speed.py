@@ -111,6 +111,31 @@ for path in map(Path, sys.argv[3:]):
                       "min_s": min(times), "max_s": max(times), "findings": len(found)}
 print(json.dumps(out))
 """
+# What a one-file check costs before any of gpulint's own code runs: the standard-library
+# modules a one-file check has loaded by its end (run here in-process on the same file and
+# arguments), timed alone in a fresh interpreter. Beside `python -c pass`, it is the floor of
+# the one-file line for any CLI of this shape on this machine's Python.
+STDLIB_OF_CHECK = r"""
+import contextlib, io, os, sys, sysconfig
+before = set(sys.modules)
+sys.argv = ["gpulint", *sys.argv[1:]]
+from gpulint.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    try:
+        main()
+    except SystemExit:
+        pass
+stdlib = os.path.realpath(sysconfig.get_paths()["stdlib"])
+def standard(name):
+    module = sys.modules.get(name)
+    where = getattr(module, "__file__", None)
+    if where is None:
+        return name in sys.builtin_module_names or name in sys.stdlib_module_names
+    where = os.path.realpath(where)
+    return where.startswith(stdlib + os.sep) and "site-packages" not in where
+loaded = [n for n in sys.modules if n not in before and "." not in n and not n.startswith("_")]
+print(",".join(sorted(n for n in loaded if standard(n) and n != "__main__")))
+"""
 README_BEGIN = "<!-- bench_speed: begin -->"
 README_END = "<!-- bench_speed: end -->"
 
@@ -324,6 +349,10 @@ def main() -> int:
     )
     parsed_file = flagged[len(flagged) // 2] if flagged else one_file
     script = Path(py).parent / "gpulint"  # the console script pip installs
+    one_args = [*gpulint[3:], "--no-cache", str(one_file)]
+    stdlib_modules = subprocess.run(
+        [py, "-c", STDLIB_OF_CHECK, *one_args], cwd=tree, capture_output=True, text=True, check=True
+    ).stdout.strip()
     commands = {
         "ast.parse, one process": [py, "-c", AST_PARSE, str(all_list)],
         f"ast.parse, {cores} processes": [py, "-c", AST_PARSE_PARALLEL, str(all_list), str(cores)],
@@ -339,6 +368,8 @@ def main() -> int:
             str(one_file),
         ],
         "gpulint, one file with findings": [*gpulint, "--no-cache", str(parsed_file)],
+        "python start-up (-c pass)": [py, "-c", "pass"],
+        "python + a one-file check's stdlib": [py, "-c", f"import {stdlib_modules}"],
         "ruff check (defaults)": [
             str(Path(py).parent / "ruff"),
             "check",
@@ -368,7 +399,7 @@ def main() -> int:
     }
     counts = {name: len(sample) if "sample" in name else len(files) for name in commands}
     for name in counts:
-        if name.startswith("gpulint, one file"):
+        if name.startswith(("gpulint, one file", "python ")):
             counts[name] = 1
     runs: dict[str, list[dict]] = {name: [] for name in commands}
     try:
@@ -429,6 +460,8 @@ def main() -> int:
     single = summary(runs["gpulint, one file (median size)"], "cpu_s")
     script_one = summary(runs["gpulint, one file, console script"], "cpu_s")
     parsed_one = summary(runs["gpulint, one file with findings"], "cpu_s")
+    bare = summary(runs["python start-up (-c pass)"], "cpu_s")[0]
+    floor = summary(runs["python + a one-file check's stdlib"], "cpu_s")[0]
     f8 = summary(runs[f"flake8 + TorchFix, {len(sample)}-file sample"], "cpu_s")[0]
     g8 = summary(runs[f"gpulint cold, {len(sample)}-file sample"], "cpu_s")[0]
     a8 = summary(runs[f"ast.parse, {len(sample)}-file sample"], "cpu_s")[0]
@@ -444,7 +477,9 @@ def main() -> int:
         f"one-file check: CPU {single[0] * 1000:.0f} ms ({single[1] * 1000:.0f}-{single[2] * 1000:.0f})"
         " (target < 50 ms); through the console script "
         f"{script_one[0] * 1000:.0f} ms; a file with findings ({parsed_file.name}) "
-        f"{parsed_one[0] * 1000:.0f} ms",
+        f"{parsed_one[0] * 1000:.0f} ms; before gpulint's own code: the interpreter's start-up "
+        f"{bare * 1000:.0f} ms, with the {len(stdlib_modules.split(','))} standard-library "
+        f"modules the check loads {floor * 1000:.0f} ms",
         "one file in a running language server (re-linted after an edit, wall, median of 20): "
         + "; ".join(
             f"{name} {r['median_s'] * 1000:.0f} ms ({r['min_s'] * 1000:.0f}-"
