@@ -349,6 +349,8 @@ def main() -> int:
     )
     parsed_file = flagged[len(flagged) // 2] if flagged else one_file
     script = Path(py).parent / "gpulint"  # the console script pip installs
+    # the median-size one-file check's arguments after `python -m gpulint`: the console-script
+    # row and the standard-library floor run the very same check
     one_args = [*gpulint[3:], "--no-cache", str(one_file)]
     stdlib_modules = subprocess.run(
         [py, "-c", STDLIB_OF_CHECK, *one_args], cwd=tree, capture_output=True, text=True, check=True
@@ -360,13 +362,8 @@ def main() -> int:
         f"gpulint cold, {cores} workers": [*gpulint, "--no-cache", "--jobs", str(cores), str(tree)],
         "gpulint warm, nothing changed": [*gpulint, "--cache-dir", str(cache_dir), str(tree)],
         "gpulint warm, 1 file changed": [*gpulint, "--cache-dir", str(cache_dir), str(tree)],
-        "gpulint, one file (median size)": [*gpulint, "--no-cache", str(one_file)],
-        "gpulint, one file, console script": [
-            str(script),
-            *gpulint[3:],
-            "--no-cache",
-            str(one_file),
-        ],
+        "gpulint, one file (median size)": [*gpulint[:3], *one_args],
+        "gpulint, one file, console script": [str(script), *one_args],
         "gpulint, one file with findings": [*gpulint, "--no-cache", str(parsed_file)],
         "python start-up (-c pass)": [py, "-c", "pass"],
         "python + a one-file check's stdlib": [py, "-c", f"import {stdlib_modules}"],
